@@ -1,0 +1,480 @@
+//! loom models of baiji's lock-free protocols, one per named race.
+//!
+//! Each model starts from a fresh epoch `Collector` (never the global one) and uses payloads
+//! that own a `loom::sync::Arc`, so loom reports a leaked payload as a leaked `Arc`. Under
+//! loom, reclaimed nodes are poisoned instead of deallocated and every node accessor asserts it
+//! is not poisoned, so a use after reclamation fails the model (invariant 4).
+//!
+//! Invariant numbers refer to `shared/docs/design.md`.
+
+use std::time::Duration;
+
+use baiji::engine::{
+    Engine, EngineConfig, MemoryPolicy, Message, Retention, StartFrom, SubscribeOptions,
+};
+use baiji::queue::{NodeRef, Queue, Reclaimer, WaitState, Wakeup, NODE_SIZE};
+use bytes::Bytes;
+use crossbeam_epoch::Collector;
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+/// A payload whose lifetime loom tracks: it owns a clone of a `loom::sync::Arc`.
+struct Tracked {
+    _alive: Arc<()>,
+    bytes: [u8; 8],
+}
+
+impl AsRef<[u8]> for Tracked {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+fn payload(value: u64, alive: &Arc<()>) -> Bytes {
+    Bytes::from_owner(Tracked {
+        _alive: Arc::clone(alive),
+        bytes: value.to_le_bytes(),
+    })
+}
+
+fn value(b: &Bytes) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// Runs a model with the preemption bound from `LOOM_MAX_PREEMPTIONS` (default 3).
+fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b.check(f);
+}
+
+fn engine(budget: u64, policy: MemoryPolicy) -> Engine {
+    let config = EngineConfig {
+        memory_budget: budget,
+        policy,
+        reaper_thread: false,
+        spin: Duration::ZERO,
+        // Nothing unheld is retained, so the reaper is as aggressive as it can be.
+        retention: Retention {
+            time: Duration::ZERO,
+            bytes: 0,
+        },
+        ..EngineConfig::default()
+    };
+    match Engine::with_collector(config, Collector::new()) {
+        Ok(e) => e,
+        Err(e) => panic!("engine config rejected: {e}"),
+    }
+}
+
+/// Invariant 1: two producers racing on the same tail get offsets 0 and 1, linked in offset
+/// order with correct `prev` links.
+#[test]
+fn two_producers_append() {
+    model(|| {
+        let alive = Arc::new(());
+        let collector = Collector::new();
+        let q = Arc::new(Queue::new(0, Reclaimer::new()));
+        let spawn = |v: u64| {
+            let (q, c, alive) = (Arc::clone(&q), collector.clone(), Arc::clone(&alive));
+            thread::spawn(move || {
+                let h = c.register();
+                let g = h.pin();
+                q.append(payload(v, &alive), 0, 0, &g).offset
+            })
+        };
+        let (t1, t2) = (spawn(10), spawn(20));
+        let (o1, o2) = (t1.join().unwrap(), t2.join().unwrap());
+        assert_ne!(o1, o2, "invariant 1: each append gets its own offset");
+        assert!(o1 < 2 && o2 < 2, "invariant 1: offsets are dense from 0");
+        let h = collector.register();
+        let g = h.pin();
+        let mut prev = q.head(&g);
+        let mut expect = 0;
+        while let Some(n) = prev.next(&g) {
+            assert_eq!(
+                n.offset(),
+                expect,
+                "invariant 1: link order is offset order"
+            );
+            let want = if n.offset() == o1 { 10 } else { 20 };
+            assert_eq!(
+                value(n.payload()),
+                want,
+                "the payload belongs to the offset its producer got"
+            );
+            assert_eq!(
+                n.prev(&g).map(|p| p.end()),
+                Some(prev.end()),
+                "prev is set before publication"
+            );
+            prev = n;
+            expect += 1;
+        }
+        assert_eq!(expect, 2);
+    });
+}
+
+/// Invariants 1 and 2: a reader racing with a producer sees a gap-free prefix of offsets with
+/// fully written payloads.
+#[test]
+fn producer_vs_reader() {
+    model(|| {
+        let alive = Arc::new(());
+        let collector = Collector::new();
+        let q = Arc::new(Queue::new(5, Reclaimer::new()));
+        let producer = {
+            let (q, c, alive) = (Arc::clone(&q), collector.clone(), Arc::clone(&alive));
+            thread::spawn(move || {
+                let h = c.register();
+                for v in 0..2 {
+                    let g = h.pin();
+                    q.append(payload(100 + v, &alive), v, 0, &g);
+                }
+            })
+        };
+        let h = collector.register();
+        let g = h.pin();
+        let mut n = q.head(&g);
+        let mut seen = 0;
+        while let Some(next) = n.next(&g) {
+            assert_eq!(
+                next.offset(),
+                5 + seen,
+                "invariant 1: no gap, no reordering"
+            );
+            assert_eq!(
+                value(next.payload()),
+                100 + seen,
+                "invariant 2: payload fully visible"
+            );
+            n = next;
+            seen += 1;
+        }
+        drop(g);
+        producer.join().unwrap();
+        assert!(seen <= 2);
+    });
+}
+
+/// Invariant 4: a reader holding a `NodeRef` across guards never touches a node the reaper
+/// reclaimed; invariant 7 and the `Arc` payloads: nothing leaks.
+#[test]
+fn reader_vs_reaper() {
+    model(|| {
+        let alive = Arc::new(());
+        let collector = Collector::new();
+        let reclaimer = Reclaimer::new();
+        let q = Arc::new(Queue::new(0, Arc::clone(&reclaimer)));
+        {
+            let h = collector.register();
+            let g = h.pin();
+            q.append(payload(0, &alive), 0, 0, &g);
+            q.append(payload(1, &alive), 0, 0, &g);
+        }
+        let reader = {
+            let (q, c) = (Arc::clone(&q), collector.clone());
+            thread::spawn(move || {
+                let h = c.register();
+                let pos = {
+                    let g = h.pin();
+                    let first = q.head(&g).next(&g).map(|n| {
+                        let _ = value(n.payload());
+                        NodeRef::new(&q, n)
+                    });
+                    first
+                };
+                let g = h.pin();
+                if let Some(n) = pos.and_then(|p| p.get(&q, &g)) {
+                    // Touches the node again under a new guard: must still be alive.
+                    let _ = value(n.payload());
+                    let _ = n.next(&g).map(|m| value(m.payload()));
+                }
+            })
+        };
+        let reaper = {
+            let (q, c, r) = (Arc::clone(&q), collector.clone(), Arc::clone(&reclaimer));
+            thread::spawn(move || {
+                let h = c.register();
+                {
+                    let mut head = q.lock_head();
+                    let g = h.pin();
+                    let u = head.unlink_while(u64::MAX, &g, |_| true);
+                    assert!(u.count <= 2);
+                }
+                for _ in 0..2 {
+                    h.pin().flush();
+                    r.free_ready();
+                }
+            })
+        };
+        reader.join().unwrap();
+        reaper.join().unwrap();
+    });
+}
+
+/// Invariants 3 and 6: two groups acknowledge the same message concurrently while the reaper
+/// runs; the message is reclaimed only after both acknowledged, and then it is reclaimed.
+#[test]
+fn ack_counter_two_groups() {
+    model(|| {
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let opts = SubscribeOptions {
+            start: StartFrom::First,
+            ..Default::default()
+        };
+        let a = e.subscribe("A", "T", opts.clone()).unwrap();
+        let b = e.subscribe("B", "T", opts).unwrap();
+        e.append_to("T", 0, Message::new(Bytes::from_static(b"m")))
+            .unwrap();
+        let a_acked = Arc::new(AtomicBool::new(false));
+        let ta = {
+            let a_acked = Arc::clone(&a_acked);
+            thread::spawn(move || {
+                a_acked.store(true, Ordering::SeqCst);
+                a.commit(0, 1).unwrap();
+            })
+        };
+        // B acknowledges concurrently with A, then the reaper runs while A may still be busy.
+        b.commit(0, 1).unwrap();
+        if e.reap() > 0 {
+            assert!(
+                a_acked.load(Ordering::SeqCst),
+                "invariant 3: reclaimed before A acknowledged"
+            );
+        }
+        ta.join().unwrap();
+        e.reap();
+        assert_eq!(
+            e.stats().live_messages,
+            0,
+            "invariant 7: acknowledged by all, reclaimed"
+        );
+        assert_eq!(
+            e.stats().bytes_used,
+            0,
+            "invariant 9: accounting returns to zero"
+        );
+    });
+}
+
+/// Invariant 5: a group that joins "from the first offset" while a producer appends and the
+/// reaper reclaims unheld messages receives every message from its start offset on.
+#[test]
+fn group_joins_during_appends() {
+    model(|| {
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        // One message nobody holds yet (retention zero: the reaper may take it at once).
+        e.append_to("T", 0, Message::new(Bytes::from(vec![0u8])))
+            .unwrap();
+        let producer = {
+            let e = Arc::clone(&e);
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(Bytes::from(vec![1u8])))
+                    .unwrap();
+                e.reap();
+            })
+        };
+        let g = e
+            .subscribe(
+                "G",
+                "T",
+                SubscribeOptions {
+                    start: StartFrom::First,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let start = g.committed(0).unwrap();
+        producer.join().unwrap();
+        e.reap();
+        let mut c = g.join().unwrap();
+        let got = c.poll(16).unwrap();
+        let offsets: Vec<u64> = got.iter().map(|d| d.offset).collect();
+        let want: Vec<u64> = (start..2).collect();
+        assert_eq!(
+            offsets, want,
+            "invariant 5: every message from the join offset on is kept"
+        );
+        for d in &got {
+            assert_eq!(u64::from(d.payload[0]), d.offset, "payload matches offset");
+        }
+    });
+}
+
+/// Invariants 5 and 7: a group leaving with a message it received but never acknowledged
+/// (it acknowledged a later one) does not pin that message forever, and the other group
+/// still receives everything.
+#[test]
+fn group_leaves_with_unacked() {
+    model(|| {
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let opts = SubscribeOptions {
+            start: StartFrom::First,
+            ..Default::default()
+        };
+        let a = e.subscribe("A", "T", opts.clone()).unwrap();
+        let b = e.subscribe("B", "T", opts).unwrap();
+        for i in 0..2u8 {
+            e.append_to("T", 0, Message::new(Bytes::from(vec![i])))
+                .unwrap();
+        }
+        let mut ca = a.join().unwrap();
+        let got = ca.poll(16).unwrap();
+        assert_eq!(got.len(), 2);
+        ca.ack(&got[1]).unwrap();
+        // A leaves without acknowledging offset 0 while B reads, commits and reaps.
+        let leaver = thread::spawn(move || {
+            drop(ca);
+            a.unsubscribe();
+        });
+        let mut cb = b.join().unwrap();
+        let got = cb.poll(16).unwrap();
+        let offsets: Vec<u64> = got.iter().map(|d| d.offset).collect();
+        assert_eq!(
+            offsets,
+            vec![0, 1],
+            "invariant 3: B's messages stay until B acknowledges"
+        );
+        cb.commit(0, 2).unwrap();
+        e.reap();
+        leaver.join().unwrap();
+        e.reap();
+        assert_eq!(
+            e.stats().live_messages,
+            0,
+            "invariant 7: a departed group pins nothing"
+        );
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9");
+    });
+}
+
+/// Invariants 4 and 10: `drop-oldest` evicts under a lagging reader; the reader never touches
+/// an evicted node, and every message is either delivered to the group or counted as dropped.
+#[test]
+fn drop_oldest_vs_lagging_reader() {
+    model(|| {
+        // Room for exactly two one-byte messages.
+        let e = Arc::new(engine(2 * (1 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
+        e.create_topic("T", 1).unwrap();
+        let g = e
+            .subscribe(
+                "G",
+                "T",
+                SubscribeOptions {
+                    start: StartFrom::First,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        for i in 0..2u8 {
+            e.append_to("T", 0, Message::new(Bytes::from(vec![i])))
+                .unwrap();
+        }
+        let mut c = g.join().unwrap();
+        let producer = {
+            let e = Arc::clone(&e);
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(Bytes::from(vec![2u8])))
+                    .unwrap();
+            })
+        };
+        let mut seen = Vec::new();
+        for d in c.poll(1).unwrap() {
+            c.ack(&d).unwrap();
+            seen.push(d.offset);
+        }
+        producer.join().unwrap();
+        for d in c.poll(16).unwrap() {
+            assert_eq!(u64::from(d.payload[0]), d.offset, "payload matches offset");
+            c.ack(&d).unwrap();
+            seen.push(d.offset);
+        }
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "invariant 8: offset order, no duplicate"
+        );
+        let stats = g.stats();
+        assert!(
+            seen.len() as u64 + stats.dropped >= 3,
+            "invariant 10: each message delivered or counted as dropped (seen {seen:?}, {stats:?})"
+        );
+        assert_eq!(
+            stats.acked + stats.dropped,
+            3,
+            "invariant 9: every message is acknowledged or dropped exactly once ({stats:?})"
+        );
+        assert!(
+            e.stats().bytes_used <= e.config().memory_budget,
+            "the budget holds"
+        );
+    });
+}
+
+/// No lost wake-up: a consumer that registers behind the last node and parks is woken by an
+/// append that races with its registration (a lost wake-up is a deadlock loom reports).
+#[test]
+fn parked_consumer_wakeup() {
+    model(|| {
+        let alive = Arc::new(());
+        let collector = Collector::new();
+        let q = Arc::new(Queue::new(0, Reclaimer::new()));
+        let consumer = {
+            let (q, c) = (Arc::clone(&q), collector.clone());
+            thread::spawn(move || {
+                let h = c.register();
+                loop {
+                    let g = h.pin();
+                    let last = q.last(&g);
+                    if last.end() > 0 {
+                        return;
+                    }
+                    match q.wait_behind(last, Wakeup::Thread(thread::current()), None, &g) {
+                        WaitState::Ready => continue,
+                        WaitState::Registered(id) => {
+                            drop(g);
+                            while q.is_waiting(id) {
+                                thread::park();
+                            }
+                        }
+                    }
+                }
+            })
+        };
+        {
+            let h = collector.register();
+            let g = h.pin();
+            q.append(payload(1, &alive), 0, 0, &g);
+        }
+        consumer.join().unwrap();
+    });
+}
+
+/// The same race through the engine's blocking receive (spin disabled, so it parks at once).
+#[test]
+fn parked_engine_consumer_wakeup() {
+    model(|| {
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let g = e.subscribe("G", "T", SubscribeOptions::default()).unwrap();
+        let mut c = g.join().unwrap();
+        let producer = {
+            let e = Arc::clone(&e);
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(Bytes::from_static(b"x")))
+                    .unwrap();
+            })
+        };
+        let got = c.recv_timeout(1, Duration::from_secs(3600)).unwrap();
+        assert_eq!(got.len(), 1, "woken with the message");
+        producer.join().unwrap();
+    });
+}

@@ -1,0 +1,111 @@
+//! Engine configuration.
+
+use std::time::Duration;
+
+use super::EngineError;
+
+/// What an append does when the memory budget has no room (see `design.md`, "Memory budget").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryPolicy {
+    /// Refuse the message with [`EngineError::BudgetExceeded`]; nothing accepted is lost.
+    #[default]
+    Reject,
+    /// Accept the message and evict the oldest messages (of the same queue first, then of the
+    /// same topic, then of any topic), whether or not groups acknowledged them; every group
+    /// that had not acknowledged an evicted message counts it in its `dropped` statistic.
+    DropOldest,
+    /// Async sends wait until the reaper frees room; blocking-free sends fail as with `Reject`.
+    Block,
+}
+
+impl std::str::FromStr for MemoryPolicy {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, EngineError> {
+        match s {
+            "reject" => Ok(MemoryPolicy::Reject),
+            "drop-oldest" | "drop_oldest" => Ok(MemoryPolicy::DropOldest),
+            "block" => Ok(MemoryPolicy::Block),
+            other => Err(EngineError::InvalidConfig(format!(
+                "unknown memory policy `{other}` (expected reject, drop-oldest or block)"
+            ))),
+        }
+    }
+}
+
+/// How long messages nobody subscribed to are kept, so that a group subscribing "from the first
+/// offset" shortly after the producer started still sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Age after which such a message may be reclaimed.
+    pub time: Duration,
+    /// Per queue, bytes of such messages above which the oldest are reclaimed.
+    pub bytes: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            time: Duration::from_secs(60),
+            bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Engine settings. `EngineConfig::default()` is a sane start: 1 GiB budget, `reject`, 4 MiB
+/// messages, 60 s / 64 MiB retention, a reaper thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Bytes of payload plus bookkeeping the engine may hold.
+    pub memory_budget: u64,
+    /// What happens when an append would exceed the budget.
+    pub policy: MemoryPolicy,
+    /// Largest payload accepted, in bytes.
+    pub max_message_size: usize,
+    /// Retention of messages on topics (or offsets) no group must see.
+    pub retention: Retention,
+    /// Shortest pause between two reaper passes; the reaper backs off up to
+    /// `reaper_max_interval` while there is nothing to reclaim.
+    pub reaper_interval: Duration,
+    /// Longest pause between two reaper passes.
+    pub reaper_max_interval: Duration,
+    /// Run the reaper on its own thread. Without it, call [`Engine::reap`](super::Engine::reap).
+    pub reaper_thread: bool,
+    /// How long a blocking receive spins before it parks the thread.
+    pub spin: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            memory_budget: 1 << 30,
+            policy: MemoryPolicy::Reject,
+            max_message_size: 4 * 1024 * 1024,
+            retention: Retention::default(),
+            reaper_interval: Duration::from_millis(1),
+            reaper_max_interval: Duration::from_millis(20),
+            reaper_thread: true,
+            spin: Duration::from_micros(50),
+        }
+    }
+}
+
+impl EngineConfig {
+    pub(crate) fn validate(&self) -> Result<(), EngineError> {
+        if self.memory_budget == 0 {
+            return Err(EngineError::InvalidConfig(
+                "memory_budget must be positive".into(),
+            ));
+        }
+        if self.max_message_size == 0 {
+            return Err(EngineError::InvalidConfig(
+                "max_message_size must be positive".into(),
+            ));
+        }
+        if self.reaper_interval.is_zero() || self.reaper_max_interval < self.reaper_interval {
+            return Err(EngineError::InvalidConfig(
+                "reaper_interval must be positive and not above reaper_max_interval".into(),
+            ));
+        }
+        Ok(())
+    }
+}

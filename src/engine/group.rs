@@ -1,0 +1,822 @@
+//! Consumer groups: one group's subscription to one topic, its per-queue acknowledgement
+//! tracks, its members and their queue assignment.
+//!
+//! # Acknowledgement bookkeeping (invariants 5, 6, 9, 10)
+//!
+//! For every queue a clustering subscription keeps a [`Track`]:
+//!
+//! ```text
+//!        frontier F            cursor C        hwm H
+//!   ... acked │ acked? acked? ... │ not yet delivered ...
+//!             └── `acked` holds the acknowledged offsets in [F, ..)
+//! ```
+//!
+//! * every offset below `F` has been acknowledged by the group (its node's counter bumped once);
+//! * `acked` holds the acknowledged offsets at or above `F` (per-message acks out of order, and
+//!   messages the filter skipped);
+//! * `C` is the next offset to hand out; `H` the end of everything handed out at least once.
+//!
+//! A node's counter is bumped exactly when its offset enters "below `F`" or `acked`, and never
+//! when it is already in either, so each group bumps each node at most once (invariant 6). The
+//! subscription's hold in the queue says from which offset the group must acknowledge (its
+//! start), and, once it unsubscribes, up to which offset it did: on leaving, the group first
+//! acknowledges the unacknowledged offsets below its highest acknowledged one, so that the hold
+//! can end at `top` with every node below `top` bumped and none at or above it (invariant 5).
+//!
+//! Nodes the group has not acknowledged can only leave the queue through the `drop-oldest`
+//! policy. A track notices that lazily (`reconcile`): when the queue's first live offset is
+//! above `F`, the unacknowledged offsets in between were evicted and count as `dropped`
+//! (invariant 10).
+//!
+//! A broadcasting subscription keeps one track per member and a group frontier `G`, the minimum
+//! of the members' frontiers; nodes are bumped when `G` passes them. Its hold exists only while
+//! it has members, so a broadcasting group without members holds no memory.
+//!
+//! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
+//! then its holds.
+
+use std::collections::BTreeSet;
+
+use crossbeam_epoch::Guard;
+
+use super::topic::{EQueue, Topic};
+use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
+use super::EngineError;
+use crate::queue::{Node, NodeRef, WaitList};
+use crate::sync::plain::AtomicU64 as PlainU64;
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+
+/// Most nodes one poll of one queue looks at (filtered-out messages included).
+const SCAN_LIMIT: usize = 4096;
+
+/// Counters of one subscription. Relaxed everywhere: statistics only.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) delivered: PlainU64,
+    pub(crate) acked: PlainU64,
+    pub(crate) filtered: PlainU64,
+    pub(crate) dropped: PlainU64,
+}
+
+impl Counters {
+    fn add(c: &PlainU64, n: u64) {
+        if n > 0 {
+            c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// The node whose `end` is `end` (the message at `end - 1`, or the dummy), if still linked.
+fn node_ending_at<'g>(
+    q: &crate::queue::Queue,
+    hint: Option<NodeRef>,
+    end: u64,
+    guard: &'g Guard,
+) -> Option<&'g Node> {
+    if let Some(n) = hint
+        .filter(|r| r.end() == end)
+        .and_then(|r| r.get(q, guard))
+    {
+        return Some(n);
+    }
+    let head = q.head(guard);
+    if head.end() == end {
+        return Some(head);
+    }
+    if end < head.end() {
+        return None;
+    }
+    q.find(end - 1, guard)
+}
+
+/// One reader's acknowledgement state in one queue (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Track {
+    pub(crate) frontier: u64,
+    frontier_ref: Option<NodeRef>,
+    acked: BTreeSet<u64>,
+    pub(crate) cursor: u64,
+    cursor_ref: Option<NodeRef>,
+    hwm: u64,
+}
+
+impl Track {
+    pub(crate) fn new(start: u64) -> Self {
+        Track {
+            frontier: start,
+            frontier_ref: None,
+            acked: BTreeSet::new(),
+            cursor: start,
+            cursor_ref: None,
+            hwm: start,
+        }
+    }
+
+    /// Offsets the track still has to acknowledge, given the queue's end.
+    fn backlog(&self, end: u64) -> u64 {
+        end.saturating_sub(self.frontier)
+            .saturating_sub(self.acked.len() as u64)
+    }
+
+    /// Catches up with evictions: returns how many offsets below the queue's first live one
+    /// this track had not acknowledged (they were evicted under it).
+    fn reconcile(&mut self, first_live: u64) -> u64 {
+        if first_live <= self.frontier {
+            return 0;
+        }
+        let acked_below = self.acked.range(..first_live).count() as u64;
+        let dropped = first_live - self.frontier - acked_below;
+        self.acked = self.acked.split_off(&first_live);
+        self.frontier = first_live;
+        self.frontier_ref = None;
+        if self.cursor < first_live {
+            self.cursor = first_live;
+            self.cursor_ref = None;
+        }
+        self.hwm = self.hwm.max(first_live);
+        self.absorb();
+        dropped
+    }
+
+    /// Moves the frontier over acknowledged offsets that became contiguous with it.
+    fn absorb(&mut self) {
+        while self.acked.first() == Some(&self.frontier) {
+            self.acked.pop_first();
+            self.frontier += 1;
+            self.frontier_ref = None;
+        }
+    }
+
+    /// Records that `node` (at or above the frontier, not yet acknowledged) is acknowledged.
+    fn mark(&mut self, q: &crate::queue::Queue, node: &Node) {
+        let off = node.offset();
+        if off == self.frontier {
+            self.frontier += 1;
+            self.frontier_ref = Some(NodeRef::new(q, node));
+            self.absorb();
+        } else {
+            self.acked.insert(off);
+        }
+    }
+
+    /// Whether `offset` is acknowledged by this track.
+    fn is_acked(&self, offset: u64) -> bool {
+        offset < self.frontier || self.acked.contains(&offset)
+    }
+
+    /// Acknowledges every offset in `[frontier, to)` that is not yet acknowledged, bumping
+    /// each node once if `bump`; returns how many it acknowledged. `to` must not exceed the
+    /// queue's end. Reconciles evictions first (their count is added to `dropped`).
+    fn ack_until(
+        &mut self,
+        q: &crate::queue::Queue,
+        to: u64,
+        bump: bool,
+        dropped: &mut u64,
+        guard: &Guard,
+    ) -> u64 {
+        *dropped += self.reconcile(q.first_offset(guard));
+        if to <= self.frontier {
+            return 0;
+        }
+        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
+            // Evicted between the reconcile and the lookup: nothing left below to bump.
+            *dropped += self.reconcile(q.first_offset(guard));
+            return 0;
+        };
+        let mut count = 0;
+        while n.end() < to {
+            let Some(next) = n.next(guard) else { break };
+            n = next;
+            if !self.acked.contains(&n.offset()) {
+                if bump {
+                    n.ack();
+                }
+                count += 1;
+            }
+        }
+        let reached = n.end();
+        self.acked = self.acked.split_off(&reached);
+        self.frontier = reached;
+        self.frontier_ref = Some(NodeRef::new(q, n));
+        self.absorb();
+        if self.cursor < self.frontier {
+            self.cursor = self.frontier;
+            self.cursor_ref = self.frontier_ref;
+        }
+        self.hwm = self.hwm.max(self.frontier);
+        count
+    }
+
+    /// Acknowledges one delivered offset.
+    fn ack_one(
+        &mut self,
+        q: &crate::queue::Queue,
+        queue_id: u32,
+        offset: u64,
+        bump: bool,
+        dropped: &mut u64,
+        guard: &Guard,
+    ) -> Result<AckOutcome, EngineError> {
+        *dropped += self.reconcile(q.first_offset(guard));
+        if self.is_acked(offset) {
+            return Ok(AckOutcome::AlreadyAcked);
+        }
+        if offset >= self.hwm {
+            return Err(EngineError::NotDelivered {
+                queue: queue_id,
+                offset,
+            });
+        }
+        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
+            *dropped += self.reconcile(q.first_offset(guard));
+            return Ok(AckOutcome::AlreadyAcked);
+        };
+        while n.end() <= offset {
+            match n.next(guard) {
+                Some(next) => n = next,
+                None => {
+                    return Err(EngineError::NotDelivered {
+                        queue: queue_id,
+                        offset,
+                    })
+                }
+            }
+        }
+        if bump {
+            n.ack();
+        }
+        self.mark(q, n);
+        Ok(AckOutcome::Acked)
+    }
+
+    /// Hands out up to `max` messages from the cursor, skipping acknowledged offsets and
+    /// acknowledging (and bumping, if `bump`) the ones `filter` rejects.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &mut self,
+        q: &crate::queue::Queue,
+        queue_id: u32,
+        filter: &Filter,
+        max: usize,
+        bump: bool,
+        out: &mut Vec<Delivery>,
+        counters: &Counters,
+        guard: &Guard,
+    ) {
+        let mut dropped = self.reconcile(q.first_offset(guard));
+        let mut prev = match node_ending_at(q, self.cursor_ref, self.cursor, guard) {
+            Some(n) => n,
+            None => {
+                dropped += self.reconcile(q.first_offset(guard));
+                match node_ending_at(q, None, self.cursor, guard) {
+                    Some(n) => n,
+                    None => return Counters::add(&counters.dropped, dropped),
+                }
+            }
+        };
+        let (mut delivered, mut filtered) = (0u64, 0u64);
+        let start_len = out.len();
+        // Bound the work done under the track's lock when the filter rejects long runs.
+        let mut budget = SCAN_LIMIT.max(max.saturating_mul(16));
+        while out.len() - start_len < max && budget > 0 {
+            budget -= 1;
+            let Some(n) = prev.next(guard) else { break };
+            let off = n.offset();
+            if !self.is_acked(off) {
+                if filter.matches(n.tag()) {
+                    out.push(Delivery {
+                        queue: queue_id,
+                        offset: off,
+                        timestamp: n.timestamp(),
+                        tag: n.tag(),
+                        payload: n.payload().clone(),
+                    });
+                    delivered += 1;
+                } else {
+                    if bump {
+                        n.ack();
+                    }
+                    self.mark(q, n);
+                    filtered += 1;
+                }
+            }
+            prev = n;
+        }
+        self.cursor = prev.end();
+        self.cursor_ref = Some(NodeRef::new(q, prev));
+        self.hwm = self.hwm.max(self.cursor);
+        Counters::add(&counters.delivered, delivered);
+        Counters::add(&counters.filtered, filtered);
+        Counters::add(&counters.dropped, dropped);
+    }
+
+    /// Rewinds the cursor to the frontier (a new owner redelivers what was not acknowledged).
+    fn rewind(&mut self) {
+        self.cursor = self.frontier;
+        self.cursor_ref = self.frontier_ref;
+    }
+
+    /// The node the cursor waits behind, when it has caught up with the queue's end.
+    fn cursor_node<'g>(&mut self, q: &crate::queue::Queue, guard: &'g Guard) -> Option<&'g Node> {
+        self.reconcile(q.first_offset(guard));
+        node_ending_at(q, self.cursor_ref, self.cursor, guard)
+    }
+}
+
+/// A broadcasting subscription's state in one queue.
+#[derive(Debug)]
+pub(crate) struct Bcast {
+    /// Whether a hold is open (there are members).
+    held: bool,
+    /// The group frontier: the minimum of the members' frontiers.
+    group: Track,
+    members: Vec<(MemberId, Track)>,
+}
+
+/// A subscription's state in one queue.
+#[derive(Debug)]
+pub(crate) enum QState {
+    /// Clustering: one track, read by the member that owns the queue.
+    Clustering {
+        track: Track,
+        owner: Option<MemberId>,
+    },
+    /// Broadcasting: a track per member.
+    Broadcasting(Bcast),
+}
+
+#[derive(Debug, Default)]
+struct Membership {
+    members: Vec<MemberId>,
+    /// Owner of each queue (clustering).
+    owners: Vec<Option<MemberId>>,
+}
+
+/// RocketMQ's `AllocateMessageQueueAveragely`: contiguous ranges, the first `n % k` members
+/// get one queue more.
+fn owner_of(queue: usize, queues: usize, members: &[MemberId]) -> Option<MemberId> {
+    let k = members.len();
+    if k == 0 {
+        return None;
+    }
+    if queues <= k {
+        return members.get(queue).copied();
+    }
+    let (avg, rem) = (queues / k, queues % k);
+    // The first `rem` members own `avg + 1` queues each, the rest `avg`.
+    let big = rem * (avg + 1);
+    let idx = if queue < big {
+        queue / (avg + 1)
+    } else {
+        rem + (queue - big) / avg
+    };
+    members.get(idx).copied()
+}
+
+/// One consumer group's subscription to one topic.
+#[derive(Debug)]
+pub(crate) struct Sub {
+    pub(crate) id: u64,
+    pub(crate) group: String,
+    pub(crate) topic: Arc<Topic>,
+    pub(crate) mode: Mode,
+    pub(crate) filter: Filter,
+    start: StartFrom,
+    membership: Mutex<Membership>,
+    queues: Box<[Mutex<QState>]>,
+    /// Bumped on every membership change; members refresh their assignment when it moves.
+    pub(crate) version: AtomicU64,
+    /// Members waiting for an assignment change.
+    pub(crate) waiters: WaitList,
+    pub(crate) closed: AtomicBool,
+    pub(crate) counters: Counters,
+    next_member: PlainU64,
+}
+
+impl Sub {
+    /// Creates the subscription and, for clustering, opens its holds in every queue.
+    pub(crate) fn new(
+        id: u64,
+        group: String,
+        topic: Arc<Topic>,
+        mode: Mode,
+        filter: Filter,
+        start: StartFrom,
+        guard_fn: &dyn Fn() -> Guard,
+    ) -> Self {
+        let queues = topic
+            .queues
+            .iter()
+            .map(|eq| {
+                Mutex::new(match mode {
+                    Mode::Clustering => {
+                        let _head = eq.q.lock_head();
+                        let guard = guard_fn();
+                        let s = eq.resolve_start(start, &guard);
+                        eq.open_hold(id, s);
+                        QState::Clustering {
+                            track: Track::new(s),
+                            owner: None,
+                        }
+                    }
+                    Mode::Broadcasting => QState::Broadcasting(Bcast {
+                        held: false,
+                        group: Track::new(0),
+                        members: Vec::new(),
+                    }),
+                })
+            })
+            .collect();
+        Sub {
+            id,
+            group,
+            topic,
+            mode,
+            filter,
+            start,
+            membership: Mutex::new(Membership::default()),
+            queues,
+            version: AtomicU64::new(0),
+            waiters: WaitList::default(),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+            next_member: PlainU64::new(1),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release store in `close`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
+        match (
+            self.topic.queues.get(queue as usize),
+            self.queues.get(queue as usize),
+        ) {
+            (Some(eq), Some(st)) => Ok((eq, lock(st))),
+            _ => Err(EngineError::QueueOutOfRange {
+                topic: self.topic.name.clone(),
+                queue,
+                queues: self.topic.queue_count(),
+            }),
+        }
+    }
+
+    /// A fresh member id, unique within this subscription.
+    pub(crate) fn new_member_id(&self) -> MemberId {
+        // Relaxed: only uniqueness matters.
+        MemberId(
+            self.next_member
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Adds a member and rebalances. Idempotent.
+    pub(crate) fn add_member(&self, id: MemberId, guard_fn: &dyn Fn() -> Guard) {
+        let mut m = lock(&self.membership);
+        if let Err(pos) = m.members.binary_search(&id) {
+            m.members.insert(pos, id);
+            if self.mode == Mode::Broadcasting {
+                for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
+                    let mut st = lock(st);
+                    if let QState::Broadcasting(b) = &mut *st {
+                        let _head = eq.q.lock_head();
+                        let guard = guard_fn();
+                        let mut s = eq.resolve_start(self.start, &guard);
+                        if b.held {
+                            s = s.max(b.group.frontier);
+                        } else {
+                            eq.open_hold(self.id, s);
+                            b.group = Track::new(s);
+                            b.held = true;
+                        }
+                        b.members.push((id, Track::new(s)));
+                    }
+                }
+            }
+            self.rebalance(&mut m);
+        }
+    }
+
+    /// Removes a member and rebalances; what it had received but not acknowledged goes to the
+    /// next owner of its queues (clustering). Idempotent.
+    pub(crate) fn remove_member(&self, id: MemberId, guard_fn: &dyn Fn() -> Guard) {
+        let mut m = lock(&self.membership);
+        let Ok(pos) = m.members.binary_search(&id) else {
+            return;
+        };
+        m.members.remove(pos);
+        if self.mode == Mode::Broadcasting {
+            for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
+                let mut st = lock(st);
+                if let QState::Broadcasting(b) = &mut *st {
+                    b.members.retain(|(mid, _)| *mid != id);
+                    let guard = guard_fn();
+                    self.advance_group(eq, b, &guard);
+                }
+            }
+        }
+        self.rebalance(&mut m);
+    }
+
+    /// Moves a broadcasting queue's group frontier to its slowest member, bumping what it
+    /// passes; closes the hold when no member is left.
+    fn advance_group(&self, eq: &EQueue, b: &mut Bcast, guard: &Guard) {
+        if !b.held {
+            return;
+        }
+        let mut dropped = 0;
+        match b.members.iter().map(|(_, t)| t.frontier).min() {
+            Some(min) => {
+                let to = min.min(eq.q.next_offset(guard));
+                let n = b.group.ack_until(&eq.q, to, true, &mut dropped, guard);
+                Counters::add(&self.counters.acked, n);
+            }
+            None => {
+                dropped += b.group.reconcile(eq.q.first_offset(guard));
+                eq.close_hold(self.id, b.group.frontier);
+                b.held = false;
+            }
+        }
+        Counters::add(&self.counters.dropped, dropped);
+    }
+
+    fn rebalance(&self, m: &mut Membership) {
+        if self.mode == Mode::Clustering {
+            let n = self.queues.len();
+            m.owners.resize(n, None);
+            for (q, st) in self.queues.iter().enumerate() {
+                let new = owner_of(q, n, &m.members);
+                if m.owners[q] != new {
+                    m.owners[q] = new;
+                    if let QState::Clustering { track, owner } = &mut *lock(st) {
+                        *owner = new;
+                        track.rewind();
+                    }
+                }
+            }
+        }
+        // Release: pairs with the Acquire load in members' `refresh`.
+        self.version.fetch_add(1, Ordering::Release);
+        self.waiters.wake_all();
+    }
+
+    /// The queues `member` reads now.
+    pub(crate) fn assignment(&self, member: MemberId) -> Vec<u32> {
+        let m = lock(&self.membership);
+        if !m.members.contains(&member) {
+            return Vec::new();
+        }
+        match self.mode {
+            Mode::Broadcasting => (0..self.queues.len() as u32).collect(),
+            Mode::Clustering => m
+                .owners
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| **o == Some(member))
+                .map(|(q, _)| q as u32)
+                .collect(),
+        }
+    }
+
+    pub(crate) fn member_count(&self) -> usize {
+        lock(&self.membership).members.len()
+    }
+
+    /// Delivers up to `max` messages of `queue` to `member`.
+    pub(crate) fn poll_queue(
+        &self,
+        member: MemberId,
+        queue: u32,
+        max: usize,
+        out: &mut Vec<Delivery>,
+        guard: &Guard,
+    ) -> Result<(), EngineError> {
+        let (eq, mut st) = self.queue(queue)?;
+        match &mut *st {
+            QState::Clustering { track, owner } => {
+                if *owner == Some(member) {
+                    track.deliver(
+                        &eq.q,
+                        queue,
+                        &self.filter,
+                        max,
+                        true,
+                        out,
+                        &self.counters,
+                        guard,
+                    );
+                }
+            }
+            QState::Broadcasting(b) => {
+                if let Some((_, t)) = b.members.iter_mut().find(|(m, _)| *m == member) {
+                    // Members do not bump: the group frontier does.
+                    t.deliver(
+                        &eq.q,
+                        queue,
+                        &self.filter,
+                        max,
+                        false,
+                        out,
+                        &self.counters,
+                        guard,
+                    );
+                    // A filtered message may have moved this member's frontier.
+                    self.advance_group(eq, b, guard);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The node `member` would wait behind in `queue` (its cursor, caught up with the end), or
+    /// `None` if it does not read that queue now.
+    pub(crate) fn wait_node<'g>(
+        &self,
+        member: MemberId,
+        queue: u32,
+        guard: &'g Guard,
+    ) -> Result<Option<&'g Node>, EngineError> {
+        let (eq, mut st) = self.queue(queue)?;
+        Ok(match &mut *st {
+            QState::Clustering { track, owner } if *owner == Some(member) => {
+                track.cursor_node(&eq.q, guard)
+            }
+            QState::Broadcasting(b) => b
+                .members
+                .iter_mut()
+                .find(|(m, _)| *m == member)
+                .and_then(|(_, t)| t.cursor_node(&eq.q, guard)),
+            _ => None,
+        })
+    }
+
+    /// Per-message acknowledgement by `member` (or by the group, `None`, for clustering).
+    pub(crate) fn ack(
+        &self,
+        member: Option<MemberId>,
+        queue: u32,
+        offset: u64,
+        guard: &Guard,
+    ) -> Result<AckOutcome, EngineError> {
+        let (eq, mut st) = self.queue(queue)?;
+        let mut dropped = 0;
+        let out = match &mut *st {
+            QState::Clustering { track, .. } => {
+                let r = track.ack_one(&eq.q, queue, offset, true, &mut dropped, guard);
+                if r == Ok(AckOutcome::Acked) {
+                    Counters::add(&self.counters.acked, 1);
+                }
+                r
+            }
+            QState::Broadcasting(b) => {
+                let Some((_, t)) =
+                    member.and_then(|id| b.members.iter_mut().find(|(m, _)| *m == id))
+                else {
+                    return Err(EngineError::NotAMember);
+                };
+                let mut member_dropped = 0;
+                let r = t.ack_one(&eq.q, queue, offset, false, &mut member_dropped, guard);
+                self.advance_group(eq, b, guard);
+                r
+            }
+        };
+        Counters::add(&self.counters.dropped, dropped);
+        out
+    }
+
+    /// Commits `offset` for the group (clustering) or for `member` (broadcasting): everything
+    /// below it is acknowledged. A commit at the committed offset is a no-op; below it, an error.
+    pub(crate) fn commit(
+        &self,
+        member: Option<MemberId>,
+        queue: u32,
+        offset: u64,
+        guard: &Guard,
+    ) -> Result<(), EngineError> {
+        let (eq, mut st) = self.queue(queue)?;
+        let end = eq.q.next_offset(guard);
+        if offset > end {
+            return Err(EngineError::OffsetBeyondEnd { queue, offset, end });
+        }
+        let mut dropped = 0;
+        let track = match &mut *st {
+            QState::Clustering { track, .. } => track,
+            QState::Broadcasting(b) => {
+                let Some(idx) = member.and_then(|id| b.members.iter().position(|(m, _)| *m == id))
+                else {
+                    return Err(EngineError::NotAMember);
+                };
+                let t = &mut b.members[idx].1;
+                let mut member_dropped = 0;
+                t.reconcile(eq.q.first_offset(guard));
+                if offset < t.frontier {
+                    return Err(EngineError::CommitBehind {
+                        queue,
+                        offset,
+                        committed: t.frontier,
+                    });
+                }
+                t.ack_until(&eq.q, offset, false, &mut member_dropped, guard);
+                self.advance_group(eq, b, guard);
+                return Ok(());
+            }
+        };
+        dropped += track.reconcile(eq.q.first_offset(guard));
+        if offset < track.frontier {
+            Counters::add(&self.counters.dropped, dropped);
+            return Err(EngineError::CommitBehind {
+                queue,
+                offset,
+                committed: track.frontier,
+            });
+        }
+        let n = track.ack_until(&eq.q, offset, true, &mut dropped, guard);
+        Counters::add(&self.counters.acked, n);
+        Counters::add(&self.counters.dropped, dropped);
+        Ok(())
+    }
+
+    /// The committed offset of `queue` (broadcasting: the slowest member's).
+    pub(crate) fn committed(&self, queue: u32, guard: &Guard) -> Result<u64, EngineError> {
+        let (eq, mut st) = self.queue(queue)?;
+        let first = eq.q.first_offset(guard);
+        let mut dropped = 0;
+        let c = match &mut *st {
+            QState::Clustering { track, .. } => {
+                dropped += track.reconcile(first);
+                track.frontier
+            }
+            QState::Broadcasting(b) => {
+                if b.held {
+                    dropped += b.group.reconcile(first);
+                }
+                b.group.frontier
+            }
+        };
+        Counters::add(&self.counters.dropped, dropped);
+        Ok(c)
+    }
+
+    /// Backlog (messages still to acknowledge) over all queues.
+    pub(crate) fn backlog(&self, guard: &Guard) -> u64 {
+        let mut total = 0;
+        for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
+            let mut st = lock(st);
+            let first = eq.q.first_offset(guard);
+            let end = eq.q.next_offset(guard);
+            let mut dropped = 0;
+            total += match &mut *st {
+                QState::Clustering { track, .. } => {
+                    dropped += track.reconcile(first);
+                    track.backlog(end)
+                }
+                QState::Broadcasting(b) if b.held => {
+                    dropped += b.group.reconcile(first);
+                    b.group.backlog(end)
+                }
+                QState::Broadcasting(_) => 0,
+            };
+            Counters::add(&self.counters.dropped, dropped);
+        }
+        total
+    }
+
+    /// Ends the subscription: acknowledges what must be acknowledged so that the holds can
+    /// close (see the module docs), closes them, and wakes members so they see `NotAMember`.
+    pub(crate) fn close(&self, guard_fn: &dyn Fn() -> Guard) {
+        let mut m = lock(&self.membership);
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        m.members.clear();
+        for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
+            let mut st = lock(st);
+            let guard = guard_fn();
+            let mut dropped = 0;
+            match &mut *st {
+                QState::Clustering { track, owner } => {
+                    *owner = None;
+                    dropped += track.reconcile(eq.q.first_offset(&guard));
+                    let top = track.acked.last().map_or(track.frontier, |o| o + 1);
+                    track.ack_until(&eq.q, top, true, &mut dropped, &guard);
+                    eq.close_hold(self.id, track.frontier);
+                }
+                QState::Broadcasting(b) => {
+                    b.members.clear();
+                    self.advance_group(eq, b, &guard);
+                }
+            }
+            Counters::add(&self.counters.dropped, dropped);
+        }
+        // Release: pairs with the Acquire loads in members' `refresh`.
+        self.version.fetch_add(1, Ordering::Release);
+        self.waiters.wake_all();
+        for eq in self.topic.queues.iter() {
+            // Members parked on a queue notice the closed subscription on wake-up.
+            eq.q.wake_waiters();
+        }
+    }
+}

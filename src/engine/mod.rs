@@ -1,0 +1,1131 @@
+//! The engine: topics of lock-free queues, consumer groups, acknowledgement, reclamation and
+//! the memory budget — the library face of baiji. It knows nothing of the wire protocol.
+//!
+//! ```
+//! use baiji::engine::{Engine, EngineConfig, Filter, Message, StartFrom, SubscribeOptions};
+//!
+//! # fn main() -> Result<(), baiji::engine::EngineError> {
+//! let engine = Engine::new(EngineConfig::default())?;
+//! engine.create_topic("orders", 4)?;
+//!
+//! // A group that sees tag "paid" only, from the oldest retained message.
+//! let group = engine.subscribe(
+//!     "billing",
+//!     "orders",
+//!     SubscribeOptions { filter: Filter::tags(["paid"]), start: StartFrom::First, ..Default::default() },
+//! )?;
+//! let mut consumer = group.join()?;
+//!
+//! let mut producer = engine.producer("orders")?;
+//! producer.send(Message::new("order 1 paid").with_tag("paid"))?;
+//! producer.send(Message::new("order 2 created").with_tag("created"))?;
+//!
+//! let got = consumer.recv_timeout(16, std::time::Duration::from_secs(1))?;
+//! assert_eq!(got.len(), 1);
+//! assert_eq!(&got[0].payload[..], b"order 1 paid");
+//! consumer.ack(&got[0])?;
+//!
+//! engine.reap(); // normally the reaper thread does this
+//! assert_eq!(engine.stats().live_messages, 0, "acknowledged and filtered messages are reclaimed");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Guarantees
+//!
+//! * Per queue, offsets are dense and every member sees its messages in offset order.
+//! * Within a clustering group each message goes to one member at a time; what a member
+//!   received but did not acknowledge is delivered again to the group when its queue moves to
+//!   another member (at-least-once). Broadcasting members each see every message.
+//! * A message is reclaimed once every group that must see it acknowledged it (by commit,
+//!   per-message ack, filter miss or broadcasting position), never earlier unless the
+//!   `drop-oldest` policy evicted it, which each affected group counts in `dropped`.
+//! * Messages no group must see are kept for the configured [`Retention`].
+
+mod config;
+mod consumer;
+mod epoch;
+mod error;
+mod group;
+mod topic;
+mod types;
+
+use std::collections::HashMap;
+use std::task::Poll;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crossbeam_epoch::{Collector, Guard};
+use crossbeam_utils::CachePadded;
+
+pub use config::{EngineConfig, MemoryPolicy, Retention};
+pub use consumer::Consumer;
+pub use error::EngineError;
+pub use types::{
+    AckOutcome, Delivery, EngineStats, Filter, GroupStats, MemberId, Message, MessageRef, Mode,
+    QueueStats, Receipt, StartFrom,
+};
+
+use epoch::Epoch;
+use group::Sub;
+use topic::{valid_topic_name, EQueue, Topic};
+
+use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup, NODE_SIZE};
+use crate::sync::plain::{
+    AtomicBool as PlainBool, AtomicU64 as PlainU64, Ordering as PlainOrdering,
+};
+use crate::sync::{lock, read, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
+
+/// Most queues a topic may have.
+pub const MAX_QUEUES: u32 = 1024;
+
+/// Most nodes one reaper pass unlinks from one queue (keeps the head lock short).
+const REAP_BATCH: u64 = if cfg!(loom) { 4 } else { 8192 };
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Shared state behind every handle.
+pub(crate) struct Inner {
+    config: EngineConfig,
+    epoch: Epoch,
+    reclaimer: Arc<Reclaimer>,
+    topics: RwLock<HashMap<String, Arc<Topic>>>,
+    used: CachePadded<AtomicU64>,
+    rejected: PlainU64,
+    /// Async sends waiting for room under the `block` policy.
+    room: WaitList,
+    closed: PlainBool,
+    next_id: PlainU64,
+    reaper: Mutex<Option<std::thread::Thread>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.config)
+            .field("bytes_used", &self.used.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    pub(crate) fn pin(&self) -> Guard {
+        self.epoch.pin()
+    }
+
+    fn check_open(&self) -> Result<(), EngineError> {
+        // Acquire: pairs with the Release store in `Engine::drop`.
+        if self.closed.load(PlainOrdering::Acquire) {
+            Err(EngineError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        // Relaxed: uniqueness only.
+        self.next_id.fetch_add(1, PlainOrdering::Relaxed)
+    }
+
+    fn topic(&self, name: &str) -> Result<Arc<Topic>, EngineError> {
+        self.check_open()?;
+        read(&self.topics)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| EngineError::UnknownTopic(name.into()))
+    }
+
+    fn message_cost(&self, msg: &Message) -> Result<u64, EngineError> {
+        let size = msg.payload.len();
+        if size > self.config.max_message_size {
+            return Err(EngineError::MessageTooLarge {
+                size,
+                limit: self.config.max_message_size,
+            });
+        }
+        Ok(size as u64 + NODE_SIZE as u64)
+    }
+
+    /// Takes `cost` bytes from the budget, applying the policy when there is no room.
+    fn reserve(&self, cost: u64, topic: &Topic, queue: u32) -> Result<(), EngineError> {
+        let budget = self.config.memory_budget;
+        // Relaxed: a counter; the budget is a limit, not a synchronisation point.
+        let prev = self.used.fetch_add(cost, Ordering::Relaxed);
+        if prev + cost <= budget {
+            return Ok(());
+        }
+        if self.config.policy == MemoryPolicy::DropOldest && cost <= budget {
+            self.evict(prev + cost - budget, topic, queue);
+            return Ok(());
+        }
+        self.used.fetch_sub(cost, Ordering::Relaxed);
+        // The reaper may simply not have run yet: reclaim what is reclaimable, then retry once.
+        self.reap_pass();
+        let prev = self.used.fetch_add(cost, Ordering::Relaxed);
+        if prev + cost <= budget {
+            return Ok(());
+        }
+        self.used.fetch_sub(cost, Ordering::Relaxed);
+        self.rejected.fetch_add(1, PlainOrdering::Relaxed);
+        Err(EngineError::BudgetExceeded {
+            needed: cost,
+            used: prev,
+            budget,
+        })
+    }
+
+    /// Checks everything about an append except the budget; returns the queue and the cost.
+    fn prepare<'t>(
+        &self,
+        topic: &'t Topic,
+        queue: u32,
+        msg: &Message,
+    ) -> Result<(&'t EQueue, u64), EngineError> {
+        let Some(eq) = topic.queues.get(queue as usize) else {
+            return Err(EngineError::QueueOutOfRange {
+                topic: topic.name.clone(),
+                queue,
+                queues: topic.queue_count(),
+            });
+        };
+        self.check_open()?;
+        if topic.is_deleted() {
+            return Err(EngineError::UnknownTopic(topic.name.clone()));
+        }
+        Ok((eq, self.message_cost(msg)?))
+    }
+
+    fn append_at(&self, topic: &Topic, queue: u32, msg: Message) -> Result<Receipt, EngineError> {
+        let (eq, cost) = self.prepare(topic, queue, &msg)?;
+        self.reserve(cost, topic, queue)?;
+        Ok(self.link(eq, cost, msg))
+    }
+
+    /// Links a message whose budget is already reserved.
+    fn link(&self, eq: &EQueue, cost: u64, msg: Message) -> Receipt {
+        // Relaxed: statistics; added before linking so a queue's byte count never underflows.
+        eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
+        let guard = self.pin();
+        let ts = msg.timestamp.unwrap_or_else(now_ms);
+        let a = eq.q.append(msg.payload, ts, msg.tag, &guard);
+        Receipt {
+            queue: eq.id,
+            offset: a.offset,
+        }
+    }
+
+    /// Evicts at least `need` bytes, oldest first: from `queue` of `topic`, then the topic's
+    /// other queues, then other topics.
+    fn evict(&self, need: u64, topic: &Topic, queue: u32) {
+        let mut left = need;
+        let n = topic.queues.len();
+        for i in 0..n {
+            if left == 0 {
+                return;
+            }
+            left =
+                left.saturating_sub(self.evict_from(&topic.queues[(queue as usize + i) % n], left));
+        }
+        let topics: Vec<Arc<Topic>> = read(&self.topics).values().cloned().collect();
+        for eq in topics
+            .iter()
+            .filter(|t| t.name != topic.name)
+            .flat_map(|t| t.queues.iter())
+        {
+            if left == 0 {
+                return;
+            }
+            left = left.saturating_sub(self.evict_from(eq, left));
+        }
+    }
+
+    /// Evicts the oldest messages of one queue until `need` bytes are released; returns the
+    /// bytes released.
+    fn evict_from(&self, eq: &EQueue, need: u64) -> u64 {
+        let mut head = eq.q.lock_head();
+        let guard = self.pin();
+        let mut freed = 0u64;
+        let u = head.unlink_while(u64::MAX, &guard, |n| {
+            if freed >= need {
+                return false;
+            }
+            freed += n.payload().len() as u64 + NODE_SIZE as u64;
+            true
+        });
+        if u.count == 0 {
+            return 0;
+        }
+        let released = eq.account_unlinked(u.count, u.payload_bytes, true);
+        self.used.fetch_sub(released, Ordering::Relaxed);
+        released
+    }
+
+    /// Reclaims what is reclaimable in one queue. Returns the number of messages unlinked.
+    fn reap_queue(&self, eq: &EQueue, now: u64) -> u64 {
+        let mut head = eq.q.lock_head();
+        let guard = self.pin();
+        let first = eq.q.first_offset(&guard);
+        let mut holds = lock(&eq.holds);
+        holds.retain(|h| h.end > first);
+        let retention = self.config.retention;
+        let deadline = now.saturating_sub(retention.time.as_millis() as u64);
+        let mut live = eq.live_bytes();
+        let u = head.unlink_while(REAP_BATCH, &guard, |n| {
+            let o = n.offset();
+            let required = holds.iter().filter(|h| h.covers(o)).count() as u32;
+            let reclaim = if required == 0 {
+                n.timestamp() <= deadline || live > retention.bytes
+            } else {
+                n.ack_count() >= required
+            };
+            if reclaim {
+                live = live.saturating_sub(n.payload().len() as u64 + NODE_SIZE as u64);
+            }
+            reclaim
+        });
+        drop(holds);
+        if u.count > 0 {
+            let released = eq.account_unlinked(u.count, u.payload_bytes, false);
+            self.used.fetch_sub(released, Ordering::Relaxed);
+        }
+        u.count
+    }
+
+    /// One reaper pass over every queue, then frees what the epoch says is safe to free.
+    fn reap_pass(&self) -> u64 {
+        let topics: Vec<Arc<Topic>> = read(&self.topics).values().cloned().collect();
+        let now = now_ms();
+        let mut n = 0;
+        for t in &topics {
+            for eq in t.queues.iter() {
+                n += self.reap_queue(eq, now);
+            }
+        }
+        // Push this thread's deferred functions to the collector and let it advance.
+        self.pin().flush();
+        self.reclaimer.free_ready();
+        if n > 0 {
+            self.room.wake_all();
+        }
+        n
+    }
+
+    fn subs_of(&self, topic: &Topic, group: &str) -> Option<Arc<Sub>> {
+        read(&topic.subs).iter().find(|s| s.group == group).cloned()
+    }
+}
+
+/// Options of a subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SubscribeOptions {
+    /// Which messages the group wants (others count as acknowledged).
+    pub filter: Filter,
+    /// Where the group starts reading each queue (broadcasting: where each new member starts).
+    pub start: StartFrom,
+    /// Clustering or broadcasting.
+    pub mode: Mode,
+}
+
+/// The engine. Dropping it stops the reaper; handles that outlive it get
+/// [`EngineError::Closed`].
+#[derive(Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+    reaper: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts an engine with its own epoch collector (and its reaper thread, if configured).
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidConfig`] if a setting is out of range.
+    pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
+        Self::with_collector(config, Collector::new())
+    }
+
+    /// Starts an engine reclaiming through `collector` (loom models pass a fresh one).
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidConfig`] if a setting is out of range.
+    pub fn with_collector(config: EngineConfig, collector: Collector) -> Result<Self, EngineError> {
+        config.validate()?;
+        let inner = Arc::new(Inner {
+            epoch: Epoch::new(collector),
+            reclaimer: Reclaimer::new(),
+            topics: RwLock::new(HashMap::new()),
+            used: CachePadded::new(AtomicU64::new(0)),
+            rejected: PlainU64::new(0),
+            room: WaitList::default(),
+            closed: PlainBool::new(false),
+            next_id: PlainU64::new(1),
+            reaper: Mutex::new(None),
+            config,
+        });
+        let reaper = if inner.config.reaper_thread {
+            Some(spawn_reaper(&inner)?)
+        } else {
+            None
+        };
+        Ok(Engine { inner, reaper })
+    }
+
+    /// The configuration the engine runs with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Creates a topic with `queues` queues. Creating an existing topic with the same queue
+    /// count is a no-op.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidTopicName`], [`EngineError::InvalidQueueCount`],
+    /// [`EngineError::TopicExists`] (with another queue count), [`EngineError::Closed`].
+    pub fn create_topic(&self, name: &str, queues: u32) -> Result<(), EngineError> {
+        let existing = self.ensure_topic(name, queues)?;
+        if existing != queues {
+            return Err(EngineError::TopicExists {
+                topic: name.into(),
+                queues: existing,
+            });
+        }
+        Ok(())
+    }
+
+    /// Creates the topic if it does not exist and returns its queue count either way.
+    ///
+    /// # Errors
+    /// As [`create_topic`](Self::create_topic), except that an existing topic is not an error.
+    pub fn ensure_topic(&self, name: &str, queues: u32) -> Result<u32, EngineError> {
+        self.inner.check_open()?;
+        if !valid_topic_name(name) {
+            return Err(EngineError::InvalidTopicName(name.into()));
+        }
+        if queues == 0 || queues > MAX_QUEUES {
+            return Err(EngineError::InvalidQueueCount(queues));
+        }
+        if let Some(t) = read(&self.inner.topics).get(name) {
+            return Ok(t.queue_count());
+        }
+        let mut topics = write(&self.inner.topics);
+        let t = topics.entry(name.to_string()).or_insert_with(|| {
+            Arc::new(Topic::new(name.to_string(), queues, &self.inner.reclaimer))
+        });
+        Ok(t.queue_count())
+    }
+
+    /// Deletes a topic: its messages are released, its subscriptions end, handles to it get
+    /// [`EngineError::UnknownTopic`].
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTopic`], [`EngineError::Closed`].
+    pub fn delete_topic(&self, name: &str) -> Result<(), EngineError> {
+        self.inner.check_open()?;
+        let t = write(&self.inner.topics)
+            .remove(name)
+            .ok_or_else(|| EngineError::UnknownTopic(name.into()))?;
+        // Release: pairs with the Acquire load in `Topic::is_deleted`.
+        t.deleted.store(true, Ordering::Release);
+        let subs = std::mem::take(&mut *write(&t.subs));
+        for s in subs {
+            s.close(&|| self.inner.pin());
+        }
+        release_topic(&self.inner, &t);
+        Ok(())
+    }
+
+    /// Names and queue counts of every topic.
+    pub fn topics(&self) -> Vec<(String, u32)> {
+        let mut v: Vec<_> = read(&self.inner.topics)
+            .values()
+            .map(|t| (t.name.clone(), t.queue_count()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A handle on a topic, for repeated operations without a name lookup.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTopic`], [`EngineError::Closed`].
+    pub fn topic(&self, name: &str) -> Result<TopicHandle, EngineError> {
+        Ok(TopicHandle {
+            inner: Arc::clone(&self.inner),
+            topic: self.inner.topic(name)?,
+        })
+    }
+
+    /// A producer on `topic` that spreads its messages round-robin over the queues.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTopic`], [`EngineError::Closed`].
+    pub fn producer(&self, topic: &str) -> Result<Producer, EngineError> {
+        let handle = self.topic(topic)?;
+        // Start each producer at a different queue so many producers spread evenly.
+        let next = handle.topic.rr.fetch_add(1, Ordering::Relaxed) % handle.topic.queue_count();
+        Ok(Producer { handle, next })
+    }
+
+    /// Appends to the queue `queue` of `topic`.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTopic`], [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::MessageTooLarge`], [`EngineError::BudgetExceeded`], [`EngineError::Closed`].
+    pub fn append_to(&self, topic: &str, queue: u32, msg: Message) -> Result<Receipt, EngineError> {
+        let t = self.inner.topic(topic)?;
+        self.inner.append_at(&t, queue, msg)
+    }
+
+    /// Subscribes `group` to `topic` (or returns the existing subscription if the mode matches).
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTopic`], [`EngineError::InvalidGroupName`],
+    /// [`EngineError::GroupModeConflict`], [`EngineError::Closed`].
+    pub fn subscribe(
+        &self,
+        group: &str,
+        topic: &str,
+        options: SubscribeOptions,
+    ) -> Result<Group, EngineError> {
+        if group.is_empty() || group.len() > 255 {
+            return Err(EngineError::InvalidGroupName(group.into()));
+        }
+        let t = self.inner.topic(topic)?;
+        let mut subs = write(&t.subs);
+        if let Some(s) = subs.iter().find(|s| s.group == group) {
+            if s.mode != options.mode {
+                return Err(EngineError::GroupModeConflict {
+                    group: group.into(),
+                    topic: topic.into(),
+                });
+            }
+            return Ok(Group {
+                inner: Arc::clone(&self.inner),
+                sub: Arc::clone(s),
+            });
+        }
+        let inner = &self.inner;
+        let sub = Arc::new(Sub::new(
+            inner.next_id(),
+            group.to_string(),
+            Arc::clone(&t),
+            options.mode,
+            options.filter,
+            options.start,
+            &|| inner.pin(),
+        ));
+        subs.push(Arc::clone(&sub));
+        Ok(Group {
+            inner: Arc::clone(&self.inner),
+            sub,
+        })
+    }
+
+    /// The existing subscription of `group` to `topic`.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTopic`], [`EngineError::UnknownGroup`], [`EngineError::Closed`].
+    pub fn group(&self, group: &str, topic: &str) -> Result<Group, EngineError> {
+        let t = self.inner.topic(topic)?;
+        let sub = self
+            .inner
+            .subs_of(&t, group)
+            .ok_or_else(|| EngineError::UnknownGroup {
+                group: group.into(),
+                topic: topic.into(),
+            })?;
+        Ok(Group {
+            inner: Arc::clone(&self.inner),
+            sub,
+        })
+    }
+
+    /// Every subscription of every topic.
+    pub fn groups(&self) -> Vec<Group> {
+        let topics: Vec<Arc<Topic>> = read(&self.inner.topics).values().cloned().collect();
+        topics
+            .iter()
+            .flat_map(|t| read(&t.subs).clone())
+            .map(|sub| Group {
+                inner: Arc::clone(&self.inner),
+                sub,
+            })
+            .collect()
+    }
+
+    /// One reclamation pass over every queue (the reaper thread calls this periodically).
+    /// Returns how many messages it reclaimed.
+    pub fn reap(&self) -> u64 {
+        self.inner.reap_pass()
+    }
+
+    /// Engine-wide statistics.
+    pub fn stats(&self) -> EngineStats {
+        let topics: Vec<Arc<Topic>> = read(&self.inner.topics).values().cloned().collect();
+        let guard = self.inner.pin();
+        let (mut live, mut reclaimed, mut evicted) = (0, 0, 0);
+        for t in &topics {
+            for eq in t.queues.iter() {
+                live += eq.q.next_offset(&guard) - eq.q.first_offset(&guard);
+                // Relaxed: statistics.
+                reclaimed += eq.reclaimed.load(Ordering::Relaxed);
+                evicted += eq.evicted.load(Ordering::Relaxed);
+            }
+        }
+        EngineStats {
+            bytes_used: self.inner.used.load(Ordering::Relaxed),
+            memory_budget: self.inner.config.memory_budget,
+            live_messages: live,
+            reclaimed_messages: reclaimed,
+            evicted_messages: evicted,
+            rejected_messages: self.inner.rejected.load(PlainOrdering::Relaxed),
+            topics: topics.len(),
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire load in `check_open` and in the reaper loop.
+        self.inner.closed.store(true, PlainOrdering::Release);
+        if let Some(t) = lock(&self.inner.reaper).take() {
+            t.unpark();
+        }
+        if let Some(h) = self.reaper.take() {
+            let _ = h.join();
+        }
+        // Break the topic <-> subscription cycles so everything is freed with the last handle.
+        let topics: Vec<Arc<Topic>> = write(&self.inner.topics).drain().map(|(_, t)| t).collect();
+        for t in &topics {
+            let subs = std::mem::take(&mut *write(&t.subs));
+            for s in subs {
+                s.closed.store(true, Ordering::Release);
+                s.waiters.wake_all();
+            }
+            for eq in t.queues.iter() {
+                eq.q.wake_waiters();
+            }
+            release_topic(&self.inner, t);
+        }
+    }
+}
+
+/// Unlinks every message of a deleted topic and returns its bytes to the budget.
+fn release_topic(inner: &Inner, t: &Topic) {
+    for eq in t.queues.iter() {
+        let mut head = eq.q.lock_head();
+        let guard = inner.pin();
+        let u = head.unlink_while(u64::MAX, &guard, |_| true);
+        if u.count > 0 {
+            let released = eq.account_unlinked(u.count, u.payload_bytes, false);
+            inner.used.fetch_sub(released, Ordering::Relaxed);
+        }
+    }
+    inner.pin().flush();
+    inner.reclaimer.free_ready();
+}
+
+#[cfg(not(loom))]
+fn spawn_reaper(inner: &Arc<Inner>) -> Result<std::thread::JoinHandle<()>, EngineError> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("baiji-reaper".into())
+        .spawn(move || {
+            *lock(&inner.reaper) = Some(std::thread::current());
+            let min = inner.config.reaper_interval;
+            let max = inner.config.reaper_max_interval;
+            let mut pause = min;
+            // Acquire: pairs with the Release store in `Engine::drop`.
+            while !inner.closed.load(PlainOrdering::Acquire) {
+                let n = inner.reap_pass();
+                pause = if n > 0 { min } else { (pause * 2).min(max) };
+                std::thread::park_timeout(pause);
+            }
+        })
+        .map_err(|e| EngineError::InvalidConfig(format!("cannot spawn the reaper thread: {e}")))
+}
+
+/// Under loom the reaper is driven by the model through [`Engine::reap`].
+#[cfg(loom)]
+fn spawn_reaper(_: &Arc<Inner>) -> Result<std::thread::JoinHandle<()>, EngineError> {
+    Err(EngineError::InvalidConfig(
+        "loom models drive the reaper with Engine::reap".into(),
+    ))
+}
+
+/// A handle on one topic.
+#[derive(Debug, Clone)]
+pub struct TopicHandle {
+    inner: Arc<Inner>,
+    topic: Arc<Topic>,
+}
+
+impl TopicHandle {
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.topic.name
+    }
+
+    /// Its number of queues.
+    pub fn queue_count(&self) -> u32 {
+        self.topic.queue_count()
+    }
+
+    /// Whether the topic has been deleted since the handle was taken.
+    pub fn is_deleted(&self) -> bool {
+        self.topic.is_deleted()
+    }
+
+    /// Appends to queue `queue`.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::MessageTooLarge`],
+    /// [`EngineError::BudgetExceeded`], [`EngineError::UnknownTopic`] (deleted),
+    /// [`EngineError::Closed`].
+    pub fn append(&self, queue: u32, msg: Message) -> Result<Receipt, EngineError> {
+        self.inner.append_at(&self.topic, queue, msg)
+    }
+
+    /// Appends to the queue chosen by `key`: the same key always lands in the same queue, so
+    /// messages with one key keep their order.
+    ///
+    /// # Errors
+    /// As [`append`](Self::append).
+    pub fn append_keyed(&self, key: &[u8], msg: Message) -> Result<Receipt, EngineError> {
+        let q = (fnv1a(key) % u64::from(self.topic.queue_count())) as u32;
+        self.append(q, msg)
+    }
+
+    /// Appends to queue `queue`, waiting for room under the `block` policy (other policies
+    /// behave as [`append`](Self::append)).
+    ///
+    /// # Errors
+    /// As [`append`](Self::append), except that `BudgetExceeded` is only returned when the
+    /// message is larger than the whole budget.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future before it completes appends nothing.
+    pub async fn append_async(&self, queue: u32, msg: Message) -> Result<Receipt, EngineError> {
+        let inner = &*self.inner;
+        loop {
+            let (eq, cost) = inner.prepare(&self.topic, queue, &msg)?;
+            match inner.reserve(cost, &self.topic, queue) {
+                Ok(()) => return Ok(inner.link(eq, cost, msg)),
+                Err(EngineError::BudgetExceeded { .. })
+                    if inner.config.policy == MemoryPolicy::Block
+                        && cost <= inner.config.memory_budget =>
+                {
+                    RoomWait {
+                        inner,
+                        cost,
+                        id: None,
+                    }
+                    .await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads queue `queue` from offset `from` without any group state: calls `visit` for each
+    /// message `filter` accepts, up to `max` of them, stopping early when `visit` returns
+    /// `false` (that message is then not counted as read). The broker's pull path.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::Closed`].
+    pub fn read<F: FnMut(MessageRef<'_>) -> bool>(
+        &self,
+        queue: u32,
+        from: u64,
+        max: usize,
+        filter: &Filter,
+        mut visit: F,
+    ) -> Result<ReadOutcome, EngineError> {
+        let eq = self.queue(queue)?;
+        let guard = self.inner.pin();
+        let head = eq.q.head(&guard);
+        let first = head.end();
+        let end = eq.q.next_offset(&guard);
+        let mut out = ReadOutcome {
+            first_offset: first,
+            end_offset: end,
+            next_offset: from,
+            found: 0,
+        };
+        if from < first || from >= end {
+            return Ok(out);
+        }
+        let mut prev = if from == first {
+            Some(head)
+        } else {
+            eq.q.find(from - 1, &guard)
+        };
+        let mut budget = SCAN_LIMIT.max(max.saturating_mul(16));
+        while let Some(p) = prev {
+            if out.found >= max || budget == 0 {
+                break;
+            }
+            budget -= 1;
+            let Some(n) = p.next(&guard) else { break };
+            if filter.matches(n.tag()) {
+                let m = MessageRef {
+                    offset: n.offset(),
+                    timestamp: n.timestamp(),
+                    tag: n.tag(),
+                    payload: n.payload(),
+                };
+                if !visit(m) {
+                    break;
+                }
+                out.found += 1;
+            }
+            out.next_offset = n.end();
+            prev = Some(n);
+        }
+        Ok(out)
+    }
+
+    /// The message at `offset` of queue `queue`, if retained, passed to `visit`.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::Closed`].
+    pub fn get<R>(
+        &self,
+        queue: u32,
+        offset: u64,
+        visit: impl FnOnce(MessageRef<'_>) -> R,
+    ) -> Result<Option<R>, EngineError> {
+        let eq = self.queue(queue)?;
+        let guard = self.inner.pin();
+        Ok(eq.q.find(offset, &guard).map(|n| {
+            visit(MessageRef {
+                offset: n.offset(),
+                timestamp: n.timestamp(),
+                tag: n.tag(),
+                payload: n.payload(),
+            })
+        }))
+    }
+
+    /// The offset of the first message stored at or after `timestamp` in queue `queue` (the
+    /// queue's end if none).
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::Closed`].
+    pub fn offset_for_timestamp(&self, queue: u32, timestamp: u64) -> Result<u64, EngineError> {
+        let eq = self.queue(queue)?;
+        let guard = self.inner.pin();
+        Ok(eq.resolve_start(StartFrom::Timestamp(timestamp), &guard))
+    }
+
+    /// Statistics of queue `queue`.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::Closed`].
+    pub fn queue_stats(&self, queue: u32) -> Result<QueueStats, EngineError> {
+        let eq = self.queue(queue)?;
+        let guard = self.inner.pin();
+        let min = eq.q.first_offset(&guard);
+        let max = eq.q.next_offset(&guard);
+        Ok(QueueStats {
+            queue,
+            min_offset: min,
+            max_offset: max,
+            live_messages: max - min,
+            bytes: eq.live_bytes(),
+            // Relaxed: statistics.
+            reclaimed: eq.reclaimed.load(Ordering::Relaxed),
+            evicted: eq.evicted.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Registers `waker` to be woken when a message is appended to queue `queue` at or after
+    /// `offset`. Returns `None` when such a message already exists (do not wait), or
+    /// `Some(registration)` to pass to [`cancel_wait`](Self::cancel_wait) if the wait is given up.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::Closed`].
+    pub fn watch(
+        &self,
+        queue: u32,
+        offset: u64,
+        waker: &std::task::Waker,
+        previous: Option<crate::queue::WaitId>,
+    ) -> Result<Option<crate::queue::WaitId>, EngineError> {
+        let eq = self.queue(queue)?;
+        let guard = self.inner.pin();
+        let last = eq.q.last(&guard);
+        if last.end() > offset || self.topic.is_deleted() {
+            return Ok(None);
+        }
+        Ok(
+            match eq
+                .q
+                .wait_behind(last, Wakeup::Task(waker.clone()), previous, &guard)
+            {
+                WaitState::Ready => None,
+                WaitState::Registered(id) => Some(id),
+            },
+        )
+    }
+
+    /// Withdraws a registration made by [`watch`](Self::watch).
+    pub fn cancel_wait(&self, queue: u32, id: crate::queue::WaitId) {
+        if let Some(eq) = self.topic.queues.get(queue as usize) {
+            eq.q.cancel_wait(id);
+        }
+    }
+
+    fn queue(&self, queue: u32) -> Result<&EQueue, EngineError> {
+        self.inner.check_open()?;
+        self.topic
+            .queues
+            .get(queue as usize)
+            .ok_or_else(|| EngineError::QueueOutOfRange {
+                topic: self.topic.name.clone(),
+                queue,
+                queues: self.topic.queue_count(),
+            })
+    }
+}
+
+/// Most nodes one read looks at (filtered-out messages included).
+const SCAN_LIMIT: usize = 4096;
+
+/// Waits until the budget has room for `cost` more bytes (the `block` policy).
+struct RoomWait<'a> {
+    inner: &'a Inner,
+    cost: u64,
+    id: Option<crate::queue::WaitId>,
+}
+
+impl std::future::Future for RoomWait<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let (inner, cost) = (self.inner, self.cost);
+        let budget = inner.config.memory_budget;
+        self.id = inner
+            .room
+            .register_with(self.id, Wakeup::Task(cx.waker().clone()), || {
+                // Relaxed: the wait list's lock orders this read after a reaper pass that freed
+                // room and then woke the list.
+                inner.used.load(Ordering::Relaxed) + cost > budget
+            });
+        if self.id.is_some() {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    }
+}
+
+impl Drop for RoomWait<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.inner.room.deregister(id);
+        }
+    }
+}
+
+/// What a [`TopicHandle::read`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The queue's first retained offset.
+    pub first_offset: u64,
+    /// The offset the next append will get.
+    pub end_offset: u64,
+    /// Where the next read should start: after the last message looked at.
+    pub next_offset: u64,
+    /// Messages passed to the visitor and accepted by it.
+    pub found: usize,
+}
+
+fn fnv1a(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Appends to a topic, spreading messages round-robin over its queues.
+#[derive(Debug, Clone)]
+pub struct Producer {
+    handle: TopicHandle,
+    next: u32,
+}
+
+impl Producer {
+    /// The topic handle (explicit-queue and keyed appends).
+    pub fn topic(&self) -> &TopicHandle {
+        &self.handle
+    }
+
+    fn advance(&mut self) -> u32 {
+        let q = self.next;
+        self.next = (self.next + 1) % self.handle.queue_count();
+        q
+    }
+
+    /// Appends to the next queue in round-robin order.
+    ///
+    /// # Errors
+    /// As [`TopicHandle::append`].
+    pub fn send(&mut self, msg: Message) -> Result<Receipt, EngineError> {
+        let q = self.advance();
+        self.handle.append(q, msg)
+    }
+
+    /// Like [`send`](Self::send), waiting for room under the `block` policy.
+    ///
+    /// # Errors
+    /// As [`TopicHandle::append_async`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future appends nothing (the queue choice still advances).
+    pub async fn send_async(&mut self, msg: Message) -> Result<Receipt, EngineError> {
+        let q = self.advance();
+        self.handle.append_async(q, msg).await
+    }
+}
+
+/// A consumer group's subscription to a topic.
+#[derive(Debug, Clone)]
+pub struct Group {
+    inner: Arc<Inner>,
+    sub: Arc<Sub>,
+}
+
+impl Group {
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.sub.group
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.sub.topic.name
+    }
+
+    /// The subscription's mode.
+    pub fn mode(&self) -> Mode {
+        self.sub.mode
+    }
+
+    /// The subscription's filter.
+    pub fn filter(&self) -> &Filter {
+        &self.sub.filter
+    }
+
+    fn check(&self) -> Result<(), EngineError> {
+        self.inner.check_open()?;
+        if self.sub.is_closed() {
+            return Err(EngineError::NotAMember);
+        }
+        Ok(())
+    }
+
+    /// Joins a new member; queues are rebalanced over the members (clustering) or the member
+    /// reads every queue from the subscription's start (broadcasting).
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription ended, [`EngineError::Closed`].
+    pub fn join(&self) -> Result<Consumer, EngineError> {
+        self.check()?;
+        let id = self.sub.new_member_id();
+        let inner = &self.inner;
+        self.sub.add_member(id, &|| inner.pin());
+        Ok(Consumer::new(
+            Arc::clone(&self.inner),
+            Arc::clone(&self.sub),
+            id,
+        ))
+    }
+
+    /// Adds a member that is driven from outside (the broker's broadcasting clients, whose
+    /// acknowledgements come from [`commit_member`](Self::commit_member)).
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription ended, [`EngineError::Closed`].
+    pub fn add_member(&self) -> Result<MemberId, EngineError> {
+        self.check()?;
+        let id = self.sub.new_member_id();
+        let inner = &self.inner;
+        self.sub.add_member(id, &|| inner.pin());
+        Ok(id)
+    }
+
+    /// Removes a member added with [`add_member`](Self::add_member). Idempotent.
+    pub fn remove_member(&self, member: MemberId) {
+        let inner = &self.inner;
+        self.sub.remove_member(member, &|| inner.pin());
+    }
+
+    /// Commits `offset` in queue `queue`: the group has consumed everything below it. A commit
+    /// equal to the committed offset is a no-op.
+    ///
+    /// # Errors
+    /// [`EngineError::CommitBehind`] (acknowledgements cannot be taken back),
+    /// [`EngineError::OffsetBeyondEnd`], [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::NotAMember`] (broadcasting groups commit per member), [`EngineError::Closed`].
+    pub fn commit(&self, queue: u32, offset: u64) -> Result<(), EngineError> {
+        self.check()?;
+        self.sub.commit(None, queue, offset, &self.inner.pin())
+    }
+
+    /// Records that broadcasting member `member` has consumed queue `queue` below `offset`;
+    /// the group acknowledges what its slowest member has passed.
+    ///
+    /// # Errors
+    /// As [`commit`](Self::commit); [`EngineError::NotAMember`] for an unknown member.
+    pub fn commit_member(
+        &self,
+        member: MemberId,
+        queue: u32,
+        offset: u64,
+    ) -> Result<(), EngineError> {
+        self.check()?;
+        self.sub
+            .commit(Some(member), queue, offset, &self.inner.pin())
+    }
+
+    /// The committed offset of queue `queue` (broadcasting: the slowest member's).
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`], [`EngineError::Closed`].
+    pub fn committed(&self, queue: u32) -> Result<u64, EngineError> {
+        self.check()?;
+        self.sub.committed(queue, &self.inner.pin())
+    }
+
+    /// Statistics of the group.
+    pub fn stats(&self) -> GroupStats {
+        let guard = self.inner.pin();
+        let committed = (0..self.sub.topic.queue_count())
+            .map(|q| self.sub.committed(q, &guard).unwrap_or(0))
+            .collect();
+        let c = &self.sub.counters;
+        GroupStats {
+            group: self.sub.group.clone(),
+            topic: self.sub.topic.name.clone(),
+            mode: self.sub.mode,
+            members: self.sub.member_count(),
+            backlog: self.sub.backlog(&guard),
+            // Relaxed: statistics.
+            delivered: c.delivered.load(Ordering::Relaxed),
+            acked: c.acked.load(Ordering::Relaxed),
+            filtered: c.filtered.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            committed,
+        }
+    }
+
+    /// Ends the subscription. Messages it alone held become reclaimable; its members get
+    /// [`EngineError::NotAMember`]. Idempotent.
+    pub fn unsubscribe(&self) {
+        write(&self.sub.topic.subs).retain(|s| !Arc::ptr_eq(s, &self.sub));
+        let inner = &self.inner;
+        self.sub.close(&|| inner.pin());
+    }
+}

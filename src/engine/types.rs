@@ -1,0 +1,226 @@
+//! The values the engine API takes and returns.
+
+use bytes::Bytes;
+
+use crate::hash::java_string_hash;
+
+/// A message to append: a payload (shared, never copied) plus the metadata the engine filters
+/// and retains by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub(crate) payload: Bytes,
+    pub(crate) tag: u32,
+    pub(crate) timestamp: Option<u64>,
+}
+
+impl Message {
+    /// A message without tag, stamped with the current time when appended.
+    pub fn new(payload: impl Into<Bytes>) -> Self {
+        Message {
+            payload: payload.into(),
+            tag: 0,
+            timestamp: None,
+        }
+    }
+
+    /// Sets the tag consumer groups filter by (RocketMQ's tag: hashed like Java's
+    /// `String.hashCode`, so a group's filter and the broker agree).
+    pub fn with_tag(mut self, tag: &str) -> Self {
+        self.tag = java_string_hash(tag) as u32;
+        self
+    }
+
+    /// Sets the tag by its hash directly (what the broker has after parsing a request).
+    pub fn with_tag_hash(mut self, hash: i32) -> Self {
+        self.tag = hash as u32;
+        self
+    }
+
+    /// Overrides the store timestamp (milliseconds since the Unix epoch).
+    pub fn with_timestamp(mut self, millis: u64) -> Self {
+        self.timestamp = Some(millis);
+        self
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+}
+
+/// Where an appended message went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Receipt {
+    /// The queue.
+    pub queue: u32,
+    /// Its offset in the queue.
+    pub offset: u64,
+}
+
+/// A message handed to a consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The queue it came from.
+    pub queue: u32,
+    /// Its offset in that queue.
+    pub offset: u64,
+    /// Its store timestamp (ms since the Unix epoch).
+    pub timestamp: u64,
+    /// Its tag hash (0 = none).
+    pub tag: u32,
+    /// The payload (shared with the producer's buffer and every other group).
+    pub payload: Bytes,
+}
+
+/// A borrowed view of a stored message, valid inside a read visitor.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageRef<'a> {
+    /// Offset in the queue.
+    pub offset: u64,
+    /// Store timestamp (ms since the Unix epoch).
+    pub timestamp: u64,
+    /// Tag hash (0 = none).
+    pub tag: u32,
+    /// The payload.
+    pub payload: &'a Bytes,
+}
+
+/// Which messages a consumer group wants.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Filter {
+    /// Every message.
+    #[default]
+    All,
+    /// Messages whose tag hash is one of these (RocketMQ's `"TagA || TagB"`).
+    Tags(Vec<u32>),
+}
+
+impl Filter {
+    /// A filter accepting the given tag names.
+    pub fn tags<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut v: Vec<u32> = names
+            .into_iter()
+            .map(|t| java_string_hash(t) as u32)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        Filter::Tags(v)
+    }
+
+    /// A filter accepting these tag hashes.
+    pub fn tag_hashes(hashes: impl IntoIterator<Item = i32>) -> Self {
+        let mut v: Vec<u32> = hashes.into_iter().map(|h| h as u32).collect();
+        v.sort_unstable();
+        v.dedup();
+        Filter::Tags(v)
+    }
+
+    /// Whether a message with this tag hash passes.
+    #[inline]
+    pub fn matches(&self, tag: u32) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Tags(t) => t.binary_search(&tag).is_ok(),
+        }
+    }
+}
+
+/// Where a new subscription (or a new broadcasting member) starts reading, per queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartFrom {
+    /// The oldest retained message.
+    First,
+    /// After the newest message: only what is appended from now on.
+    #[default]
+    Last,
+    /// The first message stored at or after this time (ms since the Unix epoch); the end if none.
+    Timestamp(u64),
+    /// This offset, clamped into the retained range `[first, end]` of each queue.
+    Offset(u64),
+}
+
+/// How a group shares messages between its members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Each message goes to one member; the engine spreads queues over members.
+    #[default]
+    Clustering,
+    /// Every member reads every queue and sees every message.
+    Broadcasting,
+}
+
+/// What a per-message acknowledgement did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// The message is now acknowledged by the group.
+    Acked,
+    /// It already was (or it was committed, or evicted): nothing changed.
+    AlreadyAcked,
+}
+
+/// Identifies a member of a consumer group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberId(pub u64);
+
+/// Per-queue statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    /// The queue.
+    pub queue: u32,
+    /// Offset of the oldest retained message (equals `max_offset` when empty).
+    pub min_offset: u64,
+    /// Offset the next message will get.
+    pub max_offset: u64,
+    /// Messages retained.
+    pub live_messages: u64,
+    /// Bytes retained (payload plus node).
+    pub bytes: u64,
+    /// Messages reclaimed so far (acknowledged, retention expired, or evicted).
+    pub reclaimed: u64,
+    /// Of those, evicted by the `drop-oldest` policy.
+    pub evicted: u64,
+}
+
+/// Per-group statistics (one group's subscription to one topic).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStats {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// Its mode.
+    pub mode: Mode,
+    /// Live members.
+    pub members: usize,
+    /// Messages the group still has to acknowledge.
+    pub backlog: u64,
+    /// Deliveries to members (redeliveries counted again).
+    pub delivered: u64,
+    /// Messages acknowledged by the group (by commit, per-message ack or pull position).
+    pub acked: u64,
+    /// Messages skipped by the group's tag filter (they count as acknowledged).
+    pub filtered: u64,
+    /// Messages evicted by `drop-oldest` before the group acknowledged them.
+    pub dropped: u64,
+    /// Committed offset per queue (for broadcasting: the slowest live member's).
+    pub committed: Vec<u64>,
+}
+
+/// Engine-wide statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes in use (payload plus bookkeeping of every live message).
+    pub bytes_used: u64,
+    /// The budget.
+    pub memory_budget: u64,
+    /// Live messages in all queues.
+    pub live_messages: u64,
+    /// Messages reclaimed so far.
+    pub reclaimed_messages: u64,
+    /// Of those, evicted by `drop-oldest`.
+    pub evicted_messages: u64,
+    /// Appends refused for lack of memory.
+    pub rejected_messages: u64,
+    /// Topics.
+    pub topics: usize,
+}

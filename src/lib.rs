@@ -1,0 +1,23 @@
+//! baiji: an in-memory message broker transparent to Apache RocketMQ clients, and the
+//! lock-free message engine under it.
+//!
+//! Layers (dependencies point downwards only; see `shared/docs/design.md`):
+//!
+//! ```text
+//!  bin (CLI: broker, namesrv, bench)
+//!    └── broker     connections, request processors, long polling, client registry, name server
+//!          ├── remoting   frame codec, commands, codes, typed headers, stored-message layout
+//!          └── store      the traits the broker sees
+//!                └── engine    topics, queue selection, consumer groups, acks, budget
+//!                      └── queue     the lock-free doubly-linked queue, nodes, reaper, epochs
+//!                            └── sync   std / loom shim
+//! ```
+//!
+//! Most programs want [`engine::Engine`].
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod engine;
+pub mod hash;
+pub mod queue;
+mod sync;

@@ -1,0 +1,115 @@
+//! The one place that names atomics, locks and threads.
+//!
+//! Every module of baiji's engine imports its primitives from here, never from `std` directly,
+//! so that the same source compiles against [loom] when the crate is built with `--cfg loom`
+//! (see `loom-tests/`). Under loom, every atomic access, lock and park becomes a point where
+//! the model checker may switch threads. (`crossbeam-epoch` follows the same switch through
+//! its own `crossbeam_loom` cfg.)
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    pub(crate) use std::thread::{self, Thread};
+    pub(crate) use std::thread_local;
+
+    /// Spin-loop hint; under loom a yield so the model can make progress.
+    #[inline]
+    pub(crate) fn spin_hint() {
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub(crate) use loom::sync::{
+        Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    };
+    pub(crate) use loom::thread::{self, Thread};
+    pub(crate) use loom::thread_local;
+
+    /// Spin-loop hint; under loom a yield so the model can make progress.
+    #[inline]
+    pub(crate) fn spin_hint() {
+        loom::thread::yield_now();
+    }
+}
+
+pub(crate) use imp::*;
+
+/// Locks a mutex, recovering the data if another thread panicked while holding it.
+///
+/// baiji's critical sections keep their data consistent at every point where they could panic
+/// (only allocation failure, which aborts), so a poisoned lock is still usable; propagating the
+/// poison would turn one bug into a dead engine.
+#[inline]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Read-locks an `RwLock`, recovering from poison (see [`lock`]).
+#[inline]
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Write-locks an `RwLock`, recovering from poison (see [`lock`]).
+#[inline]
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Atomics that only count (statistics, id generators, best-effort flags): always `std`, even
+/// under loom. No protocol synchronises through them, so modelling them would only multiply
+/// the interleavings loom explores without checking anything.
+pub(crate) mod plain {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+}
+
+/// A field written before its node is published and only read afterwards.
+///
+/// Outside loom it is the plain value. Under loom it is a `loom::cell::UnsafeCell`, so every
+/// read is checked against the write: a read that does not happen after the write (a
+/// publication with too weak an ordering) fails the model (invariant 2).
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct Published<T>(T);
+
+#[cfg(not(loom))]
+impl<T> Published<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        Published(v)
+    }
+    #[inline(always)]
+    pub(crate) fn get(&self) -> &T {
+        &self.0
+    }
+    #[inline(always)]
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+/// See the non-loom definition.
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct Published<T>(loom::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+impl<T> Published<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Published(loom::cell::UnsafeCell::new(v))
+    }
+    pub(crate) fn get(&self) -> &T {
+        // SAFETY: the value is only mutated through `get_mut` (`&mut self`), so no mutable
+        // reference can be live while this shared one is; loom checks the causality of the read.
+        self.0.with(|p| unsafe { &*p })
+    }
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        // SAFETY: `&mut self` is exclusive.
+        self.0.with_mut(|p| unsafe { &mut *p })
+    }
+}
