@@ -306,6 +306,7 @@ fn group_joins_during_appends() {
         for d in &got {
             assert_eq!(u64::from(d.payload[0]), d.offset, "payload matches offset");
         }
+        assert_eq!(g.stats().dropped, 0, "invariant 3: nothing the group holds is lost");
     });
 }
 
