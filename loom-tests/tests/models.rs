@@ -387,6 +387,8 @@ fn drop_oldest_vs_lagging_reader() {
             thread::spawn(move || {
                 e.append_to("T", 0, Message::new(Bytes::from(vec![2u8])))
                     .unwrap();
+                // Frees what the eviction unlinked, once the epoch allows it.
+                e.reap();
             })
         };
         let mut seen = Vec::new();
