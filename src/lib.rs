@@ -20,4 +20,5 @@
 pub mod engine;
 pub mod hash;
 pub mod queue;
+pub mod remoting;
 mod sync;

@@ -1,0 +1,230 @@
+//! The ROCKETMQ binary header (serialize type 1), Java's `RocketMQSerializable`.
+//!
+//! ```text
+//! code i16 | language u8 | version i16 | opaque i32 | flag i32 |
+//! remarkLen i32 | remark | extLen i32 | { keyLen i16 | key | valueLen i32 | value }*
+//! ```
+//!
+//! Every length is checked against the bytes that remain before anything is copied, so a
+//! hostile length can neither panic the decoder nor make it allocate more than the header holds.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand};
+use crate::remoting::error::FrameError;
+use crate::remoting::ext::ExtFields;
+use crate::remoting::reader::Reader;
+
+/// Appends the binary header of `cmd`.
+///
+/// # Errors
+///
+/// [`FrameError::FieldOutOfRange`] if `code` or `version` does not fit 16 bits,
+/// [`FrameError::StringTooLong`] for a key over 32767 bytes or a remark or ext block over 2 GiB.
+pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), FrameError> {
+    let code = i16::try_from(cmd.code).map_err(|_| FrameError::FieldOutOfRange {
+        field: "code",
+        value: cmd.code,
+    })?;
+    let version = i16::try_from(cmd.version).map_err(|_| FrameError::FieldOutOfRange {
+        field: "version",
+        value: cmd.version,
+    })?;
+    let remark = cmd.remark.as_deref().unwrap_or_default().as_bytes();
+    let remark_len = i32::try_from(remark.len()).map_err(|_| FrameError::StringTooLong {
+        field: "remark",
+        len: remark.len(),
+    })?;
+    let mut ext_len = 0usize;
+    for (key, value) in &cmd.ext_fields {
+        if i16::try_from(key.len()).is_err() {
+            return Err(FrameError::StringTooLong {
+                field: "extFields key",
+                len: key.len(),
+            });
+        }
+        ext_len += 2 + key.len() + 4 + value.len();
+    }
+    let ext_len_i32 = i32::try_from(ext_len).map_err(|_| FrameError::StringTooLong {
+        field: "extFields",
+        len: ext_len,
+    })?;
+
+    dst.reserve(2 + 1 + 2 + 4 + 4 + 4 + remark.len() + 4 + ext_len);
+    dst.put_i16(code);
+    dst.put_u8(cmd.language.code());
+    dst.put_i16(version);
+    dst.put_i32(cmd.opaque);
+    dst.put_i32(cmd.flag);
+    dst.put_i32(remark_len);
+    dst.put_slice(remark);
+    dst.put_i32(ext_len_i32);
+    for (key, value) in &cmd.ext_fields {
+        // Lengths were range-checked above; values are shorter than the checked total.
+        dst.put_i16(i16::try_from(key.len()).unwrap_or(i16::MAX));
+        dst.put_slice(key.as_bytes());
+        dst.put_i32(i32::try_from(value.len()).unwrap_or(i32::MAX));
+        dst.put_slice(value.as_bytes());
+    }
+    Ok(())
+}
+
+/// Parses a binary header. Invalid UTF-8 in strings is replaced (as Java does); bytes after the
+/// ext block are ignored (as Java does).
+///
+/// # Errors
+///
+/// [`FrameError::MalformedBinaryHeader`] naming the field that is truncated or has a negative
+/// length.
+pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
+    let mut r = Reader::new(header);
+    let truncated = FrameError::MalformedBinaryHeader("truncated fixed fields");
+    let code = r.i16().ok_or_else(|| truncated.clone())?;
+    let language = r.u8().ok_or_else(|| truncated.clone())?;
+    let version = r.i16().ok_or_else(|| truncated.clone())?;
+    let opaque = r.i32().ok_or_else(|| truncated.clone())?;
+    let flag = r.i32().ok_or_else(|| truncated.clone())?;
+
+    let remark_bytes = sized_block(
+        &mut r,
+        "remark length is negative",
+        "remark exceeds the header",
+    )?;
+    let remark =
+        (!remark_bytes.is_empty()).then(|| String::from_utf8_lossy(remark_bytes).into_owned());
+
+    let ext_bytes = sized_block(
+        &mut r,
+        "extFields length is negative",
+        "extFields exceed the header",
+    )?;
+    let mut ext_fields = ExtFields::with_capacity(16, ext_bytes.len());
+    let mut er = Reader::new(ext_bytes);
+    while er.remaining() > 0 {
+        let key_len = er.i16().ok_or(FrameError::MalformedBinaryHeader(
+            "truncated extFields key length",
+        ))?;
+        let key_len = usize::try_from(key_len)
+            .map_err(|_| FrameError::MalformedBinaryHeader("extFields key length is negative"))?;
+        let key = er.take(key_len).ok_or(FrameError::MalformedBinaryHeader(
+            "extFields key exceeds the block",
+        ))?;
+        let value_len = er.i32().ok_or(FrameError::MalformedBinaryHeader(
+            "truncated extFields value length",
+        ))?;
+        let value_len = usize::try_from(value_len)
+            .map_err(|_| FrameError::MalformedBinaryHeader("extFields value length is negative"))?;
+        let value = er.take(value_len).ok_or(FrameError::MalformedBinaryHeader(
+            "extFields value exceeds the block",
+        ))?;
+        ext_fields.insert_lossy(key, value);
+    }
+
+    Ok(HeaderParts {
+        code: i32::from(code),
+        language: LanguageCode::from_code(language),
+        version: i32::from(version),
+        opaque,
+        flag,
+        remark,
+        ext_fields,
+    })
+}
+
+/// Reads an i32 length and that many bytes.
+fn sized_block<'a>(
+    r: &mut Reader<'a>,
+    negative: &'static str,
+    overrun: &'static str,
+) -> Result<&'a [u8], FrameError> {
+    let len = r
+        .i32()
+        .ok_or(FrameError::MalformedBinaryHeader("truncated length field"))?;
+    let len = usize::try_from(len).map_err(|_| FrameError::MalformedBinaryHeader(negative))?;
+    r.take(len)
+        .ok_or(FrameError::MalformedBinaryHeader(overrun))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(ext: &[(&str, &str)], remark: Option<&str>) -> RemotingCommand {
+        let mut cmd = RemotingCommand::request(310, -5);
+        cmd.flag = 2;
+        cmd.remark = remark.map(str::to_owned);
+        cmd.ext_fields = ext.iter().copied().collect();
+        cmd
+    }
+
+    #[test]
+    fn given_java_layout_when_encoding_should_match_byte_for_byte() {
+        let cmd = header(&[("a", "PG")], Some("r"));
+        let mut dst = BytesMut::new();
+        encode(&cmd, &mut dst).expect("encodable");
+        let mut expected = vec![0x01, 0x36, 0x00, 0x01, 0xDB];
+        expected.extend_from_slice(&(-5i32).to_be_bytes());
+        expected.extend_from_slice(&2i32.to_be_bytes());
+        expected.extend_from_slice(&1i32.to_be_bytes());
+        expected.push(b'r');
+        expected.extend_from_slice(&(2 + 1 + 4 + 2i32).to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'a', 0, 0, 0, 2, b'P', b'G']);
+        assert_eq!(
+            &dst[..],
+            &expected[..],
+            "code 310, JAVA, version 475 (0x01DB)"
+        );
+    }
+
+    #[test]
+    fn given_encoded_header_when_decoding_should_round_trip() {
+        let cmd = header(&[("a", "PG"), ("b", "Topic"), ("empty", "")], None);
+        let mut dst = BytesMut::new();
+        encode(&cmd, &mut dst).expect("encodable");
+        let parts = decode(&dst).expect("decodable");
+        assert_eq!(parts.code, 310);
+        assert_eq!(parts.opaque, -5);
+        assert_eq!(parts.flag, 2);
+        assert_eq!(parts.remark, None, "zero remark length means no remark");
+        assert_eq!(parts.ext_fields, cmd.ext_fields);
+    }
+
+    #[test]
+    fn given_hostile_lengths_when_decoding_should_fail_without_panicking() {
+        let mut fixed = vec![0u8; 13];
+        fixed.extend_from_slice(&i32::MAX.to_be_bytes());
+        assert_eq!(
+            decode(&fixed).err(),
+            Some(FrameError::MalformedBinaryHeader(
+                "remark exceeds the header"
+            ))
+        );
+        let mut neg = vec![0u8; 13];
+        neg.extend_from_slice(&(-1i32).to_be_bytes());
+        assert!(decode(&neg).is_err(), "negative remark length");
+        let mut bad_ext = vec![0u8; 17];
+        bad_ext.extend_from_slice(&3i32.to_be_bytes());
+        bad_ext.extend_from_slice(&[0x7f, 0xff, b'k']);
+        assert_eq!(
+            decode(&bad_ext).err(),
+            Some(FrameError::MalformedBinaryHeader(
+                "extFields key exceeds the block"
+            ))
+        );
+        assert!(decode(&[0; 12]).is_err(), "truncated fixed part");
+    }
+
+    #[test]
+    fn given_values_beyond_16_bits_when_encoding_should_refuse() {
+        let mut cmd = header(&[], None);
+        cmd.code = 200_050;
+        let mut dst = BytesMut::new();
+        assert_eq!(
+            encode(&cmd, &mut dst),
+            Err(FrameError::FieldOutOfRange {
+                field: "code",
+                value: 200_050
+            })
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! HEART_BEAT (34) and CHECK_CLIENT_CONFIG (46) bodies.
+
+use serde::{Deserialize, Serialize};
+
+use crate::remoting::body::{lenient_enum, null_default, JsonBody};
+
+lenient_enum! {
+    /// How a consumer group consumes.
+    ConsumeType, default = ConsumePassively, {
+        /// Pull and lite-pull consumers.
+        ConsumeActively = "CONSUME_ACTIVELY",
+        /// Push consumers.
+        ConsumePassively = "CONSUME_PASSIVELY",
+        /// 5.x pop consumers.
+        ConsumePop = "CONSUME_POP",
+    }
+}
+
+lenient_enum! {
+    /// Whether a group shares queues (clustering) or every member reads everything.
+    MessageModel, default = Clustering, {
+        /// Every member reads every message; offsets are kept client-side.
+        Broadcasting = "BROADCASTING",
+        /// Queues are divided among members; offsets are kept on the broker.
+        Clustering = "CLUSTERING",
+    }
+}
+
+lenient_enum! {
+    /// Where a group with no committed offset starts.
+    ConsumeFromWhere, default = ConsumeFromLastOffset, {
+        /// The end of the queue (default).
+        ConsumeFromLastOffset = "CONSUME_FROM_LAST_OFFSET",
+        /// Deprecated alias kept by Java.
+        ConsumeFromLastOffsetAndFromMinWhenBootFirst = "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+        /// Deprecated.
+        ConsumeFromMinOffset = "CONSUME_FROM_MIN_OFFSET",
+        /// Deprecated.
+        ConsumeFromMaxOffset = "CONSUME_FROM_MAX_OFFSET",
+        /// The start of the queue.
+        ConsumeFromFirstOffset = "CONSUME_FROM_FIRST_OFFSET",
+        /// The first message stored at or after a timestamp.
+        ConsumeFromTimestamp = "CONSUME_FROM_TIMESTAMP",
+    }
+}
+
+lenient_enum! {
+    /// Language of a subscription expression; `TAG` when a client omits it (ali-ons does).
+    ExpressionType, default = Tag, {
+        /// `TagA || TagB` or `*`.
+        Tag = "TAG",
+        /// SQL92 over properties (not evaluated by baiji).
+        Sql92 = "SQL92",
+    }
+}
+
+/// The client's heartbeat: its groups and their subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatData {
+    /// `clientID`: `ip@instance[@unit]`.
+    #[serde(rename = "clientID", default, deserialize_with = "null_default")]
+    pub client_id: String,
+    /// Producer groups of this client.
+    #[serde(default, deserialize_with = "null_default")]
+    pub producer_data_set: Vec<ProducerData>,
+    /// Consumer groups of this client.
+    #[serde(default, deserialize_with = "null_default")]
+    pub consumer_data_set: Vec<ConsumerData>,
+    /// Fingerprint of the subscription set (heartbeat V2).
+    #[serde(default, deserialize_with = "null_default")]
+    pub heartbeat_fingerprint: i64,
+    /// Heartbeat V2: the subscriptions were left out because they did not change.
+    #[serde(default, deserialize_with = "null_default")]
+    pub without_sub: bool,
+}
+
+impl JsonBody for HeartbeatData {}
+
+/// A producer group in a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerData {
+    /// Group name.
+    #[serde(default, deserialize_with = "null_default")]
+    pub group_name: String,
+}
+
+/// A consumer group in a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerData {
+    /// Group name.
+    #[serde(default, deserialize_with = "null_default")]
+    pub group_name: String,
+    /// Push, pull or pop.
+    #[serde(default)]
+    pub consume_type: ConsumeType,
+    /// Clustering or broadcasting.
+    #[serde(default)]
+    pub message_model: MessageModel,
+    /// Start position for a group without a committed offset.
+    #[serde(default)]
+    pub consume_from_where: ConsumeFromWhere,
+    /// The group's subscriptions (one per topic, including `%RETRY%<group>`).
+    #[serde(default, deserialize_with = "null_default")]
+    pub subscription_data_set: Vec<SubscriptionData>,
+    /// Unit mode.
+    #[serde(default, deserialize_with = "null_default")]
+    pub unit_mode: bool,
+}
+
+/// One subscription of a consumer group.
+///
+/// Build the broker-side filter with
+/// [`TagMatcher::for_subscription`](crate::remoting::subscription::TagMatcher::for_subscription).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionData {
+    /// Class filter mode (obsolete).
+    #[serde(default, deserialize_with = "null_default")]
+    pub class_filter_mode: bool,
+    /// Topic.
+    #[serde(default, deserialize_with = "null_default")]
+    pub topic: String,
+    /// The expression as written, `*` for everything.
+    #[serde(default, deserialize_with = "null_default")]
+    pub sub_string: String,
+    /// Tag names of the expression.
+    #[serde(default, deserialize_with = "null_default")]
+    pub tags_set: Vec<String>,
+    /// `String.hashCode` of each tag (see the caveat in
+    /// [`subscription`](crate::remoting::subscription)).
+    #[serde(default, deserialize_with = "null_default")]
+    pub code_set: Vec<i32>,
+    /// Version of the subscription (a timestamp); pulls must not be newer.
+    #[serde(default, deserialize_with = "null_default")]
+    pub sub_version: i64,
+    /// Expression language; `TAG` when absent.
+    #[serde(default)]
+    pub expression_type: ExpressionType,
+}
+
+/// CHECK_CLIENT_CONFIG request body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckClientConfigBody {
+    /// Client id.
+    #[serde(default, deserialize_with = "null_default")]
+    pub client_id: String,
+    /// Consumer group.
+    #[serde(default, deserialize_with = "null_default")]
+    pub group: String,
+    /// The subscription to check.
+    #[serde(default, deserialize_with = "null_default")]
+    pub subscription_data: SubscriptionData,
+    /// Namespace (5.x).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+impl JsonBody for CheckClientConfigBody {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A heartbeat as rocketmq-client-rust 1.0.0 sends it (reference section 5.7, with the
+    /// elided parts filled in).
+    const RUST_CLIENT_HEARTBEAT: &str = r#"{"clientID":"192.168.1.10@12345#1700000000000","producerDataSet":[{"groupName":"PG"},{"groupName":"CLIENT_INNER_PRODUCER"}],"consumerDataSet":[{"groupName":"CG","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"T","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000000,"expressionType":"TAG"},{"classFilterMode":false,"topic":"%RETRY%CG","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000001,"expressionType":"TAG"}],"unitMode":false}],"heartbeatFingerprint":0,"withoutSub":false}"#;
+
+    /// A heartbeat as ali-ons sends it: no expressionType, fingerprint or withoutSub.
+    const ALI_ONS_HEARTBEAT: &str = r#"{"clientID":"10.0.0.5@4242","consumerDataSet":[{"groupName":"CG","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","subscriptionDataSet":[{"topic":"T","subString":"*","classFilterMode":false,"tagsSet":[],"codeSet":[],"subVersion":1700000000000}],"unitMode":false}],"producerDataSet":[]}"#;
+
+    #[test]
+    fn given_rust_client_heartbeat_when_parsing_should_read_every_field() {
+        let hb = HeartbeatData::from_json_slice(RUST_CLIENT_HEARTBEAT.as_bytes()).expect("parses");
+        assert_eq!(hb.client_id, "192.168.1.10@12345#1700000000000");
+        assert_eq!(hb.producer_data_set.len(), 2);
+        let cg = hb.consumer_data_set.first().expect("one consumer group");
+        assert_eq!(cg.consume_type, ConsumeType::ConsumePassively);
+        assert_eq!(cg.message_model, MessageModel::Clustering);
+        assert_eq!(
+            cg.consume_from_where,
+            ConsumeFromWhere::ConsumeFromLastOffset
+        );
+        assert_eq!(cg.subscription_data_set.len(), 2);
+        let retry = cg.subscription_data_set.get(1).expect("retry subscription");
+        assert_eq!(retry.topic, "%RETRY%CG");
+        assert_eq!(retry.sub_string, "*");
+        assert_eq!(retry.sub_version, 1_700_000_000_001);
+        assert_eq!(retry.expression_type, ExpressionType::Tag);
+        let back = HeartbeatData::from_json_slice(&hb.to_json_bytes().expect("serialisable"))
+            .expect("re-parses");
+        assert_eq!(back, hb, "heartbeat round trip");
+    }
+
+    #[test]
+    fn given_ali_ons_heartbeat_when_parsing_should_default_missing_fields() {
+        let hb = HeartbeatData::from_json_slice(ALI_ONS_HEARTBEAT.as_bytes()).expect("parses");
+        let sub = hb
+            .consumer_data_set
+            .first()
+            .and_then(|c| c.subscription_data_set.first())
+            .expect("subscription");
+        assert_eq!(
+            sub.expression_type,
+            ExpressionType::Tag,
+            "missing expressionType is TAG"
+        );
+        assert_eq!(hb.heartbeat_fingerprint, 0);
+        assert!(!hb.without_sub);
+    }
+
+    #[test]
+    fn given_unknown_enum_names_and_nulls_when_parsing_should_not_fail() {
+        let hb = HeartbeatData::from_json_slice(
+            br#"{"clientID":null,"consumerDataSet":[{"groupName":"G","consumeType":"CONSUME_SOMEHOW","messageModel":null,"consumeFromWhere":3,"subscriptionDataSet":null}],"extra":{"x":1}}"#,
+        )
+        .expect("lenient");
+        let cg = hb.consumer_data_set.first().expect("group");
+        assert_eq!(
+            cg.consume_type,
+            ConsumeType::Other("CONSUME_SOMEHOW".into())
+        );
+        assert_eq!(
+            cg.message_model,
+            MessageModel::Clustering,
+            "null is the default"
+        );
+        assert_eq!(cg.consume_from_where, ConsumeFromWhere::Other("3".into()));
+        assert!(cg.subscription_data_set.is_empty());
+        let json = serde_json::to_string(&cg.consume_type).expect("serialisable");
+        assert_eq!(
+            json, r#""CONSUME_SOMEHOW""#,
+            "unknown names are kept verbatim"
+        );
+    }
+
+    #[test]
+    fn given_check_client_config_body_when_round_tripping_should_be_identical() {
+        let body = CheckClientConfigBody {
+            client_id: "c".into(),
+            group: "g".into(),
+            subscription_data: SubscriptionData {
+                topic: "T".into(),
+                sub_string: "a > 1".into(),
+                expression_type: ExpressionType::Sql92,
+                ..SubscriptionData::default()
+            },
+            namespace: None,
+        };
+        let json = body.to_json_bytes().expect("serialisable");
+        assert_eq!(
+            CheckClientConfigBody::from_json_slice(&json).expect("parses"),
+            body
+        );
+    }
+}

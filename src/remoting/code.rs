@@ -1,0 +1,334 @@
+//! Request and response codes.
+//!
+//! Plain `i32` constants rather than enums: a code arriving from a peer may be one baiji does not
+//! know, and the broker must still answer it with `REQUEST_CODE_NOT_SUPPORTED` and the request's
+//! opaque. The broker builds its one `code → processor` table from [`request_code`]; each module's
+//! `ALL` lists every code with its RocketMQ name, which gives log-friendly names ([`request_code::name`])
+//! and lets a test prove the table has no duplicates.
+//!
+//! Values are those of Apache RocketMQ's `RequestCode` / `ResponseCode`.
+
+macro_rules! codes {
+    ($($(#[doc = $doc:literal])+ $name:ident = $value:expr;)+) => {
+        $( $(#[doc = $doc])+ pub const $name: i32 = $value; )+
+
+        /// Every code of this family with its RocketMQ name, in declaration order.
+        pub const ALL: &[(i32, &str)] = &[$(($value, stringify!($name))),+];
+
+        /// RocketMQ name of `code`, for logs; `None` for a code this table does not know.
+        #[must_use]
+        pub fn name(code: i32) -> Option<&'static str> {
+            ALL.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+        }
+    };
+}
+
+/// Request codes (the `code` of a command whose flag lacks the response bit).
+pub mod request_code {
+    codes! {
+        /// Send one message, V1 header (long field names); the Rust client's default.
+        SEND_MESSAGE = 10;
+        /// Pull messages from one queue (push and pull consumers), with long polling.
+        PULL_MESSAGE = 11;
+        /// Query messages by key or unique key.
+        QUERY_MESSAGE = 12;
+        /// Query a broker offset (admin).
+        QUERY_BROKER_OFFSET = 13;
+        /// Read a consumer group's committed offset of one queue.
+        QUERY_CONSUMER_OFFSET = 14;
+        /// Commit a consumer group's offset of one queue, usually one-way.
+        UPDATE_CONSUMER_OFFSET = 15;
+        /// Create or update one topic (admin).
+        UPDATE_AND_CREATE_TOPIC = 17;
+        /// Create or update several topics (admin).
+        UPDATE_AND_CREATE_TOPIC_LIST = 18;
+        /// Dump all topic configs (admin).
+        GET_ALL_TOPIC_CONFIG = 21;
+        /// Read the broker configuration (admin).
+        GET_BROKER_CONFIG = 26;
+        /// Read broker runtime statistics (admin).
+        GET_BROKER_RUNTIME_INFO = 28;
+        /// First offset whose store time is at or after a timestamp (CONSUME_FROM_TIMESTAMP).
+        SEARCH_OFFSET_BY_TIMESTAMP = 29;
+        /// Next offset to be written in a queue (CONSUME_FROM_LAST_OFFSET on first boot).
+        GET_MAX_OFFSET = 30;
+        /// Smallest offset still readable in a queue.
+        GET_MIN_OFFSET = 31;
+        /// Store time of the oldest readable message of a queue.
+        GET_EARLIEST_MSG_STORETIME = 32;
+        /// Read one message by commit-log offset (decoded from an offset msgId).
+        VIEW_MESSAGE_BY_ID = 33;
+        /// Client heartbeat: producer and consumer groups and subscriptions.
+        HEART_BEAT = 34;
+        /// Client leaves a producer and/or consumer group.
+        UNREGISTER_CLIENT = 35;
+        /// Send a consumed message back for retry (or to the dead-letter queue).
+        CONSUMER_SEND_MSG_BACK = 36;
+        /// Commit or roll back a transactional message (out of scope).
+        END_TRANSACTION = 37;
+        /// Client ids of a consumer group, for client-side rebalance.
+        GET_CONSUMER_LIST_BY_GROUP = 38;
+        /// Broker asks a producer for a transaction's state (broker → client).
+        CHECK_TRANSACTION_STATE = 39;
+        /// Broker tells a group's members to rebalance (broker → client, one-way).
+        NOTIFY_CONSUMER_IDS_CHANGED = 40;
+        /// Lock queues for orderly consumption.
+        LOCK_BATCH_MQ = 41;
+        /// Release queue locks.
+        UNLOCK_BATCH_MQ = 42;
+        /// Dump all consumer offsets (admin).
+        GET_ALL_CONSUMER_OFFSET = 43;
+        /// Check that the broker can evaluate a subscription expression (non-TAG only).
+        CHECK_CLIENT_CONFIG = 46;
+        /// Store a key/value in the name server.
+        PUT_KV_CONFIG = 100;
+        /// Read a key/value from the name server.
+        GET_KV_CONFIG = 101;
+        /// Delete a key/value from the name server.
+        DELETE_KV_CONFIG = 102;
+        /// Broker registers its topics with a name server.
+        REGISTER_BROKER = 103;
+        /// Broker leaves a name server.
+        UNREGISTER_BROKER = 104;
+        /// Route data of one topic (name server).
+        GET_ROUTEINFO_BY_TOPIC = 105;
+        /// Brokers and clusters known to a name server.
+        GET_BROKER_CLUSTER_INFO = 106;
+        /// Create or update a subscription group (admin).
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200;
+        /// Per-queue min/max offsets of a topic (admin).
+        GET_TOPIC_STATS_INFO = 202;
+        /// Connections of a consumer group (admin).
+        GET_CONSUMER_CONNECTION_LIST = 203;
+        /// Connections of a producer group (admin).
+        GET_PRODUCER_CONNECTION_LIST = 204;
+        /// Remove a broker's write permission in the name server.
+        WIPE_WRITE_PERM_OF_BROKER = 205;
+        /// All topic names known to the name server.
+        GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206;
+        /// Consumer progress of a group (admin).
+        GET_CONSUME_STATS = 208;
+        /// Delete a topic from a broker (admin).
+        DELETE_TOPIC_IN_BROKER = 215;
+        /// Delete a topic from the name server (admin).
+        DELETE_TOPIC_IN_NAMESRV = 216;
+        /// Broker asks a client to reset its offsets (broker → client).
+        RESET_CONSUMER_CLIENT_OFFSET = 220;
+        /// Broker asks a client for its consumer status (broker → client).
+        GET_CONSUMER_STATUS_FROM_CLIENT = 221;
+        /// Topics of a cluster (name server).
+        GET_TOPICS_BY_CLUSTER = 224;
+        /// Broker asks a client for its consumer running info (broker → client).
+        GET_CONSUMER_RUNNING_INFO = 307;
+        /// Broker asks a client to consume one message directly (broker → client).
+        CONSUME_MESSAGE_DIRECTLY = 309;
+        /// Send one message, V2 header (short field names `a`..`n`).
+        SEND_MESSAGE_V2 = 310;
+        /// Send a batch of messages (V2 header, batch body).
+        SEND_BATCH_MESSAGE = 320;
+        /// Broker asks the name server for its data version before re-registering.
+        QUERY_DATA_VERSION = 322;
+        /// Send a reply message of request/reply, V1 header.
+        SEND_REPLY_MESSAGE = 324;
+        /// Send a reply message of request/reply, V2 header.
+        SEND_REPLY_MESSAGE_V2 = 325;
+        /// Broker pushes a reply to the requesting client (broker → client).
+        PUSH_REPLY_MESSAGE_TO_CLIENT = 326;
+        /// Read one topic's config.
+        GET_TOPIC_CONFIG = 351;
+        /// Pull for the lite pull consumer (same semantics as `PULL_MESSAGE`).
+        LITE_PULL_MESSAGE = 361;
+        /// Server-side queue assignment (only with client rebalance disabled).
+        QUERY_ASSIGNMENT = 400;
+        /// Switch a group between pull and pop mode.
+        SET_MESSAGE_REQUEST_MODE = 401;
+        /// Broker heartbeat to the name server (5.x).
+        BROKER_HEARTBEAT = 904;
+        /// Pop consumption: pop messages (5.x, out of scope).
+        POP_MESSAGE = 3442;
+        /// Pop consumption: acknowledge (5.x, out of scope).
+        ACK_MESSAGE = 3443;
+        /// Pop consumption: peek (5.x, out of scope).
+        PEEK_MESSAGE = 3444;
+        /// Pop consumption: change invisible time (5.x, out of scope).
+        CHANGE_MESSAGE_INVISIBLETIME = 3445;
+        /// Pop consumption: notification (5.x, out of scope).
+        NOTIFICATION = 3446;
+        /// Pop consumption: polling info (5.x, out of scope).
+        POLLING_INFO = 3447;
+        /// Pop consumption: batch acknowledge (5.x, out of scope).
+        BATCH_ACK_MESSAGE = 3543;
+    }
+}
+
+/// Response codes (the `code` of a command with the response bit set).
+pub mod response_code {
+    codes! {
+        /// Success.
+        SUCCESS = 0;
+        /// Generic failure (bad topic name, bad queue id, exception while processing).
+        SYSTEM_ERROR = 1;
+        /// Flow control; producers retry on another broker.
+        SYSTEM_BUSY = 2;
+        /// Unknown request code; the connection stays open.
+        REQUEST_CODE_NOT_SUPPORTED = 3;
+        /// Transaction failed.
+        TRANSACTION_FAILED = 4;
+        /// Send stored but flush timed out (clients treat it as sent).
+        FLUSH_DISK_TIMEOUT = 10;
+        /// Send stored but no slave available (clients treat it as sent).
+        SLAVE_NOT_AVAILABLE = 11;
+        /// Send stored but slave flush timed out (clients treat it as sent).
+        FLUSH_SLAVE_TIMEOUT = 12;
+        /// Message rejected: body or properties too large, batch to a retry topic, topic too long.
+        MESSAGE_ILLEGAL = 13;
+        /// Store not writable.
+        SERVICE_NOT_AVAILABLE = 14;
+        /// Request version not supported.
+        VERSION_NOT_SUPPORTED = 15;
+        /// Broker or topic not writable/readable, or a forbidden topic.
+        NO_PERMISSION = 16;
+        /// Topic unknown (no route in the name server, or not created on the broker).
+        TOPIC_NOT_EXIST = 17;
+        /// Topic already exists.
+        TOPIC_EXIST_ALREADY = 18;
+        /// Pull found no new message (client status NO_NEW_MSG).
+        PULL_NOT_FOUND = 19;
+        /// Pull scanned messages but none matched the filter (NO_MATCHED_MSG).
+        PULL_RETRY_IMMEDIATELY = 20;
+        /// Pull offset illegal (OFFSET_ILLEGAL); `nextBeginOffset` says where to go.
+        PULL_OFFSET_MOVED = 21;
+        /// No committed offset, or no message for a query.
+        QUERY_NOT_FOUND = 22;
+        /// Subscription expression does not parse.
+        SUBSCRIPTION_PARSE_FAILED = 23;
+        /// No heartbeat subscription for the group and topic.
+        SUBSCRIPTION_NOT_EXIST = 24;
+        /// The broker's subscription is older than the pull's `subVersion`.
+        SUBSCRIPTION_NOT_LATEST = 25;
+        /// Subscription group unknown and not auto-created.
+        SUBSCRIPTION_GROUP_NOT_EXIST = 26;
+        /// SQL92 filter data missing.
+        FILTER_DATA_NOT_EXIST = 27;
+        /// SQL92 filter data outdated.
+        FILTER_DATA_NOT_LATEST = 28;
+        /// Invalid request parameter.
+        INVALID_PARAMETER = 29;
+        /// Transaction check answer: commit.
+        TRANSACTION_SHOULD_COMMIT = 200;
+        /// Transaction check answer: roll back.
+        TRANSACTION_SHOULD_ROLLBACK = 201;
+        /// Transaction check answer: unknown (sic, Java's spelling).
+        TRANSACTION_STATE_UNKNOW = 202;
+        /// Transaction check answer: wrong group.
+        TRANSACTION_STATE_GROUP_WRONG = 203;
+        /// Missing buyer id (unit mode; in the producers' retry set).
+        NO_BUYER_ID = 204;
+        /// Not in the current unit (unit mode; in the producers' retry set).
+        NOT_IN_CURRENT_UNIT = 205;
+        /// Consumer not online.
+        CONSUMER_NOT_ONLINE = 206;
+        /// Direct consumption timed out.
+        CONSUME_MSG_TIMEOUT = 207;
+        /// No message (pop).
+        NO_MESSAGE = 208;
+        /// Too many pending pop requests.
+        POLLING_FULL = 209;
+        /// Pop long polling timed out.
+        POLLING_TIMEOUT = 210;
+        /// Broker does not exist.
+        BROKER_NOT_EXIST = 211;
+        /// Broker dispatch not complete.
+        BROKER_DISPATCH_NOT_COMPLETE = 212;
+        /// Group consumes in broadcasting mode.
+        BROADCAST_CONSUMPTION = 213;
+        /// Flow control (clients retry a pull after 20 ms).
+        FLOW_CONTROL = 215;
+        /// Not the leader for the queue.
+        NOT_LEADER_FOR_QUEUE = 501;
+        /// Illegal operation.
+        ILLEGAL_OPERATION = 604;
+        /// Client-side only: unknown RPC failure.
+        RPC_UNKNOWN = -1000;
+        /// Client-side only: no address.
+        RPC_ADDR_IS_NULL = -1002;
+        /// Client-side only: write to channel failed.
+        RPC_SEND_TO_CHANNEL_FAILED = -1004;
+        /// Client-side only: RPC timed out.
+        RPC_TIME_OUT = -1006;
+        /// Server is shutting down; reconnect elsewhere.
+        GO_AWAY = 1500;
+        /// Controller: fenced master epoch.
+        CONTROLLER_FENCED_MASTER_EPOCH = 2000;
+        /// Controller: fenced sync-state-set epoch.
+        CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001;
+        /// Controller: invalid master.
+        CONTROLLER_INVALID_MASTER = 2002;
+        /// Controller: invalid replicas.
+        CONTROLLER_INVALID_REPLICAS = 2003;
+        /// Controller: master not available.
+        CONTROLLER_MASTER_NOT_AVAILABLE = 2004;
+        /// Controller: invalid request.
+        CONTROLLER_INVALID_REQUEST = 2005;
+        /// Controller: broker not alive.
+        CONTROLLER_BROKER_NOT_ALIVE = 2006;
+        /// Controller: not the leader.
+        CONTROLLER_NOT_LEADER = 2007;
+        /// Controller: broker metadata missing.
+        CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008;
+        /// Controller: invalid clean of broker metadata.
+        CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009;
+        /// Controller: broker must register first.
+        CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010;
+        /// Controller: master still exists.
+        CONTROLLER_MASTER_STILL_EXIST = 2011;
+        /// Controller: master election failed.
+        CONTROLLER_ELECT_MASTER_FAILED = 2012;
+        /// Controller: altering the sync-state set failed.
+        CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013;
+        /// Controller: invalid broker id.
+        CONTROLLER_BROKER_ID_INVALID = 2014;
+        /// Controller: JRaft internal error.
+        CONTROLLER_JRAFT_INTERNAL_ERROR = 2015;
+        /// Controller: broker live info missing.
+        CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016;
+        /// ACL 2.0: user does not exist.
+        USER_NOT_EXIST = 3001;
+        /// ACL 2.0: policy does not exist.
+        POLICY_NOT_EXIST = 3002;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    fn assert_unique(table: &[(i32, &str)], family: &str) {
+        let mut codes = HashSet::new();
+        let mut names = HashSet::new();
+        for (code, name) in table {
+            assert!(
+                codes.insert(code),
+                "{family} code {code} ({name}) is duplicated"
+            );
+            assert!(names.insert(name), "{family} name {name} is duplicated");
+        }
+    }
+
+    #[test]
+    fn given_code_tables_should_have_no_duplicates() {
+        assert_unique(request_code::ALL, "request");
+        assert_unique(response_code::ALL, "response");
+    }
+
+    #[test]
+    fn given_known_and_unknown_codes_when_naming_should_answer() {
+        assert_eq!(request_code::name(10), Some("SEND_MESSAGE"));
+        assert_eq!(request_code::name(9999), None);
+        assert_eq!(response_code::name(21), Some("PULL_OFFSET_MOVED"));
+        assert_eq!(request_code::SEND_BATCH_MESSAGE, 320);
+        assert_eq!(response_code::RPC_TIME_OUT, -1006);
+    }
+}

@@ -1,0 +1,369 @@
+//! The JSON header (serialize type 0): hand-written encoder, visitor-based lenient decoder.
+//!
+//! Encoding writes the keys in the order the Rust client prints them, every key always present:
+//!
+//! ```text
+//! {"code":0,"language":"JAVA","version":475,"opaque":9,"flag":1,"remark":null,
+//!  "extFields":{"queueId":"0"},"serializeTypeCurrentRPC":"JSON"}
+//! ```
+//!
+//! Decoding walks the object with a serde visitor: no `serde_json::Value` tree is built, the
+//! `extFields` text lands directly in the [`ExtFields`] arena, and a typical SEND header costs
+//! two allocations (arena and entry list, both sized up front) plus serde_json's scratch buffer
+//! when a string contains escapes (the `\u0001` separators of `properties` do) and one for a
+//! remark, which requests rarely carry.
+
+use std::fmt;
+
+use bytes::{BufMut, BytesMut};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand, SerializeType};
+use crate::remoting::error::FrameError;
+use crate::remoting::ext::{ExtFields, ExtFieldsSeed, ScalarText};
+use crate::remoting::json_write::{write_i64, write_str};
+
+/// Appends the JSON header of `cmd` (always a complete object with all eight keys).
+pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
+    dst.put_slice(b"{\"code\":");
+    write_i64(dst, i64::from(cmd.code));
+    dst.put_slice(b",\"language\":\"");
+    dst.put_slice(cmd.language.name().as_bytes());
+    dst.put_slice(b"\",\"version\":");
+    write_i64(dst, i64::from(cmd.version));
+    dst.put_slice(b",\"opaque\":");
+    write_i64(dst, i64::from(cmd.opaque));
+    dst.put_slice(b",\"flag\":");
+    write_i64(dst, i64::from(cmd.flag));
+    dst.put_slice(b",\"remark\":");
+    match &cmd.remark {
+        Some(remark) => write_str(dst, remark),
+        None => dst.put_slice(b"null"),
+    }
+    dst.put_slice(b",\"extFields\":{");
+    for (i, (key, value)) in cmd.ext_fields.iter().enumerate() {
+        if i > 0 {
+            dst.put_u8(b',');
+        }
+        write_str(dst, key);
+        dst.put_u8(b':');
+        write_str(dst, value);
+    }
+    dst.put_slice(b"},\"serializeTypeCurrentRPC\":\"");
+    dst.put_slice(SerializeType::Json.name().as_bytes());
+    dst.put_slice(b"\"}");
+}
+
+/// Parses a JSON header.
+///
+/// # Errors
+///
+/// [`FrameError::MalformedJsonHeader`] if the text is not a JSON object, lacks `code` or
+/// `opaque`, or holds a value of an impossible type (such as an object for `code`).
+pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
+    let mut de = serde_json::Deserializer::from_slice(header);
+    let parts = HeaderSeed {
+        text_capacity: header.len(),
+    }
+    .deserialize(&mut de)
+    .and_then(|parts| de.end().map(|()| parts))
+    .map_err(|e| FrameError::MalformedJsonHeader(e.to_string()))?;
+    Ok(parts)
+}
+
+struct HeaderSeed {
+    text_capacity: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for HeaderSeed {
+    type Value = HeaderParts;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<HeaderParts, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HeaderSeed {
+    type Value = HeaderParts;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a remoting command header object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HeaderParts, A::Error> {
+        let mut code = None;
+        let mut opaque = None;
+        let mut language = LanguageCode::default();
+        let mut version = 0;
+        let mut flag = 0;
+        let mut remark = None;
+        let mut ext_fields = ExtFields::new();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Code => code = map.next_value::<LenientI32>()?.0,
+                Key::Opaque => opaque = map.next_value::<LenientI32>()?.0,
+                Key::Version => version = map.next_value::<LenientI32>()?.0.unwrap_or(0),
+                Key::Flag => flag = map.next_value::<LenientI32>()?.0.unwrap_or(0),
+                Key::Language => language = map.next_value::<LenientLanguage>()?.0,
+                Key::Remark => {
+                    let mut text = String::new();
+                    remark = map.next_value_seed(ScalarText(&mut text))?.map(|_| text);
+                }
+                Key::ExtFields => {
+                    ext_fields = map.next_value_seed(ExtFieldsSeed {
+                        text_capacity: self.text_capacity,
+                    })?;
+                }
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(HeaderParts {
+            code: code.ok_or_else(|| de::Error::missing_field("code"))?,
+            language,
+            version,
+            opaque: opaque.ok_or_else(|| de::Error::missing_field("opaque"))?,
+            flag,
+            remark,
+            ext_fields,
+        })
+    }
+}
+
+/// The top-level keys the decoder looks at; `serializeTypeCurrentRPC` is deliberately `Other`.
+enum Key {
+    Code,
+    Language,
+    Version,
+    Opaque,
+    Flag,
+    Remark,
+    ExtFields,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a header key")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(match v {
+                    "code" => Key::Code,
+                    "language" => Key::Language,
+                    "version" => Key::Version,
+                    "opaque" => Key::Opaque,
+                    "flag" => Key::Flag,
+                    "remark" => Key::Remark,
+                    "extFields" => Key::ExtFields,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// An `i32` written as a JSON integer, an integral float or a numeric string; `null` is `None`.
+struct LenientI32(Option<i32>);
+
+impl<'de> Deserialize<'de> for LenientI32 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = LenientI32;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a 32-bit integer")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LenientI32, E> {
+                i32::try_from(v)
+                    .map(|v| LenientI32(Some(v)))
+                    .map_err(|_| E::custom(format_args!("integer {v} out of 32-bit range")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientI32, E> {
+                i32::try_from(v)
+                    .map(|v| LenientI32(Some(v)))
+                    .map_err(|_| E::custom(format_args!("integer {v} out of 32-bit range")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<LenientI32, E> {
+                let in_range =
+                    v.fract() == 0.0 && v >= f64::from(i32::MIN) && v <= f64::from(i32::MAX);
+                if in_range {
+                    // Integral and within range, so the conversion is exact.
+                    Ok(LenientI32(Some(v as i32)))
+                } else {
+                    Err(E::custom(format_args!("{v} is not a 32-bit integer")))
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientI32, E> {
+                v.trim().parse().map(|v| LenientI32(Some(v))).map_err(|_| {
+                    E::custom(format_args!(
+                        "{:?} is not a 32-bit integer",
+                        crate::remoting::error::quote(v)
+                    ))
+                })
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientI32, E> {
+                Ok(LenientI32(None))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A language given by name (any case) or binary code; unknown values are `OTHER`, `null` is
+/// the default.
+struct LenientLanguage(LanguageCode);
+
+impl<'de> Deserialize<'de> for LenientLanguage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = LenientLanguage;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a language name")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::from_name(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(
+                    u8::try_from(v).map_or(LanguageCode::Other, LanguageCode::from_code),
+                ))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::Other))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::default()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::command::BROKER_VERSION;
+
+    fn parse(json: &str) -> Result<HeaderParts, FrameError> {
+        decode(json.as_bytes())
+    }
+
+    #[test]
+    fn given_rust_client_header_when_decoding_should_read_every_field() {
+        let h = parse(
+            r#"{"code":10,"language":"RUST","version":474,"opaque":3,"flag":0,"remark":null,"extFields":{"topic":"T","queueId":"1"},"serializeTypeCurrentRPC":"JSON"}"#,
+        )
+        .expect("Rust client header");
+        assert_eq!((h.code, h.version, h.opaque, h.flag), (10, 474, 3, 0));
+        assert_eq!(h.language, LanguageCode::Rust);
+        assert_eq!(h.remark, None);
+        assert_eq!(h.ext_fields.get("queueId"), Some("1"));
+    }
+
+    #[test]
+    fn given_ali_ons_header_when_decoding_should_tolerate_raw_values_and_missing_keys() {
+        let h = parse(
+            r#"{"code":310,"language":"JAVA","opaque":12,"flag":0,"version":121,"extFields":{"a":"PG","e":0,"k":false,"g":1700000000000}}"#,
+        )
+        .expect("ali-ons header");
+        assert_eq!(h.code, 310);
+        assert_eq!(h.ext_fields.get("e"), Some("0"));
+        assert_eq!(h.ext_fields.get("k"), Some("false"));
+        assert_eq!(h.ext_fields.get("g"), Some("1700000000000"));
+    }
+
+    #[test]
+    fn given_minimal_or_odd_header_when_decoding_should_apply_defaults() {
+        let h =
+            parse(r#"{"opaque":"7","code":34.0,"language":"KOTLIN","flag":null,"x":[1,{"y":2}]}"#)
+                .expect("lenient header");
+        assert_eq!((h.code, h.opaque, h.flag, h.version), (34, 7, 0, 0));
+        assert_eq!(h.language, LanguageCode::Other, "unknown language is OTHER");
+        assert!(h.ext_fields.is_empty());
+        let h = parse(r#"{"code":1,"opaque":2,"remark":42,"extFields":null}"#).expect("lenient");
+        assert_eq!(h.remark.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn given_unreadable_header_when_decoding_should_be_fatal() {
+        for bad in [
+            "",
+            "[]",
+            "{",
+            r#"{"opaque":1}"#,
+            r#"{"code":1}"#,
+            r#"{"code":"x","opaque":1}"#,
+            r#"{"code":4294967296,"opaque":1}"#,
+            r#"{"code":1,"opaque":1} trailing"#,
+            r#"{"code":{},"opaque":1}"#,
+        ] {
+            assert!(
+                matches!(parse(bad), Err(FrameError::MalformedJsonHeader(_))),
+                "{bad:?} must be a fatal header error"
+            );
+        }
+    }
+
+    #[test]
+    fn given_response_when_encoding_should_emit_every_key_the_rust_client_requires() {
+        let req = RemotingCommand::request(10, 42);
+        let mut resp = RemotingCommand::response_to(&req, 0, None);
+        resp.ext_fields.insert("queueId", "0");
+        resp.ext_fields.insert("msgId", "AB\"\\");
+        let mut dst = BytesMut::new();
+        encode(&resp, &mut dst);
+        let text = std::str::from_utf8(&dst).expect("UTF-8");
+        assert_eq!(
+            text,
+            format!(
+                r#"{{"code":0,"language":"JAVA","version":{BROKER_VERSION},"opaque":42,"flag":1,"remark":null,"extFields":{{"queueId":"0","msgId":"AB\"\\"}},"serializeTypeCurrentRPC":"JSON"}}"#
+            ),
+            "golden response header"
+        );
+        let value: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
+        for key in [
+            "code",
+            "language",
+            "version",
+            "opaque",
+            "flag",
+            "remark",
+            "extFields",
+            "serializeTypeCurrentRPC",
+        ] {
+            assert!(
+                value.get(key).is_some(),
+                "response header must contain {key}"
+            );
+        }
+        let ext = value
+            .get("extFields")
+            .and_then(serde_json::Value::as_object)
+            .expect("object");
+        assert!(
+            ext.values().all(serde_json::Value::is_string),
+            "ext values must be JSON strings"
+        );
+    }
+
+    #[test]
+    fn given_send_header_when_decoding_should_not_grow_its_buffers() {
+        let json = r#"{"code":10,"language":"RUST","version":474,"opaque":1,"flag":0,"remark":null,"extFields":{"batch":"false","bornTimestamp":"1700000000000","defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0","maxReconsumeTimes":"16","producerGroup":"PG","properties":"TAGS\u0001TagA\u0002UNIQ_KEY\u00017F0000010000000000000000000000\u0002WAIT\u0001true\u0002","queueId":"0","reconsumeTimes":"0","sysFlag":"0","topic":"TopicTest","unitMode":"false"},"serializeTypeCurrentRPC":"JSON"}"#;
+        let h = parse(json).expect("SEND header");
+        assert_eq!(h.ext_fields.len(), 13);
+        assert_eq!(
+            h.ext_fields.capacities(),
+            (json.len(), 16),
+            "a SEND header decode allocates exactly one arena and one entry list (2 allocations), \
+             neither of which regrows"
+        );
+    }
+}

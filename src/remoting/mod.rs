@@ -1,0 +1,59 @@
+//! The RocketMQ "remoting" wire protocol: pure encoding and decoding, no I/O.
+//!
+//! baiji speaks this protocol so unmodified RocketMQ clients (rocketmq-client-rust, ali-ons,
+//! the Java client) can use it as their broker and name server. This module knows nothing of
+//! sockets, async runtimes or the engine: it turns bytes into typed values and back, and is
+//! fuzzed in isolation. `shared/docs/rocketmq-remoting.md` is the reference it implements.
+//!
+//! # Layers
+//!
+//! | layer | module | what it does |
+//! |---|---|---|
+//! | frame | [`frame`] | cuts the byte stream into `length | type+headerLen | header | body` |
+//! | command | [`command`] | [`RemotingCommand`]: JSON or binary header + body |
+//! | custom header | [`ext`], [`header`] | [`ExtFields`] and typed request/response headers |
+//! | bodies | [`body`], [`message`], [`properties`] | JSON bodies, stored-message records, batch bodies, properties |
+//! | ids and filters | [`msgid`], [`subscription`] | offset msgIds, UNIQ_KEYs, tag matching |
+//! | transport glue | `codec` (feature `broker`) | `tokio_util` codec over the pure functions |
+//! | tables | [`code`] | request and response codes |
+//!
+//! # Principles
+//!
+//! * **Lenient in, strict out.** Clients differ (ali-ons sends raw JSON numbers, omits keys);
+//!   decoding accepts every variant seen in the wild. Encoding always writes the complete form
+//!   the strictest client (the Rust client's serde derives) requires.
+//! * **Fatal vs. answerable.** A [`FrameError`] means the stream is unusable and the connection
+//!   must close. A [`HeaderError`] or [`BodyError`] concerns one well-framed request; the
+//!   broker answers it with an error code and the error text as remark.
+//! * **No panic from peer bytes, no allocation beyond them.** Every length read from the wire is
+//!   checked against the bytes that remain before anything is sliced or reserved; bodies and
+//!   message payloads are zero-copy [`bytes::Bytes`] views of the read buffer.
+
+pub mod body;
+pub mod code;
+#[cfg(feature = "broker")]
+pub mod codec;
+pub mod command;
+pub mod error;
+pub mod ext;
+pub mod frame;
+pub mod header;
+pub mod message;
+pub mod msgid;
+pub mod properties;
+pub mod subscription;
+
+mod binary_header;
+mod json_header;
+mod json_write;
+mod reader;
+
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod scenario_tests;
+
+pub use command::{LanguageCode, RemotingCommand, SerializeType, BROKER_VERSION};
+pub use error::{BodyError, FrameError, HeaderError, MessageError, MsgIdError};
+pub use ext::ExtFields;
+pub use frame::{decode_frame, Frame, MAX_FRAME_LEN};

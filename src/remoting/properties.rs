@@ -1,0 +1,282 @@
+//! The message properties string: `key 0x01 value 0x02 key 0x01 value 0x02 …`.
+//!
+//! Properties travel as this string in send headers, batch records and stored records. The
+//! parser is lenient like Java's: segments without a separator, with an empty key or with an
+//! empty value are skipped, and a value keeps any further 0x01 bytes. Non-UTF-8 segments are
+//! skipped too. [`find`] looks up one key by scanning the bytes in place, without allocating; the
+//! broker does that for `TAGS`, `UNIQ_KEY`, `KEYS` and `DELAY` on every send.
+//!
+//! Key constants are the values of Java's `MessageConst`, named after their wire text.
+
+use crate::remoting::error::{quote, MessageError};
+
+/// Separates a key from its value.
+pub const NAME_VALUE_SEPARATOR: u8 = 0x01;
+/// Terminates a key/value pair.
+pub const PROPERTY_SEPARATOR: u8 = 0x02;
+/// The properties of one message may not exceed this many bytes (16-bit length prefix).
+pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
+
+/// Message tag; the broker's server-side filter hashes it (see [`tag_hash`]).
+pub const TAGS: &str = "TAGS";
+/// Space-separated message keys, indexed for `QUERY_MESSAGE`.
+pub const KEYS: &str = "KEYS";
+/// Space separating the tokens of [`KEYS`].
+pub const KEY_SEPARATOR: char = ' ';
+/// `"true"` when the producer waits for the store to confirm (`PROPERTY_WAIT_STORE_MSG_OK`).
+pub const WAIT: &str = "WAIT";
+/// Delay level 1..=18 (`PROPERTY_DELAY_TIME_LEVEL`).
+pub const DELAY: &str = "DELAY";
+/// Original topic of a message in a retry topic.
+pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+/// Real topic of a delayed message while it waits.
+pub const REAL_TOPIC: &str = "REAL_TOPIC";
+/// Real queue id of a delayed message while it waits.
+pub const REAL_QID: &str = "REAL_QID";
+/// Marks a transactional half message.
+pub const TRAN_MSG: &str = "TRAN_MSG";
+/// Producer group of a transactional message.
+pub const PGROUP: &str = "PGROUP";
+/// Queue min offset, set by clients after a pull.
+pub const MIN_OFFSET: &str = "MIN_OFFSET";
+/// Queue max offset, set by clients after a pull.
+pub const MAX_OFFSET: &str = "MAX_OFFSET";
+/// Buyer id (unit mode).
+pub const BUYER_ID: &str = "BUYER_ID";
+/// Message id of the first delivery, kept across retries.
+pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+/// Number of deliveries so far, in retry messages.
+pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+/// Message region.
+pub const MSG_REGION: &str = "MSG_REGION";
+/// Whether tracing is on.
+pub const TRACE_ON: &str = "TRACE_ON";
+/// Client-generated unique id (what clients report as `msgId`); see
+/// [`msgid`](crate::remoting::msgid).
+pub const UNIQ_KEY: &str = "UNIQ_KEY";
+/// Maximum number of redeliveries before the dead-letter queue.
+pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+/// Time the client started consuming (client-side).
+pub const CONSUME_START_TIME: &str = "CONSUME_START_TIME";
+/// Cluster name, added by the broker to every stored message (request/reply uses it).
+pub const CLUSTER: &str = "CLUSTER";
+/// Message type (request/reply: `"reply"`).
+pub const MSG_TYPE: &str = "MSG_TYPE";
+/// Correlation id (request/reply).
+pub const CORRELATION_ID: &str = "CORRELATION_ID";
+/// Client id of the requester (request/reply).
+pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+/// Time to live of a request (request/reply).
+pub const TTL: &str = "TTL";
+/// Instance id (namespaced clients).
+pub const INSTANCE_ID: &str = "INSTANCE_ID";
+/// Transaction id.
+pub const TRANSACTION_ID: &str = "__transactionId__";
+/// Absolute delivery time of a 5.x timer message (out of scope).
+pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+/// Relative delay of a 5.x timer message (out of scope).
+pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+/// Number of records in an inner batch.
+pub const INNER_NUM: &str = "INNER_NUM";
+/// Sharding key of an ordered message.
+pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+/// Prefix of properties that are never stored.
+pub const TRANSIENT_PREFIX: &str = "__RMQ.TRANSIENT.";
+
+/// Iterates the well-formed `(key, value)` pairs of a properties string in order.
+#[must_use]
+pub fn iter(props: &[u8]) -> Iter<'_> {
+    Iter { rest: props }
+}
+
+/// Iterator returned by [`iter`].
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.rest.is_empty() {
+            let (segment, rest) = match self.rest.iter().position(|&b| b == PROPERTY_SEPARATOR) {
+                Some(i) => (
+                    self.rest.get(..i).unwrap_or_default(),
+                    self.rest.get(i + 1..).unwrap_or_default(),
+                ),
+                None => (self.rest, &[][..]),
+            };
+            self.rest = rest;
+            if let Some(pair) = split_pair(segment) {
+                return Some(pair);
+            }
+        }
+        None
+    }
+}
+
+fn split_pair(segment: &[u8]) -> Option<(&str, &str)> {
+    let sep = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+    let key = segment.get(..sep)?;
+    let value = segment.get(sep + 1..)?;
+    if key.is_empty() || value.is_empty() {
+        return None;
+    }
+    Some((
+        std::str::from_utf8(key).ok()?,
+        std::str::from_utf8(value).ok()?,
+    ))
+}
+
+/// All well-formed pairs, in order (duplicates kept; [`find`] returns the first).
+#[must_use]
+pub fn parse(props: &[u8]) -> Vec<(&str, &str)> {
+    iter(props).collect()
+}
+
+/// The value of `key`, scanning in place without allocating.
+///
+/// # Examples
+///
+/// ```
+/// use baiji::remoting::properties::{find, TAGS};
+///
+/// assert_eq!(find(b"TAGS\x01TagA\x02KEYS\x01k1\x02", TAGS), Some("TagA"));
+/// ```
+#[must_use]
+pub fn find<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
+    iter(props).find(|(k, _)| *k == key).map(|(_, v)| v)
+}
+
+/// Appends one `key 0x01 value 0x02` pair.
+///
+/// # Errors
+///
+/// [`MessageError::PropertySeparator`] if the key or value contains 0x01 or 0x02, which would
+/// corrupt the string.
+pub fn write_pair(dst: &mut Vec<u8>, key: &str, value: &str) -> Result<(), MessageError> {
+    let bad = |s: &str| {
+        s.bytes()
+            .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+    };
+    if bad(key) || bad(value) {
+        return Err(MessageError::PropertySeparator { key: quote(key) });
+    }
+    dst.reserve(key.len() + value.len() + 2);
+    dst.extend_from_slice(key.as_bytes());
+    dst.push(NAME_VALUE_SEPARATOR);
+    dst.extend_from_slice(value.as_bytes());
+    dst.push(PROPERTY_SEPARATOR);
+    Ok(())
+}
+
+/// Encodes pairs into a properties string.
+///
+/// # Errors
+///
+/// As for [`write_pair`].
+pub fn encode<'a, I>(pairs: I) -> Result<Vec<u8>, MessageError>
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let mut dst = Vec::new();
+    for (key, value) in pairs {
+        write_pair(&mut dst, key, value)?;
+    }
+    Ok(dst)
+}
+
+/// Java's `String.hashCode` of a tag: `h = 31 * h + c` over UTF-16 code units, wrapping.
+///
+/// This is the tags-code a subscription's `codeSet` contains and the server-side filter compares.
+///
+/// # Examples
+///
+/// ```
+/// use baiji::remoting::properties::tag_hash;
+///
+/// assert_eq!(tag_hash("TagA"), 2_598_919); // "TagA".hashCode() in Java
+/// ```
+#[must_use]
+pub fn tag_hash(tag: &str) -> i32 {
+    tag.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// Tags-code of a message: the hash of its `TAGS` property, 0 when it has none.
+#[must_use]
+pub fn tags_code(props: &[u8]) -> i32 {
+    find(props, TAGS).map_or(0, tag_hash)
+}
+
+/// The index tokens of a message's `KEYS` property (space separated, empty tokens dropped).
+pub fn keys(props: &[u8]) -> impl Iterator<Item = &str> {
+    find(props, KEYS)
+        .unwrap_or_default()
+        .split(KEY_SEPARATOR)
+        .filter(|k| !k.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_pairs_when_encoding_and_parsing_should_round_trip() {
+        let pairs = [
+            (TAGS, "TagA"),
+            (KEYS, "k1 k2"),
+            (UNIQ_KEY, "ABC"),
+            (WAIT, "true"),
+        ];
+        let props = encode(pairs).expect("no separators");
+        assert_eq!(parse(&props), pairs.to_vec());
+        assert_eq!(find(&props, KEYS), Some("k1 k2"));
+        assert_eq!(find(&props, DELAY), None);
+        assert_eq!(keys(&props).collect::<Vec<_>>(), ["k1", "k2"]);
+    }
+
+    #[test]
+    fn given_malformed_segments_when_parsing_should_skip_them() {
+        let props =
+            b"noseparator\x02\x01emptykey\x02emptyvalue\x01\x02a\x01b\x01c\x02\xff\x01x\x02k\x01v";
+        assert_eq!(
+            parse(props),
+            vec![("a", "b\u{1}c"), ("k", "v")],
+            "lenient parsing keeps only well-formed UTF-8 pairs; a trailing pair needs no 0x02"
+        );
+    }
+
+    #[test]
+    fn given_separator_in_value_when_encoding_should_refuse() {
+        assert!(write_pair(&mut Vec::new(), "k", "a\u{2}b").is_err());
+        assert!(write_pair(&mut Vec::new(), "k\u{1}", "v").is_err());
+    }
+
+    #[test]
+    fn given_tags_when_hashing_should_match_java_string_hashcode() {
+        assert_eq!(tag_hash(""), 0);
+        assert_eq!(tag_hash("TagA"), 2_598_919, "\"TagA\".hashCode()");
+        assert_eq!(
+            tag_hash("hello world"),
+            1_794_106_052,
+            "\"hello world\".hashCode()"
+        );
+        assert_eq!(
+            tag_hash("😀"),
+            1_772_899,
+            "surrogate pair hashes as two UTF-16 units"
+        );
+        assert_eq!(
+            tag_hash("a rather long tag that overflows"),
+            "a rather long tag that overflows"
+                .encode_utf16()
+                .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c))),
+        );
+        let props = encode([(TAGS, "TagA")]).expect("encodable");
+        assert_eq!(tags_code(&props), 2_598_919);
+        assert_eq!(tags_code(b""), 0, "no tag hashes to 0");
+    }
+}
