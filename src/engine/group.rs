@@ -138,12 +138,18 @@ impl Track {
         dropped
     }
 
-    /// Moves the frontier over acknowledged offsets that became contiguous with it.
+    /// Moves the frontier over acknowledged offsets that became contiguous with it, and keeps
+    /// the cursor at or above the frontier (a rewound cursor can otherwise fall behind it when
+    /// acknowledgements arrive, and the nodes below the frontier may already be reclaimed).
     fn absorb(&mut self) {
         while self.acked.first() == Some(&self.frontier) {
             self.acked.pop_first();
             self.frontier += 1;
             self.frontier_ref = None;
+        }
+        if self.cursor < self.frontier {
+            self.cursor = self.frontier;
+            self.cursor_ref = self.frontier_ref;
         }
     }
 

@@ -1,0 +1,652 @@
+//! Reference-model test: a plain model (a `VecDeque` per queue, a frontier, ack set and cursor
+//! per group and queue) and the real engine are driven by the same seeded random operations —
+//! append, poll, ack, commit, group join and leave, member join and leave, reap, under budget
+//! pressure with both `reject` and `drop-oldest` — and every delivery, every outcome and the
+//! statistics are compared after each step. A failure prints the seed and the step; rerun one
+//! seed with `BAIJI_MODEL_SEED=<seed> cargo test --test engine_model`.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use baiji::engine::{
+    AckOutcome, Consumer, Engine, EngineConfig, EngineError, Filter, Group, MemoryPolicy, Message,
+    Retention, StartFrom, SubscribeOptions,
+};
+use baiji::hash::java_string_hash;
+use baiji::queue::NODE_SIZE;
+use bytes::Bytes;
+
+/// splitmix64: small, seedable, good enough to pick operations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const QUEUES: usize = 3;
+const TAGS: [&str; 3] = ["A", "B", "C"];
+
+#[derive(Debug, Clone)]
+struct MMsg {
+    offset: u64,
+    tag: u32,
+    id: u64,
+    size: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct MTrack {
+    frontier: u64,
+    acked: BTreeSet<u64>,
+    cursor: u64,
+    hwm: u64,
+}
+
+impl MTrack {
+    fn new(s: u64) -> Self {
+        MTrack {
+            frontier: s,
+            acked: BTreeSet::new(),
+            cursor: s,
+            hwm: s,
+        }
+    }
+    fn is_acked(&self, o: u64) -> bool {
+        o < self.frontier || self.acked.contains(&o)
+    }
+    fn absorb(&mut self) {
+        while self.acked.remove(&self.frontier) {
+            self.frontier += 1;
+        }
+        self.cursor = self.cursor.max(self.frontier);
+    }
+    fn mark(&mut self, o: u64) {
+        if o == self.frontier {
+            self.frontier += 1;
+            self.absorb();
+        } else {
+            self.acked.insert(o);
+        }
+    }
+    /// Evictions below `first_live`: returns how many were not acknowledged.
+    fn reconcile(&mut self, first_live: u64) -> u64 {
+        if first_live <= self.frontier {
+            return 0;
+        }
+        let below = self.acked.range(..first_live).count() as u64;
+        let dropped = first_live - self.frontier - below;
+        self.acked = self.acked.split_off(&first_live);
+        self.frontier = first_live;
+        self.cursor = self.cursor.max(first_live);
+        self.hwm = self.hwm.max(first_live);
+        self.absorb();
+        dropped
+    }
+}
+
+struct MGroup {
+    name: String,
+    filter: Filter,
+    tracks: Vec<MTrack>,
+    members: Vec<u64>,
+    owners: Vec<Option<u64>>,
+    next_member: u64,
+    delivered: u64,
+    acked: u64,
+    filtered: u64,
+    dropped: u64,
+    // The real side.
+    group: Group,
+    consumers: Vec<(u64, Consumer)>,
+}
+
+fn owner_of(queue: usize, queues: usize, members: &[u64]) -> Option<u64> {
+    let k = members.len();
+    if k == 0 {
+        return None;
+    }
+    if queues <= k {
+        return members.get(queue).copied();
+    }
+    let (avg, rem) = (queues / k, queues % k);
+    let big = rem * (avg + 1);
+    let idx = if queue < big {
+        queue / (avg + 1)
+    } else {
+        rem + (queue - big) / avg
+    };
+    members.get(idx).copied()
+}
+
+struct World {
+    seed: u64,
+    step: usize,
+    policy: MemoryPolicy,
+    budget: u64,
+    queues: Vec<VecDeque<MMsg>>,
+    next: Vec<u64>,
+    used: u64,
+    groups: Vec<MGroup>,
+    group_seq: usize,
+    next_id: u64,
+    engine: Engine,
+}
+
+impl World {
+    fn ctx(&self) -> String {
+        format!("seed {} step {} ({:?})", self.seed, self.step, self.policy)
+    }
+
+    fn first_live(&self, q: usize) -> u64 {
+        self.queues[q].front().map_or(self.next[q], |m| m.offset)
+    }
+
+    fn reconcile_all(&mut self) {
+        for q in 0..QUEUES {
+            let first = self.first_live(q);
+            for g in &mut self.groups {
+                g.dropped += g.tracks[q].reconcile(first);
+            }
+        }
+    }
+
+    fn model_reap(&mut self) {
+        for q in 0..QUEUES {
+            while let Some(m) = self.queues[q].front() {
+                let held = self.groups.iter().any(|g| {
+                    // A group holds offsets from its start on until it acknowledges them.
+                    m.offset >= start_of(g, q) && !g.tracks[q].is_acked(m.offset)
+                });
+                if held {
+                    break;
+                }
+                let m = self.queues[q].pop_front().unwrap();
+                self.used -= m.size + NODE_SIZE as u64;
+            }
+        }
+    }
+
+    fn model_evict(&mut self, q: usize, need: u64) {
+        let mut left = need;
+        for i in 0..QUEUES {
+            let qq = (q + i) % QUEUES;
+            let mut freed = 0;
+            while freed < left {
+                let Some(m) = self.queues[qq].pop_front() else {
+                    break;
+                };
+                freed += m.size + NODE_SIZE as u64;
+                self.used -= m.size + NODE_SIZE as u64;
+            }
+            left = left.saturating_sub(freed);
+            if left == 0 {
+                break;
+            }
+        }
+    }
+
+    fn append(&mut self, rng: &mut Rng) {
+        let q = rng.below(QUEUES as u64) as usize;
+        let tag = if rng.below(4) == 0 {
+            None
+        } else {
+            Some(TAGS[rng.below(3) as usize])
+        };
+        let size = 1 + rng.below(40);
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut payload = id.to_le_bytes().to_vec();
+        payload.resize(size.max(8) as usize, 0);
+        let size = payload.len() as u64;
+        let cost = size + NODE_SIZE as u64;
+        let mut msg = Message::new(Bytes::from(payload));
+        if let Some(t) = tag {
+            msg = msg.with_tag(t);
+        }
+        let real = self.engine.append_to("T", q as u32, msg);
+        // The model: the same budget rules.
+        let accepted = if self.used + cost <= self.budget {
+            true
+        } else if self.policy == MemoryPolicy::DropOldest {
+            self.model_evict(q, self.used + cost - self.budget);
+            true
+        } else {
+            self.model_reap();
+            self.used + cost <= self.budget
+        };
+        match (&real, accepted) {
+            (Ok(r), true) => {
+                assert_eq!(
+                    (r.queue as usize, r.offset),
+                    (q, self.next[q]),
+                    "{}: append receipt",
+                    self.ctx()
+                );
+                let tag = tag.map_or(0, |t| java_string_hash(t) as u32);
+                self.queues[q].push_back(MMsg {
+                    offset: self.next[q],
+                    tag,
+                    id,
+                    size,
+                });
+                self.next[q] += 1;
+                self.used += cost;
+            }
+            (Err(EngineError::BudgetExceeded { .. }), false) => {}
+            other => panic!("{}: append disagrees: {other:?}", self.ctx()),
+        }
+        self.reconcile_all();
+    }
+
+    fn poll(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        self.reconcile_all();
+        let g = &mut self.groups[gi];
+        if g.consumers.is_empty() {
+            return;
+        }
+        let ci = rng.below(g.consumers.len() as u64) as usize;
+        let member = g.consumers[ci].0;
+        let mut got: Vec<(u32, u64, u64)> = g.consumers[ci]
+            .1
+            .poll(10_000)
+            .unwrap_or_else(|e| panic!("seed {}: poll failed: {e}", self.seed))
+            .iter()
+            .map(|d| {
+                (
+                    d.queue,
+                    d.offset,
+                    u64::from_le_bytes(d.payload[..8].try_into().unwrap()),
+                )
+            })
+            .collect();
+        got.sort();
+        let mut want = Vec::new();
+        for q in 0..QUEUES {
+            if g.owners[q] != Some(member) {
+                continue;
+            }
+            let t = &mut g.tracks[q];
+            let from = t.cursor;
+            for m in self.queues[q].iter().filter(|m| m.offset >= from) {
+                if t.is_acked(m.offset) {
+                    continue;
+                }
+                if g.filter.matches(m.tag) {
+                    want.push((q as u32, m.offset, m.id));
+                    g.delivered += 1;
+                } else {
+                    t.mark(m.offset);
+                    g.filtered += 1;
+                }
+            }
+            t.cursor = t.cursor.max(self.next[q]);
+            t.hwm = t.hwm.max(t.cursor);
+        }
+        if got != want {
+            let assignments: Vec<_> = g
+                .consumers
+                .iter_mut()
+                .map(|(id, c)| (*id, c.assignment().to_vec()))
+                .collect();
+            eprintln!(
+                "engine assignments {assignments:?} stats {:?}",
+                g.group.stats()
+            );
+        }
+        assert_eq!(
+            got, want,
+            "seed {} step {}: deliveries of {} member {member}",
+            self.seed, self.step, g.name
+        );
+    }
+
+    fn ack(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.reconcile_all();
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let q = rng.below(QUEUES as u64) as usize;
+        let next = self.next[q];
+        let g = &mut self.groups[gi];
+        let Some((_, c)) = g.consumers.first() else {
+            return;
+        };
+        let t = &mut g.tracks[q];
+        let lo = t.frontier.saturating_sub(2);
+        let o = lo + rng.below(next + 3 - lo);
+        let real = c.ack_offset(q as u32, o);
+        let want = if t.is_acked(o) {
+            Ok(AckOutcome::AlreadyAcked)
+        } else if o >= t.hwm {
+            Err(EngineError::NotDelivered {
+                queue: q as u32,
+                offset: o,
+            })
+        } else {
+            t.mark(o);
+            g.acked += 1;
+            Ok(AckOutcome::Acked)
+        };
+        assert_eq!(
+            real, want,
+            "seed {} step {}: ack {} q{q} o{o}",
+            self.seed, self.step, g.name
+        );
+    }
+
+    fn commit(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.reconcile_all();
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let q = rng.below(QUEUES as u64) as usize;
+        let next = self.next[q];
+        let g = &mut self.groups[gi];
+        let t = &mut g.tracks[q];
+        let lo = t.frontier.saturating_sub(1);
+        let x = lo + rng.below(next + 2 - lo);
+        let real = g.group.commit(q as u32, x);
+        let want = if x > next {
+            Err(EngineError::OffsetBeyondEnd {
+                queue: q as u32,
+                offset: x,
+                end: next,
+            })
+        } else if x < t.frontier {
+            Err(EngineError::CommitBehind {
+                queue: q as u32,
+                offset: x,
+                committed: t.frontier,
+            })
+        } else {
+            let newly = (t.frontier..x).filter(|o| !t.acked.contains(o)).count() as u64;
+            g.acked += newly;
+            t.acked = t.acked.split_off(&x);
+            t.frontier = x;
+            t.absorb();
+            t.cursor = t.cursor.max(t.frontier);
+            t.hwm = t.hwm.max(t.frontier);
+            Ok(())
+        };
+        assert_eq!(
+            real, want,
+            "seed {} step {}: commit {} q{q} to {x}",
+            self.seed, self.step, g.name
+        );
+    }
+
+    fn rebalance(g: &mut MGroup) {
+        for q in 0..QUEUES {
+            let new = owner_of(q, QUEUES, &g.members);
+            if g.owners[q] != new {
+                g.owners[q] = new;
+                g.tracks[q].cursor = g.tracks[q].frontier;
+            }
+        }
+    }
+
+    fn join_group(&mut self, rng: &mut Rng) {
+        if self.groups.len() >= 3 {
+            return;
+        }
+        self.reconcile_all();
+        let name = format!("G{}", self.group_seq);
+        self.group_seq += 1;
+        let filter = if rng.below(3) == 0 {
+            Filter::tags(["A", "B"])
+        } else {
+            Filter::All
+        };
+        let (start, starts): (StartFrom, Vec<u64>) = match rng.below(3) {
+            0 => (
+                StartFrom::First,
+                (0..QUEUES).map(|q| self.first_live(q)).collect(),
+            ),
+            1 => (StartFrom::Last, self.next.clone()),
+            _ => {
+                let o = rng.below(self.next.iter().max().copied().unwrap_or(0) + 2);
+                (
+                    StartFrom::Offset(o),
+                    (0..QUEUES)
+                        .map(|q| o.clamp(self.first_live(q), self.next[q]))
+                        .collect(),
+                )
+            }
+        };
+        let group = self
+            .engine
+            .subscribe(
+                &name,
+                "T",
+                SubscribeOptions {
+                    filter: filter.clone(),
+                    start,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        for (q, s) in starts.iter().enumerate() {
+            assert_eq!(
+                group.committed(q as u32).unwrap(),
+                *s,
+                "{}: start of {name} in q{q}",
+                self.ctx()
+            );
+        }
+        self.groups.push(MGroup {
+            name,
+            filter,
+            tracks: starts.iter().map(|s| MTrack::new(*s)).collect(),
+            members: Vec::new(),
+            owners: vec![None; QUEUES],
+            next_member: 1,
+            delivered: 0,
+            acked: 0,
+            filtered: 0,
+            dropped: 0,
+            group,
+            consumers: Vec::new(),
+        });
+        self.add_member_to(self.groups.len() - 1);
+    }
+
+    fn add_member_to(&mut self, gi: usize) {
+        let g = &mut self.groups[gi];
+        let c = g.group.join().unwrap();
+        let id = g.next_member;
+        g.next_member += 1;
+        assert_eq!(c.id().0, id, "member ids are sequential");
+        g.members.push(id);
+        g.consumers.push((id, c));
+        Self::rebalance(g);
+    }
+
+    fn member_change(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.reconcile_all();
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let g = &mut self.groups[gi];
+        if g.consumers.len() < 2 && rng.below(2) == 0 {
+            self.add_member_to(gi);
+        } else if !g.consumers.is_empty() {
+            let ci = rng.below(g.consumers.len() as u64) as usize;
+            let (id, c) = g.consumers.remove(ci);
+            drop(c);
+            g.members.retain(|m| *m != id);
+            Self::rebalance(g);
+        }
+    }
+
+    fn leave_group(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let g = self.groups.remove(gi);
+        g.group.unsubscribe();
+        drop(g.consumers);
+    }
+
+    fn reap(&mut self) {
+        self.engine.reap();
+        self.model_reap();
+        self.reconcile_all();
+    }
+
+    fn check(&mut self) {
+        self.reconcile_all();
+        let s = self.engine.stats();
+        let live: u64 = self.queues.iter().map(|q| q.len() as u64).sum();
+        assert_eq!(
+            (s.live_messages, s.bytes_used),
+            (live, self.used),
+            "{}: live messages and bytes",
+            self.ctx()
+        );
+        let t = self.engine.topic("T").unwrap();
+        for q in 0..QUEUES {
+            let qs = t.queue_stats(q as u32).unwrap();
+            assert_eq!(
+                (qs.min_offset, qs.max_offset),
+                (self.first_live(q), self.next[q]),
+                "{}: q{q} range",
+                self.ctx()
+            );
+        }
+        for g in &self.groups {
+            let st = g.group.stats();
+            let committed: Vec<u64> = g.tracks.iter().map(|t| t.frontier).collect();
+            assert_eq!(
+                (
+                    st.delivered,
+                    st.acked,
+                    st.filtered,
+                    st.dropped,
+                    st.committed.clone()
+                ),
+                (g.delivered, g.acked, g.filtered, g.dropped, committed),
+                "{}: stats of {}",
+                self.ctx(),
+                g.name
+            );
+        }
+    }
+}
+
+fn start_of(g: &MGroup, q: usize) -> u64 {
+    // Offsets below the frontier are acknowledged, so the frontier is as good as the start for
+    // "is this held": anything below it is not held.
+    g.tracks[q].frontier
+}
+
+fn run(seed: u64, steps: usize) {
+    let mut rng = Rng(seed);
+    let policy = if seed % 2 == 0 {
+        MemoryPolicy::Reject
+    } else {
+        MemoryPolicy::DropOldest
+    };
+    let budget = 12 * (24 + NODE_SIZE as u64);
+    let engine = Engine::new(EngineConfig {
+        memory_budget: budget,
+        policy,
+        reaper_thread: false,
+        retention: Retention {
+            time: Duration::ZERO,
+            bytes: 0,
+        },
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    engine.create_topic("T", QUEUES as u32).unwrap();
+    let mut w = World {
+        seed,
+        step: 0,
+        policy,
+        budget,
+        queues: vec![VecDeque::new(); QUEUES],
+        next: vec![0; QUEUES],
+        used: 0,
+        groups: Vec::new(),
+        group_seq: 0,
+        next_id: 0,
+        engine,
+    };
+    let trace = std::env::var("BAIJI_MODEL_TRACE").is_ok();
+    for step in 0..steps {
+        w.step = step;
+        let op = rng.below(100);
+        if trace {
+            let gs: Vec<String> = w
+                .groups
+                .iter()
+                .map(|g| {
+                    format!(
+                        "{}{:?}{:?}",
+                        g.name,
+                        g.owners,
+                        g.tracks
+                            .iter()
+                            .map(|t| (t.frontier, t.cursor, t.hwm, t.acked.len()))
+                            .collect::<Vec<_>>()
+                    )
+                })
+                .collect();
+            eprintln!(
+                "step {step} op {op} next {:?} first {:?} groups {gs:?}",
+                w.next,
+                (0..QUEUES).map(|q| w.first_live(q)).collect::<Vec<_>>()
+            );
+        }
+        match op {
+            0..=34 => w.append(&mut rng),
+            35..=54 => w.poll(&mut rng),
+            55..=64 => w.ack(&mut rng),
+            65..=76 => w.commit(&mut rng),
+            77..=80 => w.join_group(&mut rng),
+            81..=82 => w.leave_group(&mut rng),
+            83..=87 => w.member_change(&mut rng),
+            _ => w.reap(),
+        }
+        w.check();
+    }
+}
+
+#[test]
+fn given_seeded_random_operations_when_replayed_should_match_the_reference_model() {
+    if let Ok(seed) = std::env::var("BAIJI_MODEL_SEED") {
+        let seed = seed.parse().expect("BAIJI_MODEL_SEED must be a number");
+        run(seed, 3000);
+        return;
+    }
+    let seeds: u64 = std::env::var("BAIJI_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    for seed in 1..=seeds {
+        let r = std::panic::catch_unwind(|| run(seed * 7919, 3000));
+        if r.is_err() {
+            panic!(
+                "reference model diverged; replay with BAIJI_MODEL_SEED={}",
+                seed * 7919
+            );
+        }
+    }
+}
