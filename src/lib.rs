@@ -22,3 +22,8 @@ pub mod hash;
 pub mod queue;
 pub mod remoting;
 mod sync;
+
+/// The README's Rust examples compile and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
