@@ -53,12 +53,7 @@ struct MTrack {
 
 impl MTrack {
     fn new(s: u64) -> Self {
-        MTrack {
-            frontier: s,
-            acked: BTreeSet::new(),
-            cursor: s,
-            hwm: s,
-        }
+        MTrack { frontier: s, acked: BTreeSet::new(), cursor: s, hwm: s }
     }
     fn is_acked(&self, o: u64) -> bool {
         o < self.frontier || self.acked.contains(&o)
@@ -119,11 +114,7 @@ fn owner_of(queue: usize, queues: usize, members: &[u64]) -> Option<u64> {
     }
     let (avg, rem) = (queues / k, queues % k);
     let big = rem * (avg + 1);
-    let idx = if queue < big {
-        queue / (avg + 1)
-    } else {
-        rem + (queue - big) / avg
-    };
+    let idx = if queue < big { queue / (avg + 1) } else { rem + (queue - big) / avg };
     members.get(idx).copied()
 }
 
@@ -196,11 +187,7 @@ impl World {
 
     fn append(&mut self, rng: &mut Rng) {
         let q = rng.below(QUEUES as u64) as usize;
-        let tag = if rng.below(4) == 0 {
-            None
-        } else {
-            Some(TAGS[rng.below(3) as usize])
-        };
+        let tag = if rng.below(4) == 0 { None } else { Some(TAGS[rng.below(3) as usize]) };
         let size = 1 + rng.below(40);
         let id = self.next_id;
         self.next_id += 1;
@@ -232,12 +219,7 @@ impl World {
                     self.ctx()
                 );
                 let tag = tag.map_or(0, |t| java_string_hash(t) as u32);
-                self.queues[q].push_back(MMsg {
-                    offset: self.next[q],
-                    tag,
-                    id,
-                    size,
-                });
+                self.queues[q].push_back(MMsg { offset: self.next[q], tag, id, size });
                 self.next[q] += 1;
                 self.used += cost;
             }
@@ -264,13 +246,7 @@ impl World {
             .poll(10_000)
             .unwrap_or_else(|e| panic!("seed {}: poll failed: {e}", self.seed))
             .iter()
-            .map(|d| {
-                (
-                    d.queue,
-                    d.offset,
-                    u64::from_le_bytes(d.payload[..8].try_into().unwrap()),
-                )
-            })
+            .map(|d| (d.queue, d.offset, u64::from_le_bytes(d.payload[..8].try_into().unwrap())))
             .collect();
         got.sort();
         let mut want = Vec::new();
@@ -296,15 +272,9 @@ impl World {
             t.hwm = t.hwm.max(t.cursor);
         }
         if got != want {
-            let assignments: Vec<_> = g
-                .consumers
-                .iter_mut()
-                .map(|(id, c)| (*id, c.assignment().to_vec()))
-                .collect();
-            eprintln!(
-                "engine assignments {assignments:?} stats {:?}",
-                g.group.stats()
-            );
+            let assignments: Vec<_> =
+                g.consumers.iter_mut().map(|(id, c)| (*id, c.assignment().to_vec())).collect();
+            eprintln!("engine assignments {assignments:?} stats {:?}", g.group.stats());
         }
         assert_eq!(
             got, want,
@@ -332,20 +302,13 @@ impl World {
         let want = if t.is_acked(o) {
             Ok(AckOutcome::AlreadyAcked)
         } else if o >= t.hwm {
-            Err(EngineError::NotDelivered {
-                queue: q as u32,
-                offset: o,
-            })
+            Err(EngineError::NotDelivered { queue: q as u32, offset: o })
         } else {
             t.mark(o);
             g.acked += 1;
             Ok(AckOutcome::Acked)
         };
-        assert_eq!(
-            real, want,
-            "seed {} step {}: ack {} q{q} o{o}",
-            self.seed, self.step, g.name
-        );
+        assert_eq!(real, want, "seed {} step {}: ack {} q{q} o{o}", self.seed, self.step, g.name);
     }
 
     fn commit(&mut self, rng: &mut Rng) {
@@ -362,17 +325,9 @@ impl World {
         let x = lo + rng.below(next + 2 - lo);
         let real = g.group.commit(q as u32, x);
         let want = if x > next {
-            Err(EngineError::OffsetBeyondEnd {
-                queue: q as u32,
-                offset: x,
-                end: next,
-            })
+            Err(EngineError::OffsetBeyondEnd { queue: q as u32, offset: x, end: next })
         } else if x < t.frontier {
-            Err(EngineError::CommitBehind {
-                queue: q as u32,
-                offset: x,
-                committed: t.frontier,
-            })
+            Err(EngineError::CommitBehind { queue: q as u32, offset: x, committed: t.frontier })
         } else {
             let newly = (t.frontier..x).filter(|o| !t.acked.contains(o)).count() as u64;
             g.acked += newly;
@@ -407,24 +362,15 @@ impl World {
         self.reconcile_all();
         let name = format!("G{}", self.group_seq);
         self.group_seq += 1;
-        let filter = if rng.below(3) == 0 {
-            Filter::tags(["A", "B"])
-        } else {
-            Filter::All
-        };
+        let filter = if rng.below(3) == 0 { Filter::tags(["A", "B"]) } else { Filter::All };
         let (start, starts): (StartFrom, Vec<u64>) = match rng.below(3) {
-            0 => (
-                StartFrom::First,
-                (0..QUEUES).map(|q| self.first_live(q)).collect(),
-            ),
+            0 => (StartFrom::First, (0..QUEUES).map(|q| self.first_live(q)).collect()),
             1 => (StartFrom::Last, self.next.clone()),
             _ => {
                 let o = rng.below(self.next.iter().max().copied().unwrap_or(0) + 2);
                 (
                     StartFrom::Offset(o),
-                    (0..QUEUES)
-                        .map(|q| o.clamp(self.first_live(q), self.next[q]))
-                        .collect(),
+                    (0..QUEUES).map(|q| o.clamp(self.first_live(q), self.next[q])).collect(),
                 )
             }
         };
@@ -433,11 +379,7 @@ impl World {
             .subscribe(
                 &name,
                 "T",
-                SubscribeOptions {
-                    filter: filter.clone(),
-                    start,
-                    ..Default::default()
-                },
+                SubscribeOptions { filter: filter.clone(), start, ..Default::default() },
             )
             .unwrap();
         for (q, s) in starts.iter().enumerate() {
@@ -534,13 +476,7 @@ impl World {
             let st = g.group.stats();
             let committed: Vec<u64> = g.tracks.iter().map(|t| t.frontier).collect();
             assert_eq!(
-                (
-                    st.delivered,
-                    st.acked,
-                    st.filtered,
-                    st.dropped,
-                    st.committed.clone()
-                ),
+                (st.delivered, st.acked, st.filtered, st.dropped, st.committed.clone()),
                 (g.delivered, g.acked, g.filtered, g.dropped, committed),
                 "{}: stats of {}",
                 self.ctx(),
@@ -558,20 +494,13 @@ fn start_of(g: &MGroup, q: usize) -> u64 {
 
 fn run(seed: u64, steps: usize) {
     let mut rng = Rng(seed);
-    let policy = if seed % 2 == 0 {
-        MemoryPolicy::Reject
-    } else {
-        MemoryPolicy::DropOldest
-    };
+    let policy = if seed % 2 == 0 { MemoryPolicy::Reject } else { MemoryPolicy::DropOldest };
     let budget = 12 * (24 + NODE_SIZE as u64);
     let engine = Engine::new(EngineConfig {
         memory_budget: budget,
         policy,
         reaper_thread: false,
-        retention: Retention {
-            time: Duration::ZERO,
-            bytes: 0,
-        },
+        retention: Retention { time: Duration::ZERO, bytes: 0 },
         ..EngineConfig::default()
     })
     .unwrap();
@@ -636,17 +565,12 @@ fn given_seeded_random_operations_when_replayed_should_match_the_reference_model
         run(seed, 3000);
         return;
     }
-    let seeds: u64 = std::env::var("BAIJI_MODEL_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
+    let seeds: u64 =
+        std::env::var("BAIJI_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
     for seed in 1..=seeds {
         let r = std::panic::catch_unwind(|| run(seed * 7919, 3000));
         if r.is_err() {
-            panic!(
-                "reference model diverged; replay with BAIJI_MODEL_SEED={}",
-                seed * 7919
-            );
+            panic!("reference model diverged; replay with BAIJI_MODEL_SEED={}", seed * 7919);
         }
     }
 }

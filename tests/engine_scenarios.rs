@@ -14,10 +14,7 @@ use bytes::Bytes;
 fn config() -> EngineConfig {
     EngineConfig {
         reaper_thread: false,
-        retention: Retention {
-            time: Duration::from_secs(3600),
-            bytes: u64::MAX,
-        },
+        retention: Retention { time: Duration::from_secs(3600), bytes: u64::MAX },
         ..EngineConfig::default()
     }
 }
@@ -31,10 +28,7 @@ fn engine() -> Engine {
 }
 
 fn first() -> SubscribeOptions {
-    SubscribeOptions {
-        start: StartFrom::First,
-        ..Default::default()
-    }
+    SubscribeOptions { start: StartFrom::First, ..Default::default() }
 }
 
 fn msg(s: &str) -> Message {
@@ -46,15 +40,10 @@ fn given_topic_when_producer_sends_should_spread_round_robin_with_dense_offsets(
     let e = engine();
     e.create_topic("T", 3).unwrap();
     let mut p = e.producer("T").unwrap();
-    let receipts: Vec<_> = (0..9)
-        .map(|i| p.send(msg(&i.to_string())).unwrap())
-        .collect();
+    let receipts: Vec<_> = (0..9).map(|i| p.send(msg(&i.to_string())).unwrap()).collect();
     let mut per_queue = [0u64; 3];
     for r in &receipts {
-        assert_eq!(
-            r.offset, per_queue[r.queue as usize],
-            "invariant 1: dense offsets per queue"
-        );
+        assert_eq!(r.offset, per_queue[r.queue as usize], "invariant 1: dense offsets per queue");
         per_queue[r.queue as usize] += 1;
     }
     assert_eq!(per_queue, [3, 3, 3], "round robin spreads evenly");
@@ -66,20 +55,13 @@ fn given_sharding_key_when_appending_should_keep_key_on_one_queue_in_order() {
     e.create_topic("T", 8).unwrap();
     let t = e.topic("T").unwrap();
     let g = e.subscribe("G", "T", first()).unwrap();
-    let qs: Vec<u32> = (0..20)
-        .map(|i| {
-            t.append_keyed(b"order-42", msg(&i.to_string()))
-                .unwrap()
-                .queue
-        })
-        .collect();
+    let qs: Vec<u32> =
+        (0..20).map(|i| t.append_keyed(b"order-42", msg(&i.to_string())).unwrap().queue).collect();
     assert!(qs.windows(2).all(|w| w[0] == w[1]), "same key, same queue");
     let mut c = g.join().unwrap();
     let got = c.poll(100).unwrap();
-    let bodies: Vec<String> = got
-        .iter()
-        .map(|d| String::from_utf8(d.payload.to_vec()).unwrap())
-        .collect();
+    let bodies: Vec<String> =
+        got.iter().map(|d| String::from_utf8(d.payload.to_vec()).unwrap()).collect();
     let want: Vec<String> = (0..20).map(|i| i.to_string()).collect();
     assert_eq!(bodies, want, "order kept within the key");
 }
@@ -87,63 +69,25 @@ fn given_sharding_key_when_appending_should_keep_key_on_one_queue_in_order() {
 #[test]
 fn given_bad_input_when_calling_the_api_should_return_typed_errors() {
     let e = engine();
-    assert!(matches!(
-        e.create_topic("bad topic!", 1),
-        Err(EngineError::InvalidTopicName(_))
-    ));
-    assert!(matches!(
-        e.create_topic("T", 0),
-        Err(EngineError::InvalidQueueCount(0))
-    ));
-    assert!(matches!(
-        e.create_topic("T", 5000),
-        Err(EngineError::InvalidQueueCount(5000))
-    ));
+    assert!(matches!(e.create_topic("bad topic!", 1), Err(EngineError::InvalidTopicName(_))));
+    assert!(matches!(e.create_topic("T", 0), Err(EngineError::InvalidQueueCount(0))));
+    assert!(matches!(e.create_topic("T", 5000), Err(EngineError::InvalidQueueCount(5000))));
     e.create_topic("T", 2).unwrap();
     e.create_topic("T", 2).unwrap();
-    assert!(matches!(
-        e.create_topic("T", 3),
-        Err(EngineError::TopicExists { queues: 2, .. })
-    ));
-    assert!(matches!(
-        e.append_to("nope", 0, msg("x")),
-        Err(EngineError::UnknownTopic(_))
-    ));
+    assert!(matches!(e.create_topic("T", 3), Err(EngineError::TopicExists { queues: 2, .. })));
+    assert!(matches!(e.append_to("nope", 0, msg("x")), Err(EngineError::UnknownTopic(_))));
     assert!(matches!(
         e.append_to("T", 2, msg("x")),
-        Err(EngineError::QueueOutOfRange {
-            queue: 2,
-            queues: 2,
-            ..
-        })
+        Err(EngineError::QueueOutOfRange { queue: 2, queues: 2, .. })
     ));
-    assert!(matches!(
-        e.group("G", "T"),
-        Err(EngineError::UnknownGroup { .. })
-    ));
-    assert!(matches!(
-        e.subscribe("", "T", first()),
-        Err(EngineError::InvalidGroupName(_))
-    ));
+    assert!(matches!(e.group("G", "T"), Err(EngineError::UnknownGroup { .. })));
+    assert!(matches!(e.subscribe("", "T", first()), Err(EngineError::InvalidGroupName(_))));
     let big = Message::new(Bytes::from(vec![0u8; e.config().max_message_size + 1]));
-    assert!(matches!(
-        e.append_to("T", 0, big),
-        Err(EngineError::MessageTooLarge { .. })
-    ));
+    assert!(matches!(e.append_to("T", 0, big), Err(EngineError::MessageTooLarge { .. })));
     e.subscribe("G", "T", first()).unwrap();
-    let broadcast = SubscribeOptions {
-        mode: Mode::Broadcasting,
-        ..first()
-    };
-    assert!(matches!(
-        e.subscribe("G", "T", broadcast),
-        Err(EngineError::GroupModeConflict { .. })
-    ));
-    assert_eq!(
-        e.stats().live_messages,
-        0,
-        "nothing was stored by failed calls"
-    );
+    let broadcast = SubscribeOptions { mode: Mode::Broadcasting, ..first() };
+    assert!(matches!(e.subscribe("G", "T", broadcast), Err(EngineError::GroupModeConflict { .. })));
+    assert_eq!(e.stats().live_messages, 0, "nothing was stored by failed calls");
 }
 
 #[test]
@@ -159,53 +103,25 @@ fn given_misuse_of_acks_when_acking_should_error_or_noop_without_touching_other_
     let got = ca.poll(2).unwrap();
     assert_eq!(got.len(), 2);
     assert_eq!(ca.ack(&got[0]).unwrap(), AckOutcome::Acked);
-    assert_eq!(
-        ca.ack(&got[0]).unwrap(),
-        AckOutcome::AlreadyAcked,
-        "acking twice is a no-op"
-    );
+    assert_eq!(ca.ack(&got[0]).unwrap(), AckOutcome::AlreadyAcked, "acking twice is a no-op");
     assert!(
-        matches!(
-            ca.ack_offset(0, 3),
-            Err(EngineError::NotDelivered { offset: 3, .. })
-        ),
+        matches!(ca.ack_offset(0, 3), Err(EngineError::NotDelivered { offset: 3, .. })),
         "acking an offset never delivered is refused"
     );
-    assert!(matches!(
-        ca.ack_offset(7, 0),
-        Err(EngineError::QueueOutOfRange { .. })
-    ));
+    assert!(matches!(ca.ack_offset(7, 0), Err(EngineError::QueueOutOfRange { .. })));
     a.commit(0, 2).unwrap();
-    assert!(matches!(
-        a.commit(0, 1),
-        Err(EngineError::CommitBehind { committed: 2, .. })
-    ));
+    assert!(matches!(a.commit(0, 1), Err(EngineError::CommitBehind { committed: 2, .. })));
     a.commit(0, 2).unwrap();
-    assert!(matches!(
-        a.commit(0, 9),
-        Err(EngineError::OffsetBeyondEnd { end: 4, .. })
-    ));
+    assert!(matches!(a.commit(0, 9), Err(EngineError::OffsetBeyondEnd { end: 4, .. })));
     e.reap();
-    assert_eq!(
-        e.stats().live_messages,
-        4,
-        "B still holds everything (invariant 3)"
-    );
+    assert_eq!(e.stats().live_messages, 4, "B still holds everything (invariant 3)");
     let sb = b.stats();
-    assert_eq!(
-        (sb.acked, sb.backlog, sb.dropped),
-        (0, 4, 0),
-        "A's misuse left B untouched"
-    );
+    assert_eq!((sb.acked, sb.backlog, sb.dropped), (0, 4, 0), "A's misuse left B untouched");
     b.commit(0, 4).unwrap();
     a.commit(0, 4).unwrap();
     e.reap();
     assert_eq!(e.stats().live_messages, 0);
-    assert_eq!(
-        e.stats().bytes_used,
-        0,
-        "invariant 9: accounting back to zero"
-    );
+    assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting back to zero");
 }
 
 #[test]
@@ -224,11 +140,7 @@ fn given_two_members_when_one_leaves_unacked_should_redeliver_to_the_other() {
     }
     let got1 = m1.poll(100).unwrap();
     let got2 = m2.poll(100).unwrap();
-    assert_eq!(
-        got1.len() + got2.len(),
-        8,
-        "each message to one member (invariant 8)"
-    );
+    assert_eq!(got1.len() + got2.len(), 8, "each message to one member (invariant 8)");
     for d in &got2 {
         m2.ack(d).unwrap();
     }
@@ -239,28 +151,19 @@ fn given_two_members_when_one_leaves_unacked_should_redeliver_to_the_other() {
     let mut lost: Vec<_> = got1.iter().map(|d| (d.queue, d.offset)).collect();
     re.sort();
     lost.sort();
-    assert_eq!(
-        re, lost,
-        "what the departed member held is delivered again, nothing else"
-    );
+    assert_eq!(re, lost, "what the departed member held is delivered again, nothing else");
 }
 
 #[test]
 fn given_broadcasting_group_when_members_read_should_each_see_all_and_slowest_holds() {
     // No retention: whatever is kept here is kept by the group.
     let e = engine_with(EngineConfig {
-        retention: Retention {
-            time: Duration::ZERO,
-            bytes: 0,
-        },
+        retention: Retention { time: Duration::ZERO, bytes: 0 },
         ..config()
     });
     e.create_topic("T", 2).unwrap();
-    let opts = SubscribeOptions {
-        mode: Mode::Broadcasting,
-        start: StartFrom::Last,
-        ..Default::default()
-    };
+    let opts =
+        SubscribeOptions { mode: Mode::Broadcasting, start: StartFrom::Last, ..Default::default() };
     let g = e.subscribe("B", "T", opts).unwrap();
     let mut m1 = g.join().unwrap();
     let mut m2 = g.join().unwrap();
@@ -270,35 +173,19 @@ fn given_broadcasting_group_when_members_read_should_each_see_all_and_slowest_ho
     }
     let g1 = m1.poll(100).unwrap();
     let g2 = m2.poll(100).unwrap();
-    assert_eq!(
-        (g1.len(), g2.len()),
-        (6, 6),
-        "every member sees every message"
-    );
+    assert_eq!((g1.len(), g2.len()), (6, 6), "every member sees every message");
     for q in 0..2 {
         m1.commit(q, 3).unwrap();
     }
     e.reap();
-    assert_eq!(
-        e.stats().live_messages,
-        6,
-        "the slowest member holds the nodes"
-    );
+    assert_eq!(e.stats().live_messages, 6, "the slowest member holds the nodes");
     drop(m2);
     e.reap();
-    assert_eq!(
-        e.stats().live_messages,
-        0,
-        "a member that leaves stops holding memory"
-    );
+    assert_eq!(e.stats().live_messages, 0, "a member that leaves stops holding memory");
     drop(m1);
     p.send(msg("later")).unwrap();
     e.reap();
-    assert_eq!(
-        e.stats().live_messages,
-        0,
-        "a broadcasting group without members holds nothing"
-    );
+    assert_eq!(e.stats().live_messages, 0, "a broadcasting group without members holds nothing");
 }
 
 #[test]
@@ -306,34 +193,19 @@ fn given_tag_filter_when_polling_should_deliver_matches_and_reclaim_the_rest() {
     let e = engine();
     e.create_topic("T", 1).unwrap();
     let g = e
-        .subscribe(
-            "G",
-            "T",
-            SubscribeOptions {
-                filter: Filter::tags(["A", "B"]),
-                ..first()
-            },
-        )
+        .subscribe("G", "T", SubscribeOptions { filter: Filter::tags(["A", "B"]), ..first() })
         .unwrap();
     for (i, tag) in ["A", "C", "B", "C", "A"].iter().enumerate() {
-        e.append_to("T", 0, msg(&i.to_string()).with_tag(tag))
-            .unwrap();
+        e.append_to("T", 0, msg(&i.to_string()).with_tag(tag)).unwrap();
     }
     let mut c = g.join().unwrap();
     let got = c.poll(100).unwrap();
-    assert_eq!(
-        got.iter().map(|d| d.offset).collect::<Vec<_>>(),
-        vec![0, 2, 4]
-    );
+    assert_eq!(got.iter().map(|d| d.offset).collect::<Vec<_>>(), vec![0, 2, 4]);
     for d in &got {
         c.ack(d).unwrap();
     }
     e.reap();
-    assert_eq!(
-        e.stats().live_messages,
-        0,
-        "filtered-out messages count as acknowledged"
-    );
+    assert_eq!(e.stats().live_messages, 0, "filtered-out messages count as acknowledged");
     let s = g.stats();
     assert_eq!((s.delivered, s.acked, s.filtered), (3, 3, 2));
 }
@@ -343,8 +215,7 @@ fn given_start_positions_when_subscribing_should_begin_where_asked() {
     let e = engine();
     e.create_topic("T", 1).unwrap();
     for i in 0..5 {
-        e.append_to("T", 0, msg(&i.to_string()).with_timestamp(1000 + i))
-            .unwrap();
+        e.append_to("T", 0, msg(&i.to_string()).with_timestamp(1000 + i)).unwrap();
     }
     let cases = [
         (StartFrom::First, 0),
@@ -356,21 +227,11 @@ fn given_start_positions_when_subscribing_should_begin_where_asked() {
     ];
     for (i, (start, want)) in cases.into_iter().enumerate() {
         let g = e
-            .subscribe(
-                &format!("G{i}"),
-                "T",
-                SubscribeOptions {
-                    start,
-                    ..Default::default()
-                },
-            )
+            .subscribe(&format!("G{i}"), "T", SubscribeOptions { start, ..Default::default() })
             .unwrap();
         assert_eq!(g.committed(0).unwrap(), want, "{start:?}");
         let mut c = g.join().unwrap();
-        assert_eq!(
-            c.poll(100).unwrap().first().map(|d| d.offset),
-            (want < 5).then_some(want)
-        );
+        assert_eq!(c.poll(100).unwrap().first().map(|d| d.offset), (want < 5).then_some(want));
     }
     let t = e.topic("T").unwrap();
     assert_eq!(t.offset_for_timestamp(0, 1003).unwrap(), 3);
@@ -379,10 +240,7 @@ fn given_start_positions_when_subscribing_should_begin_where_asked() {
 #[test]
 fn given_no_group_when_retention_passes_should_keep_then_reclaim() {
     let e = engine_with(EngineConfig {
-        retention: Retention {
-            time: Duration::from_millis(200),
-            bytes: u64::MAX,
-        },
+        retention: Retention { time: Duration::from_millis(200), bytes: u64::MAX },
         ..config()
     });
     e.create_topic("T", 1).unwrap();
@@ -400,44 +258,29 @@ fn given_no_group_when_retention_passes_should_keep_then_reclaim() {
     g.unsubscribe();
     std::thread::sleep(Duration::from_millis(250));
     e.reap();
-    assert_eq!(
-        e.stats().live_messages,
-        0,
-        "and reclaimed once retention passed"
-    );
+    assert_eq!(e.stats().live_messages, 0, "and reclaimed once retention passed");
 }
 
 #[test]
 fn given_retention_bytes_when_exceeded_should_reclaim_oldest_unheld() {
     let per = 10 + NODE_SIZE as u64;
     let e = engine_with(EngineConfig {
-        retention: Retention {
-            time: Duration::from_secs(3600),
-            bytes: 3 * per,
-        },
+        retention: Retention { time: Duration::from_secs(3600), bytes: 3 * per },
         ..config()
     });
     e.create_topic("T", 1).unwrap();
     for i in 0..5 {
-        e.append_to("T", 0, Message::new(Bytes::from(vec![i as u8; 10])))
-            .unwrap();
+        e.append_to("T", 0, Message::new(Bytes::from(vec![i as u8; 10]))).unwrap();
     }
     e.reap();
     let q = e.topic("T").unwrap().queue_stats(0).unwrap();
-    assert_eq!(
-        (q.min_offset, q.live_messages),
-        (2, 3),
-        "oldest beyond the byte retention go"
-    );
+    assert_eq!((q.min_offset, q.live_messages), (2, 3), "oldest beyond the byte retention go");
 }
 
 #[test]
 fn given_reject_policy_when_budget_full_should_refuse_and_lose_nothing_accepted() {
     let per = 100 + NODE_SIZE as u64;
-    let e = engine_with(EngineConfig {
-        memory_budget: 3 * per,
-        ..config()
-    });
+    let e = engine_with(EngineConfig { memory_budget: 3 * per, ..config() });
     e.create_topic("T", 1).unwrap();
     let g = e.subscribe("G", "T", first()).unwrap();
     let mut accepted = Vec::new();
@@ -453,14 +296,10 @@ fn given_reject_policy_when_budget_full_should_refuse_and_lose_nothing_accepted(
     assert_eq!(e.stats().rejected_messages, 2);
     let mut c = g.join().unwrap();
     let got: Vec<u64> = c.poll(10).unwrap().iter().map(|d| d.offset).collect();
-    assert_eq!(
-        got, accepted,
-        "invariant 10: every accepted message is delivered"
-    );
+    assert_eq!(got, accepted, "invariant 10: every accepted message is delivered");
     c.commit(0, 3).unwrap();
     // Room again: the append's own reap pass frees it even without the reaper thread.
-    e.append_to("T", 0, Message::new(Bytes::from(vec![9; 100])))
-        .unwrap();
+    e.append_to("T", 0, Message::new(Bytes::from(vec![9; 100]))).unwrap();
 }
 
 #[test]
@@ -474,28 +313,18 @@ fn given_drop_oldest_when_budget_full_should_evict_and_count_per_group() {
     e.create_topic("T", 1).unwrap();
     let a = e.subscribe("A", "T", first()).unwrap();
     let b = e.subscribe("B", "T", first()).unwrap();
-    e.append_to("T", 0, Message::new(Bytes::from(vec![0; 100])))
-        .unwrap();
+    e.append_to("T", 0, Message::new(Bytes::from(vec![0; 100]))).unwrap();
     b.commit(0, 1).unwrap();
     for i in 1..5u8 {
-        e.append_to("T", 0, Message::new(Bytes::from(vec![i; 100])))
-            .unwrap();
+        e.append_to("T", 0, Message::new(Bytes::from(vec![i; 100]))).unwrap();
     }
     assert!(e.stats().bytes_used <= 3 * per, "the budget holds");
     assert_eq!(e.stats().evicted_messages, 2);
     let mut ca = a.join().unwrap();
     let got: Vec<u64> = ca.poll(10).unwrap().iter().map(|d| d.offset).collect();
-    assert_eq!(
-        got,
-        vec![2, 3, 4],
-        "the group's cursor jumped past the evicted messages"
-    );
+    assert_eq!(got, vec![2, 3, 4], "the group's cursor jumped past the evicted messages");
     assert_eq!(a.stats().dropped, 2, "A missed offsets 0 and 1");
-    assert_eq!(
-        b.stats().dropped,
-        1,
-        "B had acknowledged offset 0, so it missed only 1"
-    );
+    assert_eq!(b.stats().dropped, 1, "B had acknowledged offset 0, so it missed only 1");
 }
 
 #[test]
@@ -510,10 +339,8 @@ fn given_block_policy_when_budget_full_should_make_async_send_wait_for_room() {
     e.create_topic("T", 1).unwrap();
     let g = e.subscribe("G", "T", first()).unwrap();
     let t = e.topic("T").unwrap();
-    t.append(0, Message::new(Bytes::from(vec![0; 100])))
-        .unwrap();
-    t.append(0, Message::new(Bytes::from(vec![1; 100])))
-        .unwrap();
+    t.append(0, Message::new(Bytes::from(vec![0; 100]))).unwrap();
+    t.append(0, Message::new(Bytes::from(vec![1; 100]))).unwrap();
     assert!(
         matches!(
             t.append(0, Message::new(Bytes::from(vec![2; 100]))),
@@ -521,18 +348,13 @@ fn given_block_policy_when_budget_full_should_make_async_send_wait_for_room() {
         ),
         "a non-async append cannot wait"
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let committer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(100));
         g.commit(0, 2).unwrap();
     });
     let started = Instant::now();
-    let r = rt
-        .block_on(t.append_async(0, Message::new(Bytes::from(vec![2; 100]))))
-        .unwrap();
+    let r = rt.block_on(t.append_async(0, Message::new(Bytes::from(vec![2; 100])))).unwrap();
     assert_eq!(r.offset, 2);
     assert!(
         started.elapsed() >= Duration::from_millis(90),
@@ -558,10 +380,7 @@ fn given_waiting_consumers_when_appending_should_wake_blocking_and_async_receive
     assert_eq!(got.len(), 1);
     producer.join().unwrap();
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let e3 = std::sync::Arc::clone(&e);
     let producer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -582,20 +401,10 @@ fn given_deleted_topic_when_using_handles_should_error_and_release_memory() {
     t.append(0, msg("x")).unwrap();
     e.delete_topic("T").unwrap();
     assert!(t.is_deleted());
-    assert!(matches!(
-        t.append(0, msg("y")),
-        Err(EngineError::UnknownTopic(_))
-    ));
+    assert!(matches!(t.append(0, msg("y")), Err(EngineError::UnknownTopic(_))));
     assert!(matches!(c.poll(1), Err(EngineError::NotAMember)));
-    assert_eq!(
-        e.stats().bytes_used,
-        0,
-        "the deleted topic's bytes are back in the budget"
-    );
-    assert!(matches!(
-        e.delete_topic("T"),
-        Err(EngineError::UnknownTopic(_))
-    ));
+    assert_eq!(e.stats().bytes_used, 0, "the deleted topic's bytes are back in the budget");
+    assert!(matches!(e.delete_topic("T"), Err(EngineError::UnknownTopic(_))));
 }
 
 #[test]
@@ -605,8 +414,7 @@ fn given_activity_when_reading_stats_should_report_offsets_backlog_and_bytes() {
     let g = e.subscribe("G", "T", first()).unwrap();
     let t = e.topic("T").unwrap();
     for i in 0..4 {
-        t.append(i % 2, Message::new(Bytes::from(vec![0u8; 50])))
-            .unwrap();
+        t.append(i % 2, Message::new(Bytes::from(vec![0u8; 50]))).unwrap();
     }
     let s = e.stats();
     assert_eq!(s.bytes_used, 4 * (50 + NODE_SIZE as u64));
@@ -615,23 +423,14 @@ fn given_activity_when_reading_stats_should_report_offsets_backlog_and_bytes() {
     let got = c.poll(3).unwrap();
     c.ack(&got[0]).unwrap();
     let gs = g.stats();
-    assert_eq!(
-        (gs.delivered, gs.acked, gs.backlog, gs.members),
-        (3, 1, 3, 1)
-    );
+    assert_eq!((gs.delivered, gs.acked, gs.backlog, gs.members), (3, 1, 3, 1));
     g.commit(0, 2).unwrap();
     g.commit(1, 2).unwrap();
     e.reap();
     let q0 = t.queue_stats(0).unwrap();
-    assert_eq!(
-        (q0.min_offset, q0.max_offset, q0.live_messages, q0.reclaimed),
-        (2, 2, 0, 2)
-    );
+    assert_eq!((q0.min_offset, q0.max_offset, q0.live_messages, q0.reclaimed), (2, 2, 0, 2));
     let s = e.stats();
-    assert_eq!(
-        (s.live_messages, s.reclaimed_messages, s.bytes_used),
-        (0, 4, 0)
-    );
+    assert_eq!((s.live_messages, s.reclaimed_messages, s.bytes_used), (0, 4, 0));
 }
 
 #[test]
@@ -650,10 +449,7 @@ fn given_stateless_reader_when_reading_should_see_offsets_and_filtered_scan() {
         })
         .unwrap();
     assert_eq!(seen, vec![0, 2]);
-    assert_eq!(
-        (out.first_offset, out.end_offset, out.next_offset, out.found),
-        (0, 3, 3, 2)
-    );
+    assert_eq!((out.first_offset, out.end_offset, out.next_offset, out.found), (0, 3, 3, 2));
     let out = t.read(0, 1, 1, &Filter::All, |_| true).unwrap();
     assert_eq!((out.next_offset, out.found), (2, 1));
     let out = t.read(0, 1, 10, &Filter::All, |m| m.offset < 2).unwrap();
@@ -662,9 +458,6 @@ fn given_stateless_reader_when_reading_should_see_offsets_and_filtered_scan() {
         (2, 1),
         "a visitor that declines stops the read there"
     );
-    assert_eq!(
-        t.get(0, 1, |m| m.payload.clone()).unwrap().as_deref(),
-        Some(&b"1"[..])
-    );
+    assert_eq!(t.get(0, 1, |m| m.payload.clone()).unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(t.get(0, 7, |_| ()).unwrap(), None);
 }

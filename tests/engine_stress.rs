@@ -19,10 +19,7 @@ const PRODUCERS: u64 = 4;
 const QUEUES: u32 = 8;
 
 fn first() -> SubscribeOptions {
-    SubscribeOptions {
-        start: StartFrom::First,
-        ..Default::default()
-    }
+    SubscribeOptions { start: StartFrom::First, ..Default::default() }
 }
 
 /// What one member saw: the next expected offset of each queue it read.
@@ -36,12 +33,7 @@ struct Checker {
 impl Checker {
     fn new(name: &str, group: &Group) -> Self {
         let starts = (0..QUEUES).map(|q| group.committed(q).unwrap()).collect();
-        Checker {
-            name: name.into(),
-            next: vec![None; QUEUES as usize],
-            starts,
-            received: 0,
-        }
+        Checker { name: name.into(), next: vec![None; QUEUES as usize], starts, received: 0 }
     }
 
     /// Checks a batch and commits what it consumed. Returns the number of messages.
@@ -77,9 +69,7 @@ impl Checker {
 
 fn ends(engine: &Engine) -> Vec<u64> {
     let t = engine.topic("T").unwrap();
-    (0..QUEUES)
-        .map(|q| t.queue_stats(q).unwrap().max_offset)
-        .collect()
+    (0..QUEUES).map(|q| t.queue_stats(q).unwrap().max_offset).collect()
 }
 
 #[test]
@@ -209,10 +199,7 @@ fn given_four_producers_and_three_groups_when_streaming_a_million_messages_shoul
     drop(finished);
     let b_received = b_thread.join().unwrap();
     let c_received = c_thread.join().unwrap();
-    assert_eq!(
-        a_received, MESSAGES,
-        "group A receives every message exactly once"
-    );
+    assert_eq!(a_received, MESSAGES, "group A receives every message exactly once");
     assert!(b_received > 0 && c_received > 0);
     assert_eq!(ends(&engine).iter().sum::<u64>(), MESSAGES);
 
@@ -222,19 +209,11 @@ fn given_four_producers_and_three_groups_when_streaming_a_million_messages_shoul
         if s.live_messages == 0 && s.bytes_used == 0 {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "everything acknowledged must be reclaimed: {s:?}"
-        );
+        assert!(Instant::now() < deadline, "everything acknowledged must be reclaimed: {s:?}");
         thread::sleep(Duration::from_millis(10));
     }
     for g in engine.groups() {
         let s = g.stats();
-        assert_eq!(
-            (s.backlog, s.dropped),
-            (0, 0),
-            "{}: nothing left, nothing dropped",
-            s.group
-        );
+        assert_eq!((s.backlog, s.dropped), (0, 0), "{}: nothing left, nothing dropped", s.group);
     }
 }

@@ -32,10 +32,7 @@ impl AsRef<[u8]> for Tracked {
 }
 
 fn payload(value: u64, alive: &Arc<()>) -> Bytes {
-    Bytes::from_owner(Tracked {
-        _alive: Arc::clone(alive),
-        bytes: value.to_le_bytes(),
-    })
+    Bytes::from_owner(Tracked { _alive: Arc::clone(alive), bytes: value.to_le_bytes() })
 }
 
 fn value(b: &Bytes) -> u64 {
@@ -60,10 +57,7 @@ fn engine(budget: u64, policy: MemoryPolicy) -> Engine {
         reaper_thread: false,
         spin: Duration::ZERO,
         // Nothing unheld is retained, so the reaper is as aggressive as it can be.
-        retention: Retention {
-            time: Duration::ZERO,
-            bytes: 0,
-        },
+        retention: Retention { time: Duration::ZERO, bytes: 0 },
         ..EngineConfig::default()
     };
     match Engine::with_collector(config, Collector::new()) {
@@ -97,11 +91,7 @@ fn two_producers_append() {
         let mut prev = q.head(&g);
         let mut expect = 0;
         while let Some(n) = prev.next(&g) {
-            assert_eq!(
-                n.offset(),
-                expect,
-                "invariant 1: link order is offset order"
-            );
+            assert_eq!(n.offset(), expect, "invariant 1: link order is offset order");
             let want = if n.offset() == o1 { 10 } else { 20 };
             assert_eq!(
                 value(n.payload()),
@@ -143,16 +133,8 @@ fn producer_vs_reader() {
         let mut n = q.head(&g);
         let mut seen = 0;
         while let Some(next) = n.next(&g) {
-            assert_eq!(
-                next.offset(),
-                5 + seen,
-                "invariant 1: no gap, no reordering"
-            );
-            assert_eq!(
-                value(next.payload()),
-                100 + seen,
-                "invariant 2: payload fully visible"
-            );
+            assert_eq!(next.offset(), 5 + seen, "invariant 1: no gap, no reordering");
+            assert_eq!(value(next.payload()), 100 + seen, "invariant 2: payload fully visible");
             n = next;
             seen += 1;
         }
@@ -225,14 +207,10 @@ fn ack_counter_two_groups() {
     model(|| {
         let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
         e.create_topic("T", 1).unwrap();
-        let opts = SubscribeOptions {
-            start: StartFrom::First,
-            ..Default::default()
-        };
+        let opts = SubscribeOptions { start: StartFrom::First, ..Default::default() };
         let a = e.subscribe("A", "T", opts.clone()).unwrap();
         let b = e.subscribe("B", "T", opts).unwrap();
-        e.append_to("T", 0, Message::new(Bytes::from_static(b"m")))
-            .unwrap();
+        e.append_to("T", 0, Message::new(Bytes::from_static(b"m"))).unwrap();
         let a_acked = Arc::new(AtomicBool::new(false));
         let ta = {
             let a_acked = Arc::clone(&a_acked);
@@ -244,23 +222,12 @@ fn ack_counter_two_groups() {
         // B acknowledges concurrently with A, then the reaper runs while A may still be busy.
         b.commit(0, 1).unwrap();
         if e.reap() > 0 {
-            assert!(
-                a_acked.load(Ordering::SeqCst),
-                "invariant 3: reclaimed before A acknowledged"
-            );
+            assert!(a_acked.load(Ordering::SeqCst), "invariant 3: reclaimed before A acknowledged");
         }
         ta.join().unwrap();
         e.reap();
-        assert_eq!(
-            e.stats().live_messages,
-            0,
-            "invariant 7: acknowledged by all, reclaimed"
-        );
-        assert_eq!(
-            e.stats().bytes_used,
-            0,
-            "invariant 9: accounting returns to zero"
-        );
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: acknowledged by all, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
     });
 }
 
@@ -272,25 +239,16 @@ fn group_joins_during_appends() {
         let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
         e.create_topic("T", 1).unwrap();
         // One message nobody holds yet (retention zero: the reaper may take it at once).
-        e.append_to("T", 0, Message::new(Bytes::from(vec![0u8])))
-            .unwrap();
+        e.append_to("T", 0, Message::new(Bytes::from(vec![0u8]))).unwrap();
         let producer = {
             let e = Arc::clone(&e);
             thread::spawn(move || {
-                e.append_to("T", 0, Message::new(Bytes::from(vec![1u8])))
-                    .unwrap();
+                e.append_to("T", 0, Message::new(Bytes::from(vec![1u8]))).unwrap();
                 e.reap();
             })
         };
         let g = e
-            .subscribe(
-                "G",
-                "T",
-                SubscribeOptions {
-                    start: StartFrom::First,
-                    ..Default::default()
-                },
-            )
+            .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
             .unwrap();
         let start = g.committed(0).unwrap();
         producer.join().unwrap();
@@ -299,18 +257,11 @@ fn group_joins_during_appends() {
         let got = c.poll(16).unwrap();
         let offsets: Vec<u64> = got.iter().map(|d| d.offset).collect();
         let want: Vec<u64> = (start..2).collect();
-        assert_eq!(
-            offsets, want,
-            "invariant 5: every message from the join offset on is kept"
-        );
+        assert_eq!(offsets, want, "invariant 5: every message from the join offset on is kept");
         for d in &got {
             assert_eq!(u64::from(d.payload[0]), d.offset, "payload matches offset");
         }
-        assert_eq!(
-            g.stats().dropped,
-            0,
-            "invariant 3: nothing the group holds is lost"
-        );
+        assert_eq!(g.stats().dropped, 0, "invariant 3: nothing the group holds is lost");
     });
 }
 
@@ -322,15 +273,11 @@ fn group_leaves_with_unacked() {
     model(|| {
         let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
         e.create_topic("T", 1).unwrap();
-        let opts = SubscribeOptions {
-            start: StartFrom::First,
-            ..Default::default()
-        };
+        let opts = SubscribeOptions { start: StartFrom::First, ..Default::default() };
         let a = e.subscribe("A", "T", opts.clone()).unwrap();
         let b = e.subscribe("B", "T", opts).unwrap();
         for i in 0..2u8 {
-            e.append_to("T", 0, Message::new(Bytes::from(vec![i])))
-                .unwrap();
+            e.append_to("T", 0, Message::new(Bytes::from(vec![i]))).unwrap();
         }
         let mut ca = a.join().unwrap();
         let got = ca.poll(16).unwrap();
@@ -350,19 +297,11 @@ fn group_leaves_with_unacked() {
         e.reap();
         let rest = cb.poll(16).unwrap();
         let offsets: Vec<u64> = rest.iter().map(|d| d.offset).collect();
-        assert_eq!(
-            offsets,
-            vec![1],
-            "invariant 3: B's messages stay until B acknowledges"
-        );
+        assert_eq!(offsets, vec![1], "invariant 3: B's messages stay until B acknowledges");
         cb.commit(0, 2).unwrap();
         leaver.join().unwrap();
         e.reap();
-        assert_eq!(
-            e.stats().live_messages,
-            0,
-            "invariant 7: a departed group pins nothing"
-        );
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: a departed group pins nothing");
         assert_eq!(e.stats().bytes_used, 0, "invariant 9");
     });
 }
@@ -376,18 +315,10 @@ fn drop_oldest_vs_lagging_reader() {
         let e = Arc::new(engine(2 * (1 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
         e.create_topic("T", 1).unwrap();
         let g = e
-            .subscribe(
-                "G",
-                "T",
-                SubscribeOptions {
-                    start: StartFrom::First,
-                    ..Default::default()
-                },
-            )
+            .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
             .unwrap();
         for i in 0..2u8 {
-            e.append_to("T", 0, Message::new(Bytes::from(vec![i])))
-                .unwrap();
+            e.append_to("T", 0, Message::new(Bytes::from(vec![i]))).unwrap();
         }
         let mut c = g.join().unwrap();
         let producer = {
@@ -395,8 +326,7 @@ fn drop_oldest_vs_lagging_reader() {
             thread::spawn(move || {
                 // Two bytes: evicting one message is not enough, so the node the reader's
                 // cursor remembers is freed, not kept as the queue's dummy.
-                e.append_to("T", 0, Message::new(Bytes::from(vec![2u8, 2])))
-                    .unwrap();
+                e.append_to("T", 0, Message::new(Bytes::from(vec![2u8, 2]))).unwrap();
                 // Frees what the eviction unlinked, once the epoch allows it.
                 e.reap();
             })
@@ -412,10 +342,7 @@ fn drop_oldest_vs_lagging_reader() {
             c.ack(&d).unwrap();
             seen.push(d.offset);
         }
-        assert!(
-            seen.windows(2).all(|w| w[0] < w[1]),
-            "invariant 8: offset order, no duplicate"
-        );
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "invariant 8: offset order, no duplicate");
         let stats = g.stats();
         assert!(
             seen.len() as u64 + stats.dropped >= 3,
@@ -426,10 +353,7 @@ fn drop_oldest_vs_lagging_reader() {
             3,
             "invariant 9: every message is acknowledged or dropped exactly once ({stats:?})"
         );
-        assert!(
-            e.stats().bytes_used <= e.config().memory_budget,
-            "the budget holds"
-        );
+        assert!(e.stats().bytes_used <= e.config().memory_budget, "the budget holds");
     });
 }
 
@@ -483,8 +407,7 @@ fn parked_engine_consumer_wakeup() {
         let producer = {
             let e = Arc::clone(&e);
             thread::spawn(move || {
-                e.append_to("T", 0, Message::new(Bytes::from_static(b"x")))
-                    .unwrap();
+                e.append_to("T", 0, Message::new(Bytes::from_static(b"x"))).unwrap();
             })
         };
         let got = c.recv_timeout(1, Duration::from_secs(3600)).unwrap();

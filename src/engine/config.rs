@@ -44,10 +44,7 @@ pub struct Retention {
 
 impl Default for Retention {
     fn default() -> Self {
-        Retention {
-            time: Duration::from_secs(60),
-            bytes: 64 * 1024 * 1024,
-        }
+        Retention { time: Duration::from_secs(60), bytes: 64 * 1024 * 1024 }
     }
 }
 
@@ -92,14 +89,10 @@ impl Default for EngineConfig {
 impl EngineConfig {
     pub(crate) fn validate(&self) -> Result<(), EngineError> {
         if self.memory_budget == 0 {
-            return Err(EngineError::InvalidConfig(
-                "memory_budget must be positive".into(),
-            ));
+            return Err(EngineError::InvalidConfig("memory_budget must be positive".into()));
         }
         if self.max_message_size == 0 {
-            return Err(EngineError::InvalidConfig(
-                "max_message_size must be positive".into(),
-            ));
+            return Err(EngineError::InvalidConfig("max_message_size must be positive".into()));
         }
         if self.reaper_interval.is_zero() || self.reaper_max_interval < self.reaper_interval {
             return Err(EngineError::InvalidConfig(

@@ -33,14 +33,7 @@ struct Waits {
 
 impl Consumer {
     pub(crate) fn new(inner: Arc<Inner>, sub: Arc<Sub>, id: MemberId) -> Self {
-        let mut c = Consumer {
-            inner,
-            sub,
-            id,
-            version: u64::MAX,
-            queues: Vec::new(),
-            next: 0,
-        };
+        let mut c = Consumer { inner, sub, id, version: u64::MAX, queues: Vec::new(), next: 0 };
         c.refresh();
         c
     }
@@ -114,13 +107,10 @@ impl Consumer {
     /// message (or an assignment change) is already there and the caller should poll instead.
     fn register(&mut self, who: &Wakeup, waits: &mut Waits) -> Result<bool, EngineError> {
         let guard = self.inner.pin();
-        waits.group = self
-            .sub
-            .waiters
-            .register_with(waits.group, who.clone(), || {
-                // Acquire: pairs with the Release increment in `Sub::rebalance`.
-                self.sub.version.load(Ordering::Acquire) == self.version && !self.sub.is_closed()
-            });
+        waits.group = self.sub.waiters.register_with(waits.group, who.clone(), || {
+            // Acquire: pairs with the Release increment in `Sub::rebalance`.
+            self.sub.version.load(Ordering::Acquire) == self.version && !self.sub.is_closed()
+        });
         if waits.group.is_none() {
             return Ok(true);
         }
@@ -131,11 +121,7 @@ impl Consumer {
             let Some(eq) = self.sub.topic.queues.get(q as usize) else {
                 continue;
             };
-            let prev = waits
-                .queues
-                .iter()
-                .find(|(wq, _)| *wq == q)
-                .map(|(_, id)| *id);
+            let prev = waits.queues.iter().find(|(wq, _)| *wq == q).map(|(_, id)| *id);
             match eq.q.wait_behind(node, who.clone(), prev, &guard) {
                 WaitState::Ready => return Ok(true),
                 WaitState::Registered(id) => match waits.queues.iter_mut().find(|(wq, _)| *wq == q)
@@ -205,11 +191,7 @@ impl Consumer {
     /// # Cancel safety
     /// Cancel-safe: messages are only taken from the queues in the poll that returns them.
     pub fn recv(&mut self, max: usize) -> Recv<'_> {
-        Recv {
-            consumer: self,
-            max,
-            waits: Waits::default(),
-        }
+        Recv { consumer: self, max, waits: Waits::default() }
     }
 
     /// Acknowledges one delivered message. Acknowledging it twice is a no-op
@@ -311,9 +293,7 @@ impl Future for Recv<'_> {
 
 impl Drop for Recv<'_> {
     fn drop(&mut self) {
-        let Recv {
-            consumer, waits, ..
-        } = self;
+        let Recv { consumer, waits, .. } = self;
         consumer.cancel(waits);
     }
 }

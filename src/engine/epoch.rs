@@ -37,10 +37,7 @@ impl std::fmt::Debug for Epoch {
 
 impl Epoch {
     pub(crate) fn new(collector: Collector) -> Self {
-        Epoch {
-            collector,
-            alive: Arc::new(AtomicBool::new(true)),
-        }
+        Epoch { collector, alive: Arc::new(AtomicBool::new(true)) }
     }
 
     fn id(&self) -> usize {
@@ -59,11 +56,7 @@ impl Epoch {
             list.retain(|c| c.alive.load(Ordering::Relaxed));
             let handle = self.collector.register();
             let guard = handle.pin();
-            list.push(Cached {
-                id,
-                alive: Arc::clone(&self.alive),
-                handle,
-            });
+            list.push(Cached { id, alive: Arc::clone(&self.alive), handle });
             guard
         });
         match pinned {

@@ -73,10 +73,7 @@ fn node_ending_at<'g>(
     end: u64,
     guard: &'g Guard,
 ) -> Option<&'g Node> {
-    if let Some(n) = hint
-        .filter(|r| r.end() == end)
-        .and_then(|r| r.get(q, guard))
-    {
+    if let Some(n) = hint.filter(|r| r.end() == end).and_then(|r| r.get(q, guard)) {
         return Some(n);
     }
     let head = q.head(guard);
@@ -114,8 +111,7 @@ impl Track {
 
     /// Offsets the track still has to acknowledge, given the queue's end.
     fn backlog(&self, end: u64) -> u64 {
-        end.saturating_sub(self.frontier)
-            .saturating_sub(self.acked.len() as u64)
+        end.saturating_sub(self.frontier).saturating_sub(self.acked.len() as u64)
     }
 
     /// Catches up with evictions: returns how many offsets below the queue's first live one
@@ -229,10 +225,7 @@ impl Track {
             return Ok(AckOutcome::AlreadyAcked);
         }
         if offset >= self.hwm {
-            return Err(EngineError::NotDelivered {
-                queue: queue_id,
-                offset,
-            });
+            return Err(EngineError::NotDelivered { queue: queue_id, offset });
         }
         let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
             *dropped += self.reconcile(q.first_offset(guard));
@@ -241,12 +234,7 @@ impl Track {
         while n.end() <= offset {
             match n.next(guard) {
                 Some(next) => n = next,
-                None => {
-                    return Err(EngineError::NotDelivered {
-                        queue: queue_id,
-                        offset,
-                    })
-                }
+                None => return Err(EngineError::NotDelivered { queue: queue_id, offset }),
             }
         }
         if bump {
@@ -344,10 +332,7 @@ pub(crate) struct Bcast {
 #[derive(Debug)]
 pub(crate) enum QState {
     /// Clustering: one track, read by the member that owns the queue.
-    Clustering {
-        track: Track,
-        owner: Option<MemberId>,
-    },
+    Clustering { track: Track, owner: Option<MemberId> },
     /// Broadcasting: a track per member.
     Broadcasting(Bcast),
 }
@@ -372,11 +357,7 @@ fn owner_of(queue: usize, queues: usize, members: &[MemberId]) -> Option<MemberI
     let (avg, rem) = (queues / k, queues % k);
     // The first `rem` members own `avg + 1` queues each, the rest `avg`.
     let big = rem * (avg + 1);
-    let idx = if queue < big {
-        queue / (avg + 1)
-    } else {
-        rem + (queue - big) / avg
-    };
+    let idx = if queue < big { queue / (avg + 1) } else { rem + (queue - big) / avg };
     members.get(idx).copied()
 }
 
@@ -421,10 +402,7 @@ impl Sub {
                         let guard = guard_fn();
                         let s = eq.resolve_start(start, &guard);
                         eq.open_hold(id, s);
-                        QState::Clustering {
-                            track: Track::new(s),
-                            owner: None,
-                        }
+                        QState::Clustering { track: Track::new(s), owner: None }
                     }
                     Mode::Broadcasting => QState::Broadcasting(Bcast {
                         held: false,
@@ -457,10 +435,7 @@ impl Sub {
     }
 
     fn queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
-        match (
-            self.topic.queues.get(queue as usize),
-            self.queues.get(queue as usize),
-        ) {
+        match (self.topic.queues.get(queue as usize), self.queues.get(queue as usize)) {
             (Some(eq), Some(st)) => Ok((eq, lock(st))),
             _ => Err(EngineError::QueueOutOfRange {
                 topic: self.topic.name.clone(),
@@ -473,10 +448,7 @@ impl Sub {
     /// A fresh member id, unique within this subscription.
     pub(crate) fn new_member_id(&self) -> MemberId {
         // Relaxed: only uniqueness matters.
-        MemberId(
-            self.next_member
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        )
+        MemberId(self.next_member.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Adds a member and rebalances. Idempotent.
@@ -619,16 +591,7 @@ impl Sub {
             QState::Broadcasting(b) => {
                 if let Some((_, t)) = b.members.iter_mut().find(|(m, _)| *m == member) {
                     // Members do not bump: the group frontier does.
-                    t.deliver(
-                        &eq.q,
-                        queue,
-                        &self.filter,
-                        max,
-                        false,
-                        out,
-                        &self.counters,
-                        guard,
-                    );
+                    t.deliver(&eq.q, queue, &self.filter, max, false, out, &self.counters, guard);
                     // A filtered message may have moved this member's frontier.
                     self.advance_group(eq, b, guard);
                 }
@@ -719,11 +682,7 @@ impl Sub {
                 let mut member_dropped = 0;
                 t.reconcile(eq.q.first_offset(guard));
                 if offset < t.frontier {
-                    return Err(EngineError::CommitBehind {
-                        queue,
-                        offset,
-                        committed: t.frontier,
-                    });
+                    return Err(EngineError::CommitBehind { queue, offset, committed: t.frontier });
                 }
                 t.ack_until(&eq.q, offset, false, &mut member_dropped, guard);
                 self.advance_group(eq, b, guard);
@@ -733,11 +692,7 @@ impl Sub {
         dropped += track.reconcile(eq.q.first_offset(guard));
         if offset < track.frontier {
             Counters::add(&self.counters.dropped, dropped);
-            return Err(EngineError::CommitBehind {
-                queue,
-                offset,
-                committed: track.frontier,
-            });
+            return Err(EngineError::CommitBehind { queue, offset, committed: track.frontier });
         }
         let n = track.ack_until(&eq.q, offset, true, &mut dropped, guard);
         Counters::add(&self.counters.acked, n);

@@ -82,9 +82,7 @@ pub const MAX_QUEUES: u32 = 1024;
 const REAP_BATCH: u64 = if cfg!(loom) { 4 } else { 8192 };
 
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Shared state behind every handle.
@@ -132,19 +130,13 @@ impl Inner {
 
     fn topic(&self, name: &str) -> Result<Arc<Topic>, EngineError> {
         self.check_open()?;
-        read(&self.topics)
-            .get(name)
-            .cloned()
-            .ok_or_else(|| EngineError::UnknownTopic(name.into()))
+        read(&self.topics).get(name).cloned().ok_or_else(|| EngineError::UnknownTopic(name.into()))
     }
 
     fn message_cost(&self, msg: &Message) -> Result<u64, EngineError> {
         let size = msg.payload.len();
         if size > self.config.max_message_size {
-            return Err(EngineError::MessageTooLarge {
-                size,
-                limit: self.config.max_message_size,
-            });
+            return Err(EngineError::MessageTooLarge { size, limit: self.config.max_message_size });
         }
         Ok(size as u64 + NODE_SIZE as u64)
     }
@@ -170,11 +162,7 @@ impl Inner {
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
         self.rejected.fetch_add(1, PlainOrdering::Relaxed);
-        Err(EngineError::BudgetExceeded {
-            needed: cost,
-            used: prev,
-            budget,
-        })
+        Err(EngineError::BudgetExceeded { needed: cost, used: prev, budget })
     }
 
     /// Checks everything about an append except the budget; returns the queue and the cost.
@@ -211,10 +199,7 @@ impl Inner {
         let guard = self.pin();
         let ts = msg.timestamp.unwrap_or_else(now_ms);
         let a = eq.q.append(msg.payload, ts, msg.tag, &guard);
-        Receipt {
-            queue: eq.id,
-            offset: a.offset,
-        }
+        Receipt { queue: eq.id, offset: a.offset }
     }
 
     /// Evicts at least `need` bytes, oldest first: from `queue` of `topic`, then the topic's
@@ -230,11 +215,7 @@ impl Inner {
                 left.saturating_sub(self.evict_from(&topic.queues[(queue as usize + i) % n], left));
         }
         let topics: Vec<Arc<Topic>> = read(&self.topics).values().cloned().collect();
-        for eq in topics
-            .iter()
-            .filter(|t| t.name != topic.name)
-            .flat_map(|t| t.queues.iter())
-        {
+        for eq in topics.iter().filter(|t| t.name != topic.name).flat_map(|t| t.queues.iter()) {
             if left == 0 {
                 return;
             }
@@ -364,11 +345,7 @@ impl Engine {
             reaper: Mutex::new(None),
             config,
         });
-        let reaper = if inner.config.reaper_thread {
-            Some(spawn_reaper(&inner)?)
-        } else {
-            None
-        };
+        let reaper = if inner.config.reaper_thread { Some(spawn_reaper(&inner)?) } else { None };
         Ok(Engine { inner, reaper })
     }
 
@@ -386,10 +363,7 @@ impl Engine {
     pub fn create_topic(&self, name: &str, queues: u32) -> Result<(), EngineError> {
         let existing = self.ensure_topic(name, queues)?;
         if existing != queues {
-            return Err(EngineError::TopicExists {
-                topic: name.into(),
-                queues: existing,
-            });
+            return Err(EngineError::TopicExists { topic: name.into(), queues: existing });
         }
         Ok(())
     }
@@ -438,10 +412,8 @@ impl Engine {
 
     /// Names and queue counts of every topic.
     pub fn topics(&self) -> Vec<(String, u32)> {
-        let mut v: Vec<_> = read(&self.inner.topics)
-            .values()
-            .map(|t| (t.name.clone(), t.queue_count()))
-            .collect();
+        let mut v: Vec<_> =
+            read(&self.inner.topics).values().map(|t| (t.name.clone(), t.queue_count())).collect();
         v.sort();
         v
     }
@@ -451,10 +423,7 @@ impl Engine {
     /// # Errors
     /// [`EngineError::UnknownTopic`], [`EngineError::Closed`].
     pub fn topic(&self, name: &str) -> Result<TopicHandle, EngineError> {
-        Ok(TopicHandle {
-            inner: Arc::clone(&self.inner),
-            topic: self.inner.topic(name)?,
-        })
+        Ok(TopicHandle { inner: Arc::clone(&self.inner), topic: self.inner.topic(name)? })
     }
 
     /// A producer on `topic` that spreads its messages round-robin over the queues.
@@ -501,10 +470,7 @@ impl Engine {
                     topic: topic.into(),
                 });
             }
-            return Ok(Group {
-                inner: Arc::clone(&self.inner),
-                sub: Arc::clone(s),
-            });
+            return Ok(Group { inner: Arc::clone(&self.inner), sub: Arc::clone(s) });
         }
         let inner = &self.inner;
         let sub = Arc::new(Sub::new(
@@ -517,10 +483,7 @@ impl Engine {
             &|| inner.pin(),
         ));
         subs.push(Arc::clone(&sub));
-        Ok(Group {
-            inner: Arc::clone(&self.inner),
-            sub,
-        })
+        Ok(Group { inner: Arc::clone(&self.inner), sub })
     }
 
     /// The existing subscription of `group` to `topic`.
@@ -529,17 +492,11 @@ impl Engine {
     /// [`EngineError::UnknownTopic`], [`EngineError::UnknownGroup`], [`EngineError::Closed`].
     pub fn group(&self, group: &str, topic: &str) -> Result<Group, EngineError> {
         let t = self.inner.topic(topic)?;
-        let sub = self
-            .inner
-            .subs_of(&t, group)
-            .ok_or_else(|| EngineError::UnknownGroup {
-                group: group.into(),
-                topic: topic.into(),
-            })?;
-        Ok(Group {
-            inner: Arc::clone(&self.inner),
-            sub,
-        })
+        let sub = self.inner.subs_of(&t, group).ok_or_else(|| EngineError::UnknownGroup {
+            group: group.into(),
+            topic: topic.into(),
+        })?;
+        Ok(Group { inner: Arc::clone(&self.inner), sub })
     }
 
     /// Every subscription of every topic.
@@ -548,10 +505,7 @@ impl Engine {
         topics
             .iter()
             .flat_map(|t| read(&t.subs).clone())
-            .map(|sub| Group {
-                inner: Arc::clone(&self.inner),
-                sub,
-            })
+            .map(|sub| Group { inner: Arc::clone(&self.inner), sub })
             .collect()
     }
 
@@ -650,9 +604,7 @@ fn spawn_reaper(inner: &Arc<Inner>) -> Result<std::thread::JoinHandle<()>, Engin
 /// Under loom the reaper is driven by the model through [`Engine::reap`].
 #[cfg(loom)]
 fn spawn_reaper(_: &Arc<Inner>) -> Result<std::thread::JoinHandle<()>, EngineError> {
-    Err(EngineError::InvalidConfig(
-        "loom models drive the reaper with Engine::reap".into(),
-    ))
+    Err(EngineError::InvalidConfig("loom models drive the reaper with Engine::reap".into()))
 }
 
 /// A handle on one topic.
@@ -717,12 +669,7 @@ impl TopicHandle {
                     if inner.config.policy == MemoryPolicy::Block
                         && cost <= inner.config.memory_budget =>
                 {
-                    RoomWait {
-                        inner,
-                        cost,
-                        id: None,
-                    }
-                    .await;
+                    RoomWait { inner, cost, id: None }.await;
                 }
                 Err(e) => return Err(e),
             }
@@ -748,20 +695,12 @@ impl TopicHandle {
         let head = eq.q.head(&guard);
         let first = head.end();
         let end = eq.q.next_offset(&guard);
-        let mut out = ReadOutcome {
-            first_offset: first,
-            end_offset: end,
-            next_offset: from,
-            found: 0,
-        };
+        let mut out =
+            ReadOutcome { first_offset: first, end_offset: end, next_offset: from, found: 0 };
         if from < first || from >= end {
             return Ok(out);
         }
-        let mut prev = if from == first {
-            Some(head)
-        } else {
-            eq.q.find(from - 1, &guard)
-        };
+        let mut prev = if from == first { Some(head) } else { eq.q.find(from - 1, &guard) };
         let mut budget = SCAN_LIMIT.max(max.saturating_mul(16));
         while let Some(p) = prev {
             if out.found >= max || budget == 0 {
@@ -860,15 +799,10 @@ impl TopicHandle {
         if last.end() > offset || self.topic.is_deleted() {
             return Ok(None);
         }
-        Ok(
-            match eq
-                .q
-                .wait_behind(last, Wakeup::Task(waker.clone()), previous, &guard)
-            {
-                WaitState::Ready => None,
-                WaitState::Registered(id) => Some(id),
-            },
-        )
+        Ok(match eq.q.wait_behind(last, Wakeup::Task(waker.clone()), previous, &guard) {
+            WaitState::Ready => None,
+            WaitState::Registered(id) => Some(id),
+        })
     }
 
     /// Withdraws a registration made by [`watch`](Self::watch).
@@ -880,14 +814,11 @@ impl TopicHandle {
 
     fn queue(&self, queue: u32) -> Result<&EQueue, EngineError> {
         self.inner.check_open()?;
-        self.topic
-            .queues
-            .get(queue as usize)
-            .ok_or_else(|| EngineError::QueueOutOfRange {
-                topic: self.topic.name.clone(),
-                queue,
-                queues: self.topic.queue_count(),
-            })
+        self.topic.queues.get(queue as usize).ok_or_else(|| EngineError::QueueOutOfRange {
+            topic: self.topic.name.clone(),
+            queue,
+            queues: self.topic.queue_count(),
+        })
     }
 }
 
@@ -907,13 +838,11 @@ impl std::future::Future for RoomWait<'_> {
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
         let (inner, cost) = (self.inner, self.cost);
         let budget = inner.config.memory_budget;
-        self.id = inner
-            .room
-            .register_with(self.id, Wakeup::Task(cx.waker().clone()), || {
-                // Relaxed: the wait list's lock orders this read after a reaper pass that freed
-                // room and then woke the list.
-                inner.used.load(Ordering::Relaxed) + cost > budget
-            });
+        self.id = inner.room.register_with(self.id, Wakeup::Task(cx.waker().clone()), || {
+            // Relaxed: the wait list's lock orders this read after a reaper pass that freed
+            // room and then woke the list.
+            inner.used.load(Ordering::Relaxed) + cost > budget
+        });
         if self.id.is_some() {
             Poll::Pending
         } else {
@@ -944,9 +873,8 @@ pub struct ReadOutcome {
 }
 
 fn fnv1a(key: &[u8]) -> u64 {
-    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    })
+    key.iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Appends to a topic, spreading messages round-robin over its queues.
@@ -1036,11 +964,7 @@ impl Group {
         let id = self.sub.new_member_id();
         let inner = &self.inner;
         self.sub.add_member(id, &|| inner.pin());
-        Ok(Consumer::new(
-            Arc::clone(&self.inner),
-            Arc::clone(&self.sub),
-            id,
-        ))
+        Ok(Consumer::new(Arc::clone(&self.inner), Arc::clone(&self.sub), id))
     }
 
     /// Adds a member that is driven from outside (the broker's broadcasting clients, whose
@@ -1086,8 +1010,7 @@ impl Group {
         offset: u64,
     ) -> Result<(), EngineError> {
         self.check()?;
-        self.sub
-            .commit(Some(member), queue, offset, &self.inner.pin())
+        self.sub.commit(Some(member), queue, offset, &self.inner.pin())
     }
 
     /// The committed offset of queue `queue` (broadcasting: the slowest member's).

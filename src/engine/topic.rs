@@ -59,9 +59,7 @@ impl EQueue {
     /// Bytes currently retained (payload + node). Relaxed: statistics; `bytes_in` is added
     /// before the node is linked, so the difference never goes below zero at a quiescent point.
     pub(crate) fn live_bytes(&self) -> u64 {
-        self.bytes_in
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.bytes_out.load(Ordering::Relaxed))
+        self.bytes_in.load(Ordering::Relaxed).saturating_sub(self.bytes_out.load(Ordering::Relaxed))
     }
 
     /// The offset a subscription starting at `start` begins with in this queue. Call with the
@@ -89,11 +87,7 @@ impl EQueue {
 
     /// Opens a hold at `start` (the caller holds the head lock). Returns its id.
     pub(crate) fn open_hold(&self, id: u64, start: u64) {
-        lock(&self.holds).push(Hold {
-            id,
-            start,
-            end: u64::MAX,
-        });
+        lock(&self.holds).push(Hold { id, start, end: u64::MAX });
     }
 
     /// Closes hold `id` at `end`: offsets at or above `end` no longer need that subscription.
@@ -133,9 +127,7 @@ impl Topic {
     pub(crate) fn new(name: String, queues: u32, reclaimer: &Arc<Reclaimer>) -> Self {
         Topic {
             name,
-            queues: (0..queues)
-                .map(|i| EQueue::new(i, Arc::clone(reclaimer)))
-                .collect(),
+            queues: (0..queues).map(|i| EQueue::new(i, Arc::clone(reclaimer))).collect(),
             subs: RwLock::new(Vec::new()),
             deleted: AtomicBool::new(false),
             rr: AtomicU32::new(0),
@@ -156,7 +148,5 @@ impl Topic {
 pub(crate) fn valid_topic_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 127
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
 }

@@ -16,11 +16,7 @@ pub struct Message {
 impl Message {
     /// A message without tag, stamped with the current time when appended.
     pub fn new(payload: impl Into<Bytes>) -> Self {
-        Message {
-            payload: payload.into(),
-            tag: 0,
-            timestamp: None,
-        }
+        Message { payload: payload.into(), tag: 0, timestamp: None }
     }
 
     /// Sets the tag consumer groups filter by (RocketMQ's tag: hashed like Java's
@@ -98,10 +94,7 @@ pub enum Filter {
 impl Filter {
     /// A filter accepting the given tag names.
     pub fn tags<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut v: Vec<u32> = names
-            .into_iter()
-            .map(|t| java_string_hash(t) as u32)
-            .collect();
+        let mut v: Vec<u32> = names.into_iter().map(|t| java_string_hash(t) as u32).collect();
         v.sort_unstable();
         v.dedup();
         Filter::Tags(v)

@@ -131,10 +131,7 @@ pub struct Node {
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(
-    std::mem::size_of::<Node>() <= 72,
-    "a node must stay within 72 bytes"
-);
+const _: () = assert!(std::mem::size_of::<Node>() <= 72, "a node must stay within 72 bytes");
 
 impl Node {
     fn new(payload: Bytes, timestamp: u64, tag: u32, end: u64) -> Self {
@@ -275,11 +272,7 @@ unsafe impl Sync for NodeRef {}
 impl NodeRef {
     /// Remembers `node`, which lives in `queue`.
     pub fn new(queue: &Queue, node: &Node) -> Self {
-        NodeRef {
-            ptr: node,
-            end: node.end(),
-            queue: queue.id,
-        }
+        NodeRef { ptr: node, end: node.end(), queue: queue.id }
     }
 
     /// The remembered node's `end` (its offset + 1).
@@ -303,10 +296,7 @@ impl NodeRef {
 
 impl fmt::Debug for NodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NodeRef")
-            .field("end", &self.end)
-            .field("queue", &self.queue)
-            .finish()
+        f.debug_struct("NodeRef").field("end", &self.end).field("queue", &self.queue).finish()
     }
 }
 
@@ -428,9 +418,7 @@ impl Queue {
             *new.end.get_mut() = tail.end() + 1;
             // Expect exactly what we loaded: plain null, or null tagged WAITING by a waiter.
             // AcqRel: Release publishes the node; Acquire sees the waiter's registration.
-            match tail
-                .next
-                .compare_exchange(next, new, Ordering::AcqRel, Ordering::Acquire, guard)
+            match tail.next.compare_exchange(next, new, Ordering::AcqRel, Ordering::Acquire, guard)
             {
                 Ok(linked) => {
                     // Release: pairs with Acquire tail loads. Failure means someone helped.
@@ -442,11 +430,7 @@ impl Queue {
                         guard,
                     );
                     let offset = tail.end();
-                    let woke = if next.tag() & WAITING != 0 {
-                        self.waiters.wake_all()
-                    } else {
-                        0
-                    };
+                    let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
                     return Appended { offset, woke };
                 }
                 Err(e) => new = e.new,
@@ -525,18 +509,13 @@ impl Queue {
 
     /// Takes the right to unlink from the head. One holder at a time; appends and reads go on.
     pub fn lock_head(&self) -> HeadLock<'_> {
-        HeadLock {
-            queue: self,
-            _lock: lock(&self.reaper),
-        }
+        HeadLock { queue: self, _lock: lock(&self.reaper) }
     }
 }
 
 impl fmt::Debug for Queue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Queue")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
+        f.debug_struct("Queue").field("id", &self.id).finish_non_exhaustive()
     }
 }
 
@@ -574,9 +553,7 @@ pub struct HeadLock<'q> {
 
 impl fmt::Debug for HeadLock<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HeadLock")
-            .field("queue", &self.queue.id)
-            .finish()
+        f.debug_struct("HeadLock").field("queue", &self.queue.id).finish()
     }
 }
 
@@ -609,11 +586,7 @@ impl HeadLock<'_> {
             }
         }
         if count == 0 {
-            return Unlinked {
-                count: 0,
-                payload_bytes: 0,
-                first_offset: old_ref.end(),
-            };
+            return Unlinked { count: 0, payload_bytes: 0, first_offset: old_ref.end() };
         }
         let new_dummy = cur;
         // The tail must not point into the chain we are about to defer: help it forward until it
@@ -641,21 +614,13 @@ impl HeadLock<'_> {
         // did so before this store and therefore before the deferral below (invariant 4).
         new_dummy.prev.store(Shared::null(), Ordering::Release);
         // Release: pairs with Acquire head loads; readers validating a NodeRef see the new end.
-        q.head
-            .store(Shared::from(new_dummy as *const Node), Ordering::Release);
-        let chain = Chain {
-            first: old.as_raw() as *mut Node,
-            len: count,
-        };
+        q.head.store(Shared::from(new_dummy as *const Node), Ordering::Release);
+        let chain = Chain { first: old.as_raw() as *mut Node, len: count };
         let reclaimer = Arc::clone(&q.reclaimer);
         // The chain is unreachable from `head`, `tail` and every live node's `prev` now; the
         // collector runs the closure once no guard pinned before this point remains.
         guard.defer(move || reclaimer.push(chain));
-        Unlinked {
-            count,
-            payload_bytes: bytes,
-            first_offset: new_dummy.end(),
-        }
+        Unlinked { count, payload_bytes: bytes, first_offset: new_dummy.end() }
     }
 }
 
@@ -685,11 +650,7 @@ impl Chain {
             // SAFETY: the chain has exactly `len` nodes linked by `next`, each allocated by
             // `Owned::new` in `Queue::append` (or the sentinel), each freed only here.
             let owned = unsafe { Owned::from_raw(cur) };
-            cur = owned
-                .next
-                .load(Ordering::Relaxed, guard)
-                .with_tag(0)
-                .as_raw() as *mut Node;
+            cur = owned.next.load(Ordering::Relaxed, guard).with_tag(0).as_raw() as *mut Node;
             drop(owned);
         }
     }
@@ -709,11 +670,7 @@ impl Chain {
             let node = unsafe { &mut *cur };
             // SAFETY: as above; nobody else reads the links of an owned chain.
             let guard = unsafe { crossbeam_epoch::unprotected() };
-            cur = node
-                .next
-                .load(Ordering::Relaxed, guard)
-                .with_tag(0)
-                .as_raw() as *mut Node;
+            cur = node.next.load(Ordering::Relaxed, guard).with_tag(0).as_raw() as *mut Node;
             node.freed.store(true, Ordering::SeqCst);
             *node.payload.get_mut() = Bytes::new();
         }
@@ -730,9 +687,7 @@ pub struct Reclaimer {
 
 impl fmt::Debug for Reclaimer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reclaimer")
-            .field("ready_chains", &lock(&self.ready).len())
-            .finish()
+        f.debug_struct("Reclaimer").field("ready_chains", &lock(&self.ready).len()).finish()
     }
 }
 

@@ -22,33 +22,22 @@ use crate::remoting::reader::Reader;
 /// [`FrameError::FieldOutOfRange`] if `code` or `version` does not fit 16 bits,
 /// [`FrameError::StringTooLong`] for a key over 32767 bytes or a remark or ext block over 2 GiB.
 pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), FrameError> {
-    let code = i16::try_from(cmd.code).map_err(|_| FrameError::FieldOutOfRange {
-        field: "code",
-        value: cmd.code,
-    })?;
-    let version = i16::try_from(cmd.version).map_err(|_| FrameError::FieldOutOfRange {
-        field: "version",
-        value: cmd.version,
-    })?;
+    let code = i16::try_from(cmd.code)
+        .map_err(|_| FrameError::FieldOutOfRange { field: "code", value: cmd.code })?;
+    let version = i16::try_from(cmd.version)
+        .map_err(|_| FrameError::FieldOutOfRange { field: "version", value: cmd.version })?;
     let remark = cmd.remark.as_deref().unwrap_or_default().as_bytes();
-    let remark_len = i32::try_from(remark.len()).map_err(|_| FrameError::StringTooLong {
-        field: "remark",
-        len: remark.len(),
-    })?;
+    let remark_len = i32::try_from(remark.len())
+        .map_err(|_| FrameError::StringTooLong { field: "remark", len: remark.len() })?;
     let mut ext_len = 0usize;
     for (key, value) in &cmd.ext_fields {
         if i16::try_from(key.len()).is_err() {
-            return Err(FrameError::StringTooLong {
-                field: "extFields key",
-                len: key.len(),
-            });
+            return Err(FrameError::StringTooLong { field: "extFields key", len: key.len() });
         }
         ext_len += 2 + key.len() + 4 + value.len();
     }
-    let ext_len_i32 = i32::try_from(ext_len).map_err(|_| FrameError::StringTooLong {
-        field: "extFields",
-        len: ext_len,
-    })?;
+    let ext_len_i32 = i32::try_from(ext_len)
+        .map_err(|_| FrameError::StringTooLong { field: "extFields", len: ext_len })?;
 
     dst.reserve(2 + 1 + 2 + 4 + 4 + 4 + remark.len() + 4 + ext_len);
     dst.put_i16(code);
@@ -85,38 +74,31 @@ pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     let opaque = r.i32().ok_or_else(|| truncated.clone())?;
     let flag = r.i32().ok_or_else(|| truncated.clone())?;
 
-    let remark_bytes = sized_block(
-        &mut r,
-        "remark length is negative",
-        "remark exceeds the header",
-    )?;
+    let remark_bytes =
+        sized_block(&mut r, "remark length is negative", "remark exceeds the header")?;
     let remark =
         (!remark_bytes.is_empty()).then(|| String::from_utf8_lossy(remark_bytes).into_owned());
 
-    let ext_bytes = sized_block(
-        &mut r,
-        "extFields length is negative",
-        "extFields exceed the header",
-    )?;
+    let ext_bytes =
+        sized_block(&mut r, "extFields length is negative", "extFields exceed the header")?;
     let mut ext_fields = ExtFields::with_capacity(16, ext_bytes.len());
     let mut er = Reader::new(ext_bytes);
     while er.remaining() > 0 {
-        let key_len = er.i16().ok_or(FrameError::MalformedBinaryHeader(
-            "truncated extFields key length",
-        ))?;
+        let key_len =
+            er.i16().ok_or(FrameError::MalformedBinaryHeader("truncated extFields key length"))?;
         let key_len = usize::try_from(key_len)
             .map_err(|_| FrameError::MalformedBinaryHeader("extFields key length is negative"))?;
-        let key = er.take(key_len).ok_or(FrameError::MalformedBinaryHeader(
-            "extFields key exceeds the block",
-        ))?;
-        let value_len = er.i32().ok_or(FrameError::MalformedBinaryHeader(
-            "truncated extFields value length",
-        ))?;
+        let key = er
+            .take(key_len)
+            .ok_or(FrameError::MalformedBinaryHeader("extFields key exceeds the block"))?;
+        let value_len = er
+            .i32()
+            .ok_or(FrameError::MalformedBinaryHeader("truncated extFields value length"))?;
         let value_len = usize::try_from(value_len)
             .map_err(|_| FrameError::MalformedBinaryHeader("extFields value length is negative"))?;
-        let value = er.take(value_len).ok_or(FrameError::MalformedBinaryHeader(
-            "extFields value exceeds the block",
-        ))?;
+        let value = er
+            .take(value_len)
+            .ok_or(FrameError::MalformedBinaryHeader("extFields value exceeds the block"))?;
         ext_fields.insert_lossy(key, value);
     }
 
@@ -137,12 +119,9 @@ fn sized_block<'a>(
     negative: &'static str,
     overrun: &'static str,
 ) -> Result<&'a [u8], FrameError> {
-    let len = r
-        .i32()
-        .ok_or(FrameError::MalformedBinaryHeader("truncated length field"))?;
+    let len = r.i32().ok_or(FrameError::MalformedBinaryHeader("truncated length field"))?;
     let len = usize::try_from(len).map_err(|_| FrameError::MalformedBinaryHeader(negative))?;
-    r.take(len)
-        .ok_or(FrameError::MalformedBinaryHeader(overrun))
+    r.take(len).ok_or(FrameError::MalformedBinaryHeader(overrun))
 }
 
 #[cfg(test)]
@@ -169,11 +148,7 @@ mod tests {
         expected.push(b'r');
         expected.extend_from_slice(&(2 + 1 + 4 + 2i32).to_be_bytes());
         expected.extend_from_slice(&[0, 1, b'a', 0, 0, 0, 2, b'P', b'G']);
-        assert_eq!(
-            &dst[..],
-            &expected[..],
-            "code 310, JAVA, version 475 (0x01DB)"
-        );
+        assert_eq!(&dst[..], &expected[..], "code 310, JAVA, version 475 (0x01DB)");
     }
 
     #[test]
@@ -195,9 +170,7 @@ mod tests {
         fixed.extend_from_slice(&i32::MAX.to_be_bytes());
         assert_eq!(
             decode(&fixed).err(),
-            Some(FrameError::MalformedBinaryHeader(
-                "remark exceeds the header"
-            ))
+            Some(FrameError::MalformedBinaryHeader("remark exceeds the header"))
         );
         let mut neg = vec![0u8; 13];
         neg.extend_from_slice(&(-1i32).to_be_bytes());
@@ -207,9 +180,7 @@ mod tests {
         bad_ext.extend_from_slice(&[0x7f, 0xff, b'k']);
         assert_eq!(
             decode(&bad_ext).err(),
-            Some(FrameError::MalformedBinaryHeader(
-                "extFields key exceeds the block"
-            ))
+            Some(FrameError::MalformedBinaryHeader("extFields key exceeds the block"))
         );
         assert!(decode(&[0; 12]).is_err(), "truncated fixed part");
     }
@@ -221,10 +192,7 @@ mod tests {
         let mut dst = BytesMut::new();
         assert_eq!(
             encode(&cmd, &mut dst),
-            Err(FrameError::FieldOutOfRange {
-                field: "code",
-                value: 200_050
-            })
+            Err(FrameError::FieldOutOfRange { field: "code", value: 200_050 })
         );
     }
 }

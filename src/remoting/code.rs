@@ -309,10 +309,7 @@ mod tests {
         let mut codes = HashSet::new();
         let mut names = HashSet::new();
         for (code, name) in table {
-            assert!(
-                codes.insert(code),
-                "{family} code {code} ({name}) is duplicated"
-            );
+            assert!(codes.insert(code), "{family} code {code} ({name}) is duplicated");
             assert!(names.insert(name), "{family} name {name} is duplicated");
         }
     }

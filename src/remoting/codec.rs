@@ -79,11 +79,7 @@ mod tests {
         codec.encode(second.clone(), &mut buf).expect("encodable");
         assert_eq!(codec.decode(&mut buf).expect("valid"), Some(first));
         assert_eq!(codec.decode(&mut buf).expect("valid"), Some(second));
-        assert_eq!(
-            codec.decode(&mut buf).expect("valid"),
-            None,
-            "buffer drained"
-        );
+        assert_eq!(codec.decode(&mut buf).expect("valid"), None, "buffer drained");
     }
 
     #[test]

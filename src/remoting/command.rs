@@ -184,19 +184,13 @@ impl LanguageCode {
     /// Language for a JSON name, ignoring letter case; unknown names are [`Self::Other`].
     #[must_use]
     pub fn from_name(name: &str) -> Self {
-        Self::ALL
-            .into_iter()
-            .find(|l| l.name().eq_ignore_ascii_case(name))
-            .unwrap_or(Self::Other)
+        Self::ALL.into_iter().find(|l| l.name().eq_ignore_ascii_case(name)).unwrap_or(Self::Other)
     }
 
     /// Language for a binary-header byte; unknown codes are [`Self::Other`].
     #[must_use]
     pub fn from_code(code: u8) -> Self {
-        Self::ALL
-            .into_iter()
-            .find(|l| l.code() == code)
-            .unwrap_or(Self::Other)
+        Self::ALL.into_iter().find(|l| l.code() == code).unwrap_or(Self::Other)
     }
 }
 
@@ -255,20 +249,13 @@ impl RemotingCommand {
     /// A request from baiji (to a client or name server) with the given code and request id.
     #[must_use]
     pub fn request(code: i32, opaque: i32) -> Self {
-        Self {
-            code,
-            opaque,
-            ..Self::default()
-        }
+        Self { code, opaque, ..Self::default() }
     }
 
     /// A one-way request (for example `NOTIFY_CONSUMER_IDS_CHANGED`) that the peer never answers.
     #[must_use]
     pub fn oneway_request(code: i32, opaque: i32) -> Self {
-        Self {
-            flag: Self::FLAG_ONEWAY,
-            ..Self::request(code, opaque)
-        }
+        Self { flag: Self::FLAG_ONEWAY, ..Self::request(code, opaque) }
     }
 
     /// The response to `request`: echoes its opaque and serialize type, sets the response flag,
@@ -414,10 +401,7 @@ impl RemotingCommand {
         }
         let wire_len = FRAME_PREFIX_LEN + header_len + self.body.len();
         if wire_len > MAX_FRAME_LEN {
-            return Err(FrameError::TooLarge {
-                length: wire_len,
-                max: MAX_FRAME_LEN,
-            });
+            return Err(FrameError::TooLarge { length: wire_len, max: MAX_FRAME_LEN });
         }
         // Both values are below 2^24 + 2^24 and so fit an i32.
         let length = i32::try_from(wire_len - 4).unwrap_or(i32::MAX);
@@ -481,9 +465,7 @@ mod tests {
     fn round_trip(cmd: &RemotingCommand) -> RemotingCommand {
         let mut buf = BytesMut::new();
         cmd.encode(&mut buf).expect("encodable");
-        let decoded = RemotingCommand::decode(&mut buf)
-            .expect("decodable")
-            .expect("complete");
+        let decoded = RemotingCommand::decode(&mut buf).expect("decodable").expect("complete");
         assert!(buf.is_empty(), "exactly one frame was written");
         decoded
     }
@@ -508,10 +490,7 @@ mod tests {
             let resp =
                 RemotingCommand::response_to(&req, response_code::SYSTEM_ERROR, Some("x".into()));
             assert_eq!(resp.opaque, 77, "responses echo the request opaque");
-            assert_eq!(
-                resp.serialize_type, st,
-                "replies use the request's serialize type"
-            );
+            assert_eq!(resp.serialize_type, st, "replies use the request's serialize type");
             assert!(resp.is_response() && !resp.is_oneway());
             assert_eq!(resp.language, LanguageCode::Java);
             assert_eq!(resp.version, BROKER_VERSION);
@@ -527,11 +506,7 @@ mod tests {
         cmd.encode_head(&mut head).expect("encodable");
         let mut full = BytesMut::new();
         cmd.encode(&mut full).expect("encodable");
-        assert_eq!(
-            &full[..head.len()],
-            &head[..],
-            "head is a prefix of the full frame"
-        );
+        assert_eq!(&full[..head.len()], &head[..], "head is a prefix of the full frame");
         assert_eq!(full.len(), head.len() + cmd.body.len());
     }
 
@@ -539,15 +514,8 @@ mod tests {
     fn given_oversized_body_when_encoding_should_fail_and_leave_buffer_unchanged() {
         let cmd = send_request(SerializeType::Json).with_body(vec![0u8; MAX_FRAME_LEN]);
         let mut buf = BytesMut::from(&b"keep"[..]);
-        assert!(matches!(
-            cmd.encode(&mut buf),
-            Err(FrameError::TooLarge { .. })
-        ));
-        assert_eq!(
-            &buf[..],
-            b"keep",
-            "a failed encode must not leave partial output"
-        );
+        assert!(matches!(cmd.encode(&mut buf), Err(FrameError::TooLarge { .. })));
+        assert_eq!(&buf[..], b"keep", "a failed encode must not leave partial output");
     }
 
     #[test]
@@ -559,10 +527,7 @@ mod tests {
         assert_eq!(LanguageCode::from_name("COBOL"), LanguageCode::Other);
         assert_eq!(LanguageCode::from_name("rust"), LanguageCode::Rust);
         assert_eq!(LanguageCode::from_code(200), LanguageCode::Other);
-        assert_eq!(
-            SerializeType::from_name("ROCKETMQ"),
-            Some(SerializeType::RocketMq)
-        );
+        assert_eq!(SerializeType::from_name("ROCKETMQ"), Some(SerializeType::RocketMq));
         assert_eq!(SerializeType::from_code(2), None);
     }
 }

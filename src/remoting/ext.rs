@@ -77,10 +77,7 @@ impl ExtFields {
     /// so building a response header of known shape allocates exactly twice.
     #[must_use]
     pub fn with_capacity(entries: usize, text_bytes: usize) -> Self {
-        Self {
-            arena: String::with_capacity(text_bytes),
-            entries: Vec::with_capacity(entries),
-        }
+        Self { arena: String::with_capacity(text_bytes), entries: Vec::with_capacity(entries) }
     }
 
     /// Number of fields.
@@ -113,9 +110,7 @@ impl ExtFields {
     /// Value of `key`, if present.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.position(key)
-            .and_then(|i| self.entries.get(i))
-            .map(|e| self.text(&e.value))
+        self.position(key).and_then(|i| self.entries.get(i)).map(|e| self.text(&e.value))
     }
 
     /// Whether `key` is present.
@@ -176,10 +171,7 @@ impl ExtFields {
     /// The fields in insertion order.
     #[must_use]
     pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            fields: self,
-            next: 0,
-        }
+        Iter { fields: self, next: 0 }
     }
 
     /// Value of a field the request cannot do without.
@@ -271,10 +263,8 @@ impl ExtFields {
     /// Appends a value the JSON decoder produced by writing straight into the arena.
     fn push_decoded(&mut self, key: Range<usize>, value: Range<usize>) {
         let key_text = self.text(&key);
-        let duplicate = self
-            .entries
-            .iter()
-            .position(|e| self.arena.get(e.key.clone()) == Some(key_text));
+        let duplicate =
+            self.entries.iter().position(|e| self.arena.get(e.key.clone()) == Some(key_text));
         match duplicate.and_then(|i| self.entries.get_mut(i)) {
             // Last occurrence wins, as with the `HashMap` Java and Rust decode into.
             Some(entry) => entry.value = value,
@@ -292,10 +282,7 @@ impl ExtFields {
 
     /// Bytes the keys and values occupy, live entries only (the binary encoder's size input).
     pub(crate) fn text_len(&self) -> usize {
-        self.entries
-            .iter()
-            .map(|e| e.key.len() + e.value.len())
-            .sum()
+        self.entries.iter().map(|e| e.key.len() + e.value.len()).sum()
     }
 
     #[cfg(test)]
@@ -305,10 +292,7 @@ impl ExtFields {
 }
 
 fn parse_int<T: std::str::FromStr>(field: &'static str, text: &str) -> Result<T, HeaderError> {
-    text.parse().map_err(|_| HeaderError::NotANumber {
-        field,
-        value: quote(text),
-    })
+    text.parse().map_err(|_| HeaderError::NotANumber { field, value: quote(text) })
 }
 
 fn parse_bool(field: &'static str, text: &str) -> Result<bool, HeaderError> {
@@ -317,10 +301,7 @@ fn parse_bool(field: &'static str, text: &str) -> Result<bool, HeaderError> {
     } else if text.eq_ignore_ascii_case("false") || text == "0" {
         Ok(false)
     } else {
-        Err(HeaderError::NotABoolean {
-            field,
-            value: quote(text),
-        })
+        Err(HeaderError::NotABoolean { field, value: quote(text) })
     }
 }
 
@@ -561,24 +542,12 @@ mod tests {
         let ext = decode(
             r#"{"queueId":0,"unitMode":false,"bornTimestamp":1700000000123,"neg":-5,"f":1.5,"big":1e20,"s":"x","n":null}"#,
         );
-        assert_eq!(
-            ext.get("queueId"),
-            Some("0"),
-            "integers print as plain decimal"
-        );
-        assert_eq!(
-            ext.get("unitMode"),
-            Some("false"),
-            "booleans print as true/false"
-        );
+        assert_eq!(ext.get("queueId"), Some("0"), "integers print as plain decimal");
+        assert_eq!(ext.get("unitMode"), Some("false"), "booleans print as true/false");
         assert_eq!(ext.get("bornTimestamp"), Some("1700000000123"));
         assert_eq!(ext.get("neg"), Some("-5"));
         assert_eq!(ext.get("f"), Some("1.5"));
-        assert_eq!(
-            ext.get("big"),
-            Some("100000000000000000000"),
-            "JS prints 1e20 in full"
-        );
+        assert_eq!(ext.get("big"), Some("100000000000000000000"), "JS prints 1e20 in full");
         assert_eq!(ext.get("s"), Some("x"));
         assert!(!ext.contains_key("n"), "null values are skipped");
         assert_eq!(ext.len(), 7);
@@ -589,11 +558,7 @@ mod tests {
         let ext = decode(r#"{"o":{"a":1},"l":[1,"x"],"after":"ok"}"#);
         assert_eq!(ext.get("o"), Some(r#"{"a":1}"#));
         assert_eq!(ext.get("l"), Some(r#"[1,"x"]"#));
-        assert_eq!(
-            ext.get("after"),
-            Some("ok"),
-            "decoding continues after a nested value"
-        );
+        assert_eq!(ext.get("after"), Some("ok"), "decoding continues after a nested value");
     }
 
     #[test]
@@ -631,42 +596,21 @@ mod tests {
 
     #[test]
     fn given_typed_getters_when_fields_are_bad_should_name_the_field() {
-        let ext: ExtFields = [
-            ("queueId", "abc"),
-            ("empty", ""),
-            ("flag", "TRUE"),
-            ("b", "yes"),
-        ]
-        .into_iter()
-        .collect();
+        let ext: ExtFields = [("queueId", "abc"), ("empty", ""), ("flag", "TRUE"), ("b", "yes")]
+            .into_iter()
+            .collect();
         assert_eq!(
             ext.required_i32("queueId").map_err(|e| e.to_string()),
             Err("the custom field <queueId> is not a number: abc".to_owned())
         );
-        assert_eq!(
-            ext.required_i32("missing"),
-            Err(HeaderError::Missing { field: "missing" })
-        );
+        assert_eq!(ext.required_i32("missing"), Err(HeaderError::Missing { field: "missing" }));
         assert_eq!(ext.optional_i32("missing"), Ok(None));
-        assert_eq!(
-            ext.optional_i64("empty"),
-            Ok(None),
-            "empty optional is absent"
-        );
-        assert!(
-            ext.required_i64("empty").is_err(),
-            "empty required number is malformed"
-        );
+        assert_eq!(ext.optional_i64("empty"), Ok(None), "empty optional is absent");
+        assert!(ext.required_i64("empty").is_err(), "empty required number is malformed");
         assert_eq!(ext.optional_bool("flag"), Ok(Some(true)));
-        assert!(matches!(
-            ext.optional_bool("b"),
-            Err(HeaderError::NotABoolean { field: "b", .. })
-        ));
+        assert!(matches!(ext.optional_bool("b"), Err(HeaderError::NotABoolean { field: "b", .. })));
         let too_big: ExtFields = [("q", "2147483648")].into_iter().collect();
-        assert!(
-            too_big.required_i32("q").is_err(),
-            "i32 overflow is not a number"
-        );
+        assert!(too_big.required_i32("q").is_err(), "i32 overflow is not a number");
         assert_eq!(too_big.required_i64("q"), Ok(2_147_483_648));
     }
 

@@ -103,10 +103,7 @@ pub fn peek_prefix(src: &[u8]) -> Result<Option<FramePrefix>, FrameError> {
     }
     let length = raw_len.unsigned_abs() as usize;
     if length > MAX_FRAME_LEN {
-        return Err(FrameError::TooLarge {
-            length,
-            max: MAX_FRAME_LEN,
-        });
+        return Err(FrameError::TooLarge { length, max: MAX_FRAME_LEN });
     }
     let Some(word) = be_i32(src, 4) else {
         return Ok(None);
@@ -117,16 +114,9 @@ pub fn peek_prefix(src: &[u8]) -> Result<Option<FramePrefix>, FrameError> {
     let header_len = (word & 0x00FF_FFFF).unsigned_abs() as usize;
     let available = length - 4;
     if header_len > available {
-        return Err(FrameError::HeaderLengthExceedsFrame {
-            header_len,
-            available,
-        });
+        return Err(FrameError::HeaderLengthExceedsFrame { header_len, available });
     }
-    Ok(Some(FramePrefix {
-        length,
-        serialize_type,
-        header_len,
-    }))
+    Ok(Some(FramePrefix { length, serialize_type, header_len }))
 }
 
 /// Splits the next complete frame off the front of `src`.
@@ -167,11 +157,7 @@ pub fn decode_frame(src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
     let mut frame = src.split_to(wire_len);
     frame.advance(FRAME_PREFIX_LEN);
     let header = frame.split_to(prefix.header_len).freeze();
-    Ok(Some(Frame {
-        serialize_type: prefix.serialize_type,
-        header,
-        body: frame.freeze(),
-    }))
+    Ok(Some(Frame { serialize_type: prefix.serialize_type, header, body: frame.freeze() }))
 }
 
 /// Reserves room for more of a frame of `target` bytes, bounded by what has already arrived.
@@ -202,9 +188,7 @@ mod tests {
         let mut src = frame_bytes(4 + 2 + 3, 2, b"{}abc");
         src.put_slice(b"next");
         let base = src.as_ptr() as usize;
-        let frame = decode_frame(&mut src)
-            .expect("valid frame")
-            .expect("complete frame");
+        let frame = decode_frame(&mut src).expect("valid frame").expect("complete frame");
         assert_eq!(frame.serialize_type, SerializeType::Json);
         assert_eq!(&frame.header[..], b"{}");
         assert_eq!(&frame.body[..], b"abc");
@@ -221,11 +205,7 @@ mod tests {
         let full = frame_bytes(4 + 2 + 3, 2, b"{}abc");
         for cut in 0..full.len() {
             let mut src = BytesMut::from(&full[..cut]);
-            assert_eq!(
-                decode_frame(&mut src),
-                Ok(None),
-                "cut at {cut} is incomplete"
-            );
+            assert_eq!(decode_frame(&mut src), Ok(None), "cut at {cut} is incomplete");
             assert_eq!(src.len(), cut, "nothing is consumed while waiting");
         }
     }
@@ -238,34 +218,16 @@ mod tests {
             (
                 i32::try_from(MAX_FRAME_LEN + 1).unwrap_or(i32::MAX),
                 0,
-                FrameError::TooLarge {
-                    length: MAX_FRAME_LEN + 1,
-                    max: MAX_FRAME_LEN,
-                },
+                FrameError::TooLarge { length: MAX_FRAME_LEN + 1, max: MAX_FRAME_LEN },
             ),
-            (
-                10,
-                7,
-                FrameError::HeaderLengthExceedsFrame {
-                    header_len: 7,
-                    available: 6,
-                },
-            ),
+            (10, 7, FrameError::HeaderLengthExceedsFrame { header_len: 7, available: 6 }),
             (10, 0x0200_0000, FrameError::UnknownSerializeType(2)),
         ];
         for (length, word, expected) in cases {
             let mut src = frame_bytes(length, word, &[]);
             let capacity = src.capacity();
-            assert_eq!(
-                decode_frame(&mut src),
-                Err(expected),
-                "prefix {length}/{word:#x}"
-            );
-            assert_eq!(
-                src.capacity(),
-                capacity,
-                "a rejected prefix must not reserve memory"
-            );
+            assert_eq!(decode_frame(&mut src), Err(expected), "prefix {length}/{word:#x}");
+            assert_eq!(src.capacity(), capacity, "a rejected prefix must not reserve memory");
         }
     }
 
@@ -286,9 +248,7 @@ mod tests {
         let length = i32::try_from(MAX_FRAME_LEN).unwrap_or(i32::MAX);
         let mut src = frame_bytes(length, 0, &[]);
         src.resize(4 + MAX_FRAME_LEN, 0);
-        let frame = decode_frame(&mut src)
-            .expect("limit is inclusive")
-            .expect("complete");
+        let frame = decode_frame(&mut src).expect("limit is inclusive").expect("complete");
         assert_eq!(frame.body.len(), MAX_FRAME_LEN - 4);
     }
 }

@@ -21,11 +21,7 @@ use crate::remoting::msgid::{decode_offset_msg_id, encode_offset_msg_id};
 use crate::remoting::{binary_header, json_header, properties};
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() }
 }
 
 /// Bytes that are either fully random or start with a plausible frame prefix, so the fuzzer

@@ -63,12 +63,10 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
 /// `opaque`, or holds a value of an impossible type (such as an object for `code`).
 pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     let mut de = serde_json::Deserializer::from_slice(header);
-    let parts = HeaderSeed {
-        text_capacity: header.len(),
-    }
-    .deserialize(&mut de)
-    .and_then(|parts| de.end().map(|()| parts))
-    .map_err(|e| FrameError::MalformedJsonHeader(e.to_string()))?;
+    let parts = HeaderSeed { text_capacity: header.len() }
+        .deserialize(&mut de)
+        .and_then(|parts| de.end().map(|()| parts))
+        .map_err(|e| FrameError::MalformedJsonHeader(e.to_string()))?;
     Ok(parts)
 }
 
@@ -111,9 +109,8 @@ impl<'de> Visitor<'de> for HeaderSeed {
                     remark = map.next_value_seed(ScalarText(&mut text))?.map(|_| text);
                 }
                 Key::ExtFields => {
-                    ext_fields = map.next_value_seed(ExtFieldsSeed {
-                        text_capacity: self.text_capacity,
-                    })?;
+                    ext_fields =
+                        map.next_value_seed(ExtFieldsSeed { text_capacity: self.text_capacity })?;
                 }
                 Key::Other => {
                     map.next_value::<IgnoredAny>()?;
@@ -339,19 +336,10 @@ mod tests {
             "extFields",
             "serializeTypeCurrentRPC",
         ] {
-            assert!(
-                value.get(key).is_some(),
-                "response header must contain {key}"
-            );
+            assert!(value.get(key).is_some(), "response header must contain {key}");
         }
-        let ext = value
-            .get("extFields")
-            .and_then(serde_json::Value::as_object)
-            .expect("object");
-        assert!(
-            ext.values().all(serde_json::Value::is_string),
-            "ext values must be JSON strings"
-        );
+        let ext = value.get("extFields").and_then(serde_json::Value::as_object).expect("object");
+        assert!(ext.values().all(serde_json::Value::is_string), "ext values must be JSON strings");
     }
 
     #[test]

@@ -107,26 +107,13 @@ mod tests {
             let json = written(s);
             let back: String =
                 serde_json::from_str(&json).expect("escaped output must be valid JSON");
-            assert_eq!(
-                back, s,
-                "string must survive the hand-written escaper: {json}"
-            );
+            assert_eq!(back, s, "string must survive the hand-written escaper: {json}");
         }
     }
 
     #[test]
     fn given_extreme_integers_when_formatting_should_match_std() {
-        for v in [
-            0,
-            1,
-            -1,
-            9,
-            10,
-            475,
-            i64::from(i32::MIN),
-            i64::MAX,
-            i64::MIN,
-        ] {
+        for v in [0, 1, -1, 9, 10, 475, i64::from(i32::MIN), i64::MAX, i64::MIN] {
             let mut dst = BytesMut::new();
             write_i64(&mut dst, v);
             assert_eq!(&dst[..], v.to_string().as_bytes(), "decimal form of {v}");

@@ -143,12 +143,7 @@ impl StoredRecord<'_> {
         let wide_topic = match topic_len {
             0..=MAX_TOPIC_LEN_V1 => false,
             n if n <= MAX_TOPIC_LEN => true,
-            n => {
-                return Err(MessageError::TopicTooLong {
-                    len: n,
-                    max: MAX_TOPIC_LEN,
-                })
-            }
+            n => return Err(MessageError::TopicTooLong { len: n, max: MAX_TOPIC_LEN }),
         };
         let props_len = self.properties_len();
         if props_len > MAX_PROPERTIES_LEN {
@@ -228,11 +223,7 @@ pub fn encode_record(record: &StoredRecord<'_>, dst: &mut BytesMut) -> Result<us
 
     dst.reserve(layout.total);
     dst.put_i32(total);
-    dst.put_i32(if layout.wide_topic {
-        MAGIC_V2
-    } else {
-        MAGIC_V1
-    });
+    dst.put_i32(if layout.wide_topic { MAGIC_V2 } else { MAGIC_V1 });
     dst.put_i32(body_crc(record.body));
     dst.put_i32(record.queue_id);
     dst.put_i32(record.flag);
@@ -319,11 +310,7 @@ fn need<T>(
     needed: usize,
     r: &Reader<'_>,
 ) -> Result<T, MessageError> {
-    value.ok_or(MessageError::Truncated {
-        field,
-        needed,
-        remaining: r.remaining(),
-    })
+    value.ok_or(MessageError::Truncated { field, needed, remaining: r.remaining() })
 }
 
 fn read_host(
@@ -357,11 +344,7 @@ fn read_block(
     field: &'static str,
 ) -> Result<Range<usize>, MessageError> {
     let remaining = r.remaining();
-    r.take_range(len).ok_or(MessageError::Truncated {
-        field,
-        needed: len,
-        remaining,
-    })
+    r.take_range(len).ok_or(MessageError::Truncated { field, needed: len, remaining })
 }
 
 /// Decodes the record starting at the reader's position.
@@ -402,10 +385,7 @@ fn decode_one(src: &Bytes, r: &mut Reader<'_>) -> Result<DecodedMessage, Message
 
     let actual = r.position() - start;
     if i64::from(total_size) != actual as i64 {
-        return Err(MessageError::SizeMismatch {
-            declared: i64::from(total_size),
-            actual,
-        });
+        return Err(MessageError::SizeMismatch { declared: i64::from(total_size), actual });
     }
     let topic = std::str::from_utf8(src.get(topic).unwrap_or_default())
         .map_err(|_| MessageError::InvalidUtf8("topic"))?
@@ -462,11 +442,7 @@ impl Iterator for RecordIter<'_> {
 /// Iterates the records of `src` lazily.
 #[must_use]
 pub fn records(src: &Bytes) -> RecordIter<'_> {
-    RecordIter {
-        src,
-        pos: 0,
-        failed: false,
-    }
+    RecordIter { src, pos: 0, failed: false }
 }
 
 /// Decodes every record of a pull body or stored buffer.
@@ -550,11 +526,9 @@ pub fn encode_batch_entry(
     body: &[u8],
     properties: &[u8],
 ) -> Result<(), MessageError> {
-    let props_len =
-        i16::try_from(properties.len()).map_err(|_| MessageError::PropertiesTooLong {
-            len: properties.len(),
-            max: MAX_PROPERTIES_LEN,
-        })?;
+    let props_len = i16::try_from(properties.len()).map_err(|_| {
+        MessageError::PropertiesTooLong { len: properties.len(), max: MAX_PROPERTIES_LEN }
+    })?;
     let total = 4 + 4 + 4 + 4 + 4 + body.len() + 2 + properties.len();
     let total_i32 = i32::try_from(total).map_err(|_| MessageError::BodyTooLong(body.len()))?;
     let body_len = i32::try_from(body.len()).map_err(|_| MessageError::BodyTooLong(body.len()))?;
@@ -583,13 +557,9 @@ mod tests {
             physical_offset: 1_000_000,
             sys_flag: sys_flag::BORNHOST_V6,
             born_timestamp: 1_700_000_000_000,
-            born_host: "10.0.0.2:50000"
-                .parse()
-                .unwrap_or_else(|_| SocketAddr::from(([0; 4], 0))),
+            born_host: "10.0.0.2:50000".parse().unwrap_or_else(|_| SocketAddr::from(([0; 4], 0))),
             store_timestamp: 1_700_000_000_005,
-            store_host: "[::1]:10911"
-                .parse()
-                .unwrap_or_else(|_| SocketAddr::from(([0; 4], 0))),
+            store_host: "[::1]:10911".parse().unwrap_or_else(|_| SocketAddr::from(([0; 4], 0))),
             reconsume_times: 1,
             prepared_tx_offset: 0,
             body: b"hello body",
@@ -614,24 +584,14 @@ mod tests {
             panic!("expected exactly one record, got {}", decoded.len());
         };
         assert_eq!(m.magic, MAGIC_V1);
-        assert_eq!(
-            m.sys_flag,
-            sys_flag::STOREHOST_V6,
-            "v6 bits follow the address kinds"
-        );
-        assert_eq!(
-            (m.queue_id, m.flag, m.queue_offset, m.physical_offset),
-            (3, 7, 42, 1_000_000)
-        );
+        assert_eq!(m.sys_flag, sys_flag::STOREHOST_V6, "v6 bits follow the address kinds");
+        assert_eq!((m.queue_id, m.flag, m.queue_offset, m.physical_offset), (3, 7, 42, 1_000_000));
         assert_eq!(m.born_host, rec.born_host);
         assert_eq!(m.store_host, rec.store_host);
         assert_eq!(&m.body[..], rec.body);
         assert!(m.body_crc_matches());
         assert_eq!(m.topic, "TopicTest");
-        assert_eq!(
-            properties::find(&m.properties, properties::TAGS),
-            Some("TagA")
-        );
+        assert_eq!(properties::find(&m.properties, properties::TAGS), Some("TagA"));
         assert_eq!(
             properties::find(&m.properties, properties::CLUSTER),
             Some("DefaultCluster"),
@@ -643,24 +603,14 @@ mod tests {
     #[test]
     fn given_ipv4_hosts_when_encoding_should_match_java_size_formula() {
         let mut rec = sample("T", b"k\x01v\x02", b"");
-        rec.born_host = "1.2.3.4:5"
-            .parse()
-            .unwrap_or_else(|_| SocketAddr::from(([0; 4], 0)));
+        rec.born_host = "1.2.3.4:5".parse().unwrap_or_else(|_| SocketAddr::from(([0; 4], 0)));
         rec.store_host = rec.born_host;
         let mut buf = BytesMut::new();
         let len = encode_record(&rec, &mut buf).expect("encodable");
-        assert_eq!(
-            len,
-            84 + 4 + 10 + 1 + 1 + 2 + 4,
-            "84 + 4 + body + 1 + topic + 2 + props"
-        );
+        assert_eq!(len, 84 + 4 + 10 + 1 + 1 + 2 + 4, "84 + 4 + body + 1 + topic + 2 + props");
         assert_eq!(&buf[4..8], &MAGIC_V1.to_be_bytes());
         let decoded = decode_records(&buf.freeze()).expect("decodable");
-        assert_eq!(
-            decoded.first().map(|m| m.sys_flag),
-            Some(0),
-            "stale v6 bits are cleared"
-        );
+        assert_eq!(decoded.first().map(|m| m.sys_flag), Some(0), "stale v6 bits are cleared");
     }
 
     #[test]
@@ -703,16 +653,9 @@ mod tests {
         buf[first_len + 4] ^= 0xff;
         let bytes = buf.freeze();
         let results: Vec<_> = records(&bytes).collect();
-        assert_eq!(
-            results.len(),
-            2,
-            "one good record, then one error, then the iterator ends"
-        );
+        assert_eq!(results.len(), 2, "one good record, then one error, then the iterator ends");
         assert!(results.first().is_some_and(Result::is_ok));
-        assert!(matches!(
-            results.get(1),
-            Some(Err(MessageError::UnknownMagic(_)))
-        ));
+        assert!(matches!(results.get(1), Some(Err(MessageError::UnknownMagic(_)))));
         assert!(decode_records(&bytes).is_err());
     }
 
@@ -722,10 +665,7 @@ mod tests {
         encode_record(&sample("T", b"", b""), &mut buf).expect("encodable");
         let full = buf.freeze();
         for cut in 1..full.len() {
-            assert!(
-                decode_records(&full.slice(..cut)).is_err(),
-                "cut at {cut} must fail"
-            );
+            assert!(decode_records(&full.slice(..cut)).is_err(), "cut at {cut} must fail");
         }
         let mut wrong_size = BytesMut::from(&full[..]);
         wrong_size[3] ^= 1;
@@ -749,11 +689,7 @@ mod tests {
         assert_eq!(first.properties_str(), Ok("UNIQ_KEY\u{1}A\u{2}"));
         assert_eq!(first.total_size, 20 + 5 + 2 + 11);
         let base = bytes.as_ptr() as usize;
-        assert_eq!(
-            first.body.as_ptr() as usize,
-            base + 20,
-            "body is a view of the request"
-        );
+        assert_eq!(first.body.as_ptr() as usize, base + 20, "body is a view of the request");
         for cut in 1..bytes.len() {
             let truncated = bytes.slice(..cut);
             let _ = decode_batch(&truncated);
@@ -763,10 +699,7 @@ mod tests {
         neg.put_i32(-1);
         assert_eq!(
             decode_batch(&neg.freeze()),
-            Err(MessageError::NegativeLength {
-                field: "BODY length",
-                len: -1
-            })
+            Err(MessageError::NegativeLength { field: "BODY length", len: -1 })
         );
     }
 }

@@ -100,9 +100,7 @@ pub fn decode_offset_msg_id(msg_id: &str) -> Result<OffsetMsgId, MsgIdError> {
         OFFSET_MSG_ID_V6_LEN => 16,
         other => return Err(MsgIdError::BadLength(other)),
     };
-    let raw = raw
-        .get_mut(..hex.len() / 2)
-        .ok_or(MsgIdError::BadLength(hex.len()))?;
+    let raw = raw.get_mut(..hex.len() / 2).ok_or(MsgIdError::BadLength(hex.len()))?;
     decode_hex(hex, raw)?;
     let (ip_bytes, rest) = raw.split_at(ip_len);
     let (port_bytes, offset_bytes) = rest.split_at(4);
@@ -119,10 +117,7 @@ pub fn decode_offset_msg_id(msg_id: &str) -> Result<OffsetMsgId, MsgIdError> {
         <[u8; 8]>::try_from(offset_bytes).map_err(|_| MsgIdError::BadLength(hex.len()))?,
     );
     let port = u16::try_from(port).map_err(|_| MsgIdError::InvalidPort(port))?;
-    Ok(OffsetMsgId {
-        store_host: SocketAddr::new(ip, port),
-        commit_log_offset: offset,
-    })
+    Ok(OffsetMsgId { store_host: SocketAddr::new(ip, port), commit_log_offset: offset })
 }
 
 /// Formats a UNIQ_KEY from its fixed 10-byte prefix (ip, pid, instance), the elapsed
@@ -155,19 +150,11 @@ impl UniqKeyGenerator {
     pub fn new(ip: Ipv4Addr, pid: u32, instance: u32, start_millis: i64) -> Self {
         let mut prefix = [0u8; 10];
         let [pid_hi, pid_lo] = (pid as u16).to_be_bytes();
-        let parts = ip
-            .octets()
-            .into_iter()
-            .chain([pid_hi, pid_lo])
-            .chain(instance.to_be_bytes());
+        let parts = ip.octets().into_iter().chain([pid_hi, pid_lo]).chain(instance.to_be_bytes());
         for (slot, byte) in prefix.iter_mut().zip(parts) {
             *slot = byte;
         }
-        Self {
-            prefix,
-            start_millis,
-            counter: 0,
-        }
+        Self { prefix, start_millis, counter: 0 }
     }
 
     /// The next id at wall-clock time `now_millis`. The elapsed time is truncated to 32 bits, as
@@ -189,18 +176,9 @@ mod tests {
     fn given_ipv4_store_host_when_encoding_should_produce_java_compatible_id() {
         let addr: SocketAddr = "127.0.0.1:10911".parse().expect("addr");
         let id = encode_offset_msg_id(addr, 0x1234);
-        assert_eq!(
-            id, "7F00000100002A9F0000000000001234",
-            "ip + port(i32) + offset(i64)"
-        );
+        assert_eq!(id, "7F00000100002A9F0000000000001234", "ip + port(i32) + offset(i64)");
         let decoded = decode_offset_msg_id(&id.to_lowercase()).expect("lower case accepted");
-        assert_eq!(
-            decoded,
-            OffsetMsgId {
-                store_host: addr,
-                commit_log_offset: 0x1234
-            }
-        );
+        assert_eq!(decoded, OffsetMsgId { store_host: addr, commit_log_offset: 0x1234 });
     }
 
     #[test]
@@ -210,10 +188,7 @@ mod tests {
         assert_eq!(id.len(), OFFSET_MSG_ID_V6_LEN);
         assert_eq!(
             decode_offset_msg_id(&id),
-            Ok(OffsetMsgId {
-                store_host: addr,
-                commit_log_offset: i64::MAX
-            })
+            Ok(OffsetMsgId { store_host: addr, commit_log_offset: i64::MAX })
         );
     }
 

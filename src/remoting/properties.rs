@@ -123,10 +123,7 @@ fn split_pair(segment: &[u8]) -> Option<(&str, &str)> {
     if key.is_empty() || value.is_empty() {
         return None;
     }
-    Some((
-        std::str::from_utf8(key).ok()?,
-        std::str::from_utf8(value).ok()?,
-    ))
+    Some((std::str::from_utf8(key).ok()?, std::str::from_utf8(value).ok()?))
 }
 
 /// All well-formed pairs, in order (duplicates kept; [`find`] returns the first).
@@ -156,10 +153,7 @@ pub fn find<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
 /// [`MessageError::PropertySeparator`] if the key or value contains 0x01 or 0x02, which would
 /// corrupt the string.
 pub fn write_pair(dst: &mut Vec<u8>, key: &str, value: &str) -> Result<(), MessageError> {
-    let bad = |s: &str| {
-        s.bytes()
-            .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
-    };
+    let bad = |s: &str| s.bytes().any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR);
     if bad(key) || bad(value) {
         return Err(MessageError::PropertySeparator { key: quote(key) });
     }
@@ -200,9 +194,7 @@ where
 /// ```
 #[must_use]
 pub fn tag_hash(tag: &str) -> i32 {
-    tag.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
+    tag.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
 }
 
 /// Tags-code of a message: the hash of its `TAGS` property, 0 when it has none.
@@ -213,10 +205,7 @@ pub fn tags_code(props: &[u8]) -> i32 {
 
 /// The index tokens of a message's `KEYS` property (space separated, empty tokens dropped).
 pub fn keys(props: &[u8]) -> impl Iterator<Item = &str> {
-    find(props, KEYS)
-        .unwrap_or_default()
-        .split(KEY_SEPARATOR)
-        .filter(|k| !k.is_empty())
+    find(props, KEYS).unwrap_or_default().split(KEY_SEPARATOR).filter(|k| !k.is_empty())
 }
 
 #[cfg(test)]
@@ -225,12 +214,7 @@ mod tests {
 
     #[test]
     fn given_pairs_when_encoding_and_parsing_should_round_trip() {
-        let pairs = [
-            (TAGS, "TagA"),
-            (KEYS, "k1 k2"),
-            (UNIQ_KEY, "ABC"),
-            (WAIT, "true"),
-        ];
+        let pairs = [(TAGS, "TagA"), (KEYS, "k1 k2"), (UNIQ_KEY, "ABC"), (WAIT, "true")];
         let props = encode(pairs).expect("no separators");
         assert_eq!(parse(&props), pairs.to_vec());
         assert_eq!(find(&props, KEYS), Some("k1 k2"));
@@ -259,16 +243,8 @@ mod tests {
     fn given_tags_when_hashing_should_match_java_string_hashcode() {
         assert_eq!(tag_hash(""), 0);
         assert_eq!(tag_hash("TagA"), 2_598_919, "\"TagA\".hashCode()");
-        assert_eq!(
-            tag_hash("hello world"),
-            1_794_106_052,
-            "\"hello world\".hashCode()"
-        );
-        assert_eq!(
-            tag_hash("😀"),
-            1_772_899,
-            "surrogate pair hashes as two UTF-16 units"
-        );
+        assert_eq!(tag_hash("hello world"), 1_794_106_052, "\"hello world\".hashCode()");
+        assert_eq!(tag_hash("😀"), 1_772_899, "surrogate pair hashes as two UTF-16 units");
         assert_eq!(
             tag_hash("a rather long tag that overflows"),
             "a rather long tag that overflows"

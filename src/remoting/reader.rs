@@ -89,10 +89,6 @@ mod tests {
     fn given_huge_length_when_taking_should_not_overflow() {
         let mut r = Reader::new(&[0; 4]);
         r.pos = 2;
-        assert_eq!(
-            r.take_range(usize::MAX),
-            None,
-            "offset overflow must be a short read"
-        );
+        assert_eq!(r.take_range(usize::MAX), None, "offset overflow must be a short read");
     }
 }

@@ -79,13 +79,9 @@ struct StrictClientHeader {
 
 /// Splits one encoded frame the way the Rust client does and parses its header strictly.
 fn client_view(frame: &[u8]) -> (StrictClientHeader, Bytes) {
-    let prefix = peek_prefix(frame)
-        .expect("valid prefix")
-        .expect("complete prefix");
+    let prefix = peek_prefix(frame).expect("valid prefix").expect("complete prefix");
     assert_eq!(prefix.wire_len(), frame.len(), "one whole frame");
-    let header = frame
-        .get(8..8 + prefix.header_len)
-        .expect("header in frame");
+    let header = frame.get(8..8 + prefix.header_len).expect("header in frame");
     let body = frame.get(8 + prefix.header_len..).expect("body in frame");
     let strict: StrictClientHeader =
         serde_json::from_slice(header).expect("the Rust client must accept this header");
@@ -107,17 +103,12 @@ fn frame_of(header_json: &str, body: &[u8]) -> BytesMut {
 fn given_rust_client_send_when_broker_replies_should_satisfy_the_strict_client() {
     let request_json = r#"{"code":10,"language":"RUST","version":474,"opaque":7,"flag":0,"remark":null,"extFields":{"batch":"false","bornTimestamp":"1700000000000","defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0","producerGroup":"PG","properties":"TAGS\u0001TagA\u0002WAIT\u0001true\u0002","queueId":"2","reconsumeTimes":"0","sysFlag":"0","topic":"TopicTest","unitMode":"false"},"serializeTypeCurrentRPC":"JSON"}"#;
     let mut wire = frame_of(request_json, b"payload");
-    let request = RemotingCommand::decode(&mut wire)
-        .expect("valid frame")
-        .expect("complete frame");
+    let request = RemotingCommand::decode(&mut wire).expect("valid frame").expect("complete frame");
     let version = SendHeaderVersion::for_request_code(request.code).expect("a send code");
     let send =
         SendMessageRequestHeader::decode(&request.ext_fields, version).expect("valid header");
     assert_eq!((send.topic, send.queue_id), ("TopicTest", 2));
-    assert_eq!(
-        properties::find(send.properties.as_bytes(), properties::TAGS),
-        Some("TagA")
-    );
+    assert_eq!(properties::find(send.properties.as_bytes(), properties::TAGS), Some("TagA"));
     assert_eq!(&request.body[..], b"payload");
 
     let store_host: SocketAddr = "127.0.0.1:10911".parse().expect("addr");
@@ -147,10 +138,7 @@ fn given_rust_client_send_when_broker_replies_should_satisfy_the_strict_client()
     assert_eq!(ext.get("queueOffset").map(String::as_str), Some("0"));
     let msg_id = ext.get("msgId").expect("msgId");
     let decoded = decode_offset_msg_id(msg_id).expect("clients decode the msgId");
-    assert_eq!(
-        (decoded.store_host, decoded.commit_log_offset),
-        (store_host, 4096)
-    );
+    assert_eq!((decoded.store_host, decoded.commit_log_offset), (store_host, 4096));
 }
 
 #[test]
@@ -158,15 +146,9 @@ fn given_ali_ons_heartbeat_frame_when_decoding_should_accept_raw_values_and_defa
     let request_json = r#"{"code":34,"language":"JAVA","opaque":3,"flag":0,"version":121,"extFields":{"unitMode":false,"queueId":0,"ratio":0.5}}"#;
     let body = br#"{"clientID":"10.0.0.5@4242","consumerDataSet":[{"groupName":"CG","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","subscriptionDataSet":[{"topic":"T","subString":"TagA||TagB","classFilterMode":false,"tagsSet":["TagA","TagB"],"codeSet":[2598919,2598920],"subVersion":1700000000000}],"unitMode":false}],"producerDataSet":[{"groupName":"PG"}]}"#;
     let mut wire = frame_of(request_json, body);
-    let request = RemotingCommand::decode(&mut wire)
-        .expect("valid frame")
-        .expect("complete frame");
+    let request = RemotingCommand::decode(&mut wire).expect("valid frame").expect("complete frame");
     assert_eq!(request.code, request_code::HEART_BEAT);
-    assert_eq!(
-        request.serialize_type,
-        SerializeType::Json,
-        "type comes from the frame"
-    );
+    assert_eq!(request.serialize_type, SerializeType::Json, "type comes from the frame");
     assert_eq!(request.ext_fields.get("unitMode"), Some("false"));
     assert_eq!(request.ext_fields.get("queueId"), Some("0"));
     assert_eq!(request.ext_fields.get("ratio"), Some("0.5"));
@@ -185,10 +167,7 @@ fn given_ali_ons_heartbeat_frame_when_decoding_should_accept_raw_values_and_defa
     let mut out = BytesMut::new();
     response.encode(&mut out).expect("encodable");
     let (strict, _) = client_view(&out);
-    assert_eq!(
-        strict.version, BROKER_VERSION,
-        "clients learn the broker version here"
-    );
+    assert_eq!(strict.version, BROKER_VERSION, "clients learn the broker version here");
     assert_eq!(
         strict.ext_fields.map(|e| e.is_empty()),
         Some(true),
@@ -200,9 +179,7 @@ fn given_ali_ons_heartbeat_frame_when_decoding_should_accept_raw_values_and_defa
 fn given_pull_request_when_broker_answers_with_records_should_round_trip_through_the_wire() {
     let request_json = r#"{"code":11,"language":"RUST","version":474,"opaque":11,"flag":0,"remark":null,"extFields":{"commitOffset":"0","consumerGroup":"CG","expressionType":"TAG","maxMsgBytes":"262144","maxMsgNums":"32","queueId":"0","queueOffset":"0","subVersion":"1700000000000","subscription":"","suspendTimeoutMillis":"15000","sysFlag":"2","topic":"T"},"serializeTypeCurrentRPC":"JSON"}"#;
     let mut wire = frame_of(request_json, b"");
-    let request = RemotingCommand::decode(&mut wire)
-        .expect("valid frame")
-        .expect("complete frame");
+    let request = RemotingCommand::decode(&mut wire).expect("valid frame").expect("complete frame");
     let pull = PullMessageRequestHeader::from_ext_fields(&request.ext_fields).expect("valid pull");
     assert!(pull.has_suspend() && !pull.has_commit_offset());
 
@@ -242,23 +219,13 @@ fn given_pull_request_when_broker_answers_with_records_should_round_trip_through
 
     let (strict, body) = client_view(&out);
     let ext = strict.ext_fields.expect("extFields");
-    for key in [
-        "suggestWhichBrokerId",
-        "nextBeginOffset",
-        "minOffset",
-        "maxOffset",
-    ] {
+    for key in ["suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"] {
         let value = ext.get(key).expect("required pull response field");
-        assert!(
-            value.parse::<u64>().is_ok(),
-            "{key}={value} must be a non-negative decimal"
-        );
+        assert!(value.parse::<u64>().is_ok(), "{key}={value} must be a non-negative decimal");
     }
     let messages = decode_records(&body).expect("client decodes the pull body");
     assert_eq!(messages.len(), 3);
-    assert!(messages
-        .iter()
-        .all(|m| m.topic == "T" && m.body_crc_matches()));
+    assert!(messages.iter().all(|m| m.topic == "T" && m.body_crc_matches()));
     assert_eq!(messages.last().map(|m| m.queue_offset), Some(2));
 }
 
@@ -269,27 +236,16 @@ fn given_binary_request_when_broker_replies_should_use_the_binary_type() {
     request.ext_fields.insert("topic", "T");
     let mut wire = BytesMut::new();
     request.encode(&mut wire).expect("encodable");
-    let decoded = RemotingCommand::decode(&mut wire)
-        .expect("valid")
-        .expect("complete");
+    let decoded = RemotingCommand::decode(&mut wire).expect("valid").expect("complete");
     let route = TopicRouteData::default();
     let response = RemotingCommand::response_to(&decoded, response_code::SUCCESS, None)
         .with_body(route.to_json_bytes().expect("serialisable"));
     let mut out = BytesMut::new();
     response.encode(&mut out).expect("encodable");
     let prefix = peek_prefix(&out).expect("valid").expect("complete");
-    assert_eq!(
-        prefix.serialize_type,
-        SerializeType::RocketMq,
-        "reply in the request's type"
-    );
-    let back = RemotingCommand::decode(&mut out)
-        .expect("valid")
-        .expect("complete");
+    assert_eq!(prefix.serialize_type, SerializeType::RocketMq, "reply in the request's type");
+    let back = RemotingCommand::decode(&mut out).expect("valid").expect("complete");
     assert_eq!(back.opaque, 21);
     assert!(back.is_response());
-    assert_eq!(
-        TopicRouteData::from_json_slice(&back.body).expect("route body"),
-        route
-    );
+    assert_eq!(TopicRouteData::from_json_slice(&back.body).expect("route body"), route);
 }

@@ -48,11 +48,7 @@ impl SubscriptionExpr {
             return Self::All;
         }
         let mut tags: Vec<String> = Vec::new();
-        for tag in expression
-            .split("||")
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        {
+        for tag in expression.split("||").map(str::trim).filter(|t| !t.is_empty()) {
             if !tags.iter().any(|t| t == tag) {
                 tags.push(tag.to_owned());
             }
@@ -183,16 +179,10 @@ mod tests {
             ..SubscriptionData::default()
         };
         let m = TagMatcher::for_subscription(&sub);
-        assert!(
-            m.matches_tag(Some("TagA")),
-            "names in tagsSet win over the wrong codeSet"
-        );
+        assert!(m.matches_tag(Some("TagA")), "names in tagsSet win over the wrong codeSet");
         assert!(m.matches_tag(Some("TagB")));
         assert!(!m.matches_tag(Some("TagC")));
-        assert!(
-            !m.matches_tag(None),
-            "untagged messages never match a tag subscription"
-        );
+        assert!(!m.matches_tag(None), "untagged messages never match a tag subscription");
     }
 
     #[test]
@@ -206,14 +196,8 @@ mod tests {
 
     #[test]
     fn given_star_or_sql_when_matching_should_accept_everything() {
-        assert_eq!(
-            TagMatcher::from_parts("*", &["x".into()], &[1]),
-            TagMatcher::All
-        );
-        assert_eq!(
-            TagMatcher::from_parts("a", &["*".into()], &[]),
-            TagMatcher::All
-        );
+        assert_eq!(TagMatcher::from_parts("*", &["x".into()], &[1]), TagMatcher::All);
+        assert_eq!(TagMatcher::from_parts("a", &["*".into()], &[]), TagMatcher::All);
         let sql = SubscriptionData {
             sub_string: "a > 1".into(),
             expression_type: ExpressionType::Sql92,

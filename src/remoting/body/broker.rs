@@ -156,21 +156,15 @@ mod tests {
         body.topic_config_serialize_wrapper
             .topic_config_table
             .insert("T".into(), TopicConfig::new("T", 4, 4));
-        body.topic_config_serialize_wrapper.data_version = DataVersion {
-            state_version: 0,
-            timestamp: 1_700_000_000_000,
-            counter: 1,
-        };
+        body.topic_config_serialize_wrapper.data_version =
+            DataVersion { state_version: 0, timestamp: 1_700_000_000_000, counter: 1 };
         let json = body.to_json_bytes().expect("serialisable");
         let text = std::str::from_utf8(&json).expect("UTF-8");
         assert_eq!(
             text,
             r#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"topicName":"T","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false,"attributes":{}}},"dataVersion":{"stateVersion":0,"timestamp":1700000000000,"counter":1},"topicQueueMappingInfoMap":{},"topicQueueMappingDetailMap":{},"mappingDataVersion":{"stateVersion":0,"timestamp":0,"counter":0}},"filterServerList":[]}"#
         );
-        assert_eq!(
-            RegisterBrokerBody::from_json_slice(&json).expect("parses"),
-            body
-        );
+        assert_eq!(RegisterBrokerBody::from_json_slice(&json).expect("parses"), body);
     }
 
     #[test]
@@ -193,10 +187,7 @@ mod tests {
         };
         let json = info.to_json_bytes().expect("serialisable");
         assert_eq!(ClusterInfo::from_json_slice(&json).expect("parses"), info);
-        let list = TopicList {
-            topic_list: vec!["T".into()],
-            broker_addr: None,
-        };
+        let list = TopicList { topic_list: vec!["T".into()], broker_addr: None };
         let json = list.to_json_bytes().expect("serialisable");
         assert_eq!(TopicList::from_json_slice(&json).expect("parses"), list);
     }

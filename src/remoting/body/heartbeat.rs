@@ -180,10 +180,7 @@ mod tests {
         let cg = hb.consumer_data_set.first().expect("one consumer group");
         assert_eq!(cg.consume_type, ConsumeType::ConsumePassively);
         assert_eq!(cg.message_model, MessageModel::Clustering);
-        assert_eq!(
-            cg.consume_from_where,
-            ConsumeFromWhere::ConsumeFromLastOffset
-        );
+        assert_eq!(cg.consume_from_where, ConsumeFromWhere::ConsumeFromLastOffset);
         assert_eq!(cg.subscription_data_set.len(), 2);
         let retry = cg.subscription_data_set.get(1).expect("retry subscription");
         assert_eq!(retry.topic, "%RETRY%CG");
@@ -203,11 +200,7 @@ mod tests {
             .first()
             .and_then(|c| c.subscription_data_set.first())
             .expect("subscription");
-        assert_eq!(
-            sub.expression_type,
-            ExpressionType::Tag,
-            "missing expressionType is TAG"
-        );
+        assert_eq!(sub.expression_type, ExpressionType::Tag, "missing expressionType is TAG");
         assert_eq!(hb.heartbeat_fingerprint, 0);
         assert!(!hb.without_sub);
     }
@@ -219,22 +212,12 @@ mod tests {
         )
         .expect("lenient");
         let cg = hb.consumer_data_set.first().expect("group");
-        assert_eq!(
-            cg.consume_type,
-            ConsumeType::Other("CONSUME_SOMEHOW".into())
-        );
-        assert_eq!(
-            cg.message_model,
-            MessageModel::Clustering,
-            "null is the default"
-        );
+        assert_eq!(cg.consume_type, ConsumeType::Other("CONSUME_SOMEHOW".into()));
+        assert_eq!(cg.message_model, MessageModel::Clustering, "null is the default");
         assert_eq!(cg.consume_from_where, ConsumeFromWhere::Other("3".into()));
         assert!(cg.subscription_data_set.is_empty());
         let json = serde_json::to_string(&cg.consume_type).expect("serialisable");
-        assert_eq!(
-            json, r#""CONSUME_SOMEHOW""#,
-            "unknown names are kept verbatim"
-        );
+        assert_eq!(json, r#""CONSUME_SOMEHOW""#, "unknown names are kept verbatim");
     }
 
     #[test]
@@ -251,9 +234,6 @@ mod tests {
             namespace: None,
         };
         let json = body.to_json_bytes().expect("serialisable");
-        assert_eq!(
-            CheckClientConfigBody::from_json_slice(&json).expect("parses"),
-            body
-        );
+        assert_eq!(CheckClientConfigBody::from_json_slice(&json).expect("parses"), body);
     }
 }

@@ -77,10 +77,7 @@ mod tests {
         assert_eq!(body.mq_set.len(), 1);
         assert_eq!(body.client_id, "ip@x");
         let json = body.to_json_bytes().expect("serialisable");
-        assert_eq!(
-            UnlockBatchRequestBody::from_json_slice(&json).expect("parses"),
-            body
-        );
+        assert_eq!(UnlockBatchRequestBody::from_json_slice(&json).expect("parses"), body);
     }
 
     #[test]
@@ -97,22 +94,14 @@ mod tests {
             std::str::from_utf8(&json).expect("UTF-8"),
             r#"{"lockOKMQSet":[{"topic":"T","brokerName":"broker-a","queueId":0}]}"#
         );
-        assert_eq!(
-            LockBatchResponseBody::from_json_slice(&json).expect("parses"),
-            body
-        );
+        assert_eq!(LockBatchResponseBody::from_json_slice(&json).expect("parses"), body);
     }
 
     #[test]
     fn given_consumer_list_when_serialising_should_match_java_shape() {
-        let body = ConsumerListBody {
-            consumer_id_list: vec!["ip@a".into(), "ip@b".into()],
-        };
+        let body = ConsumerListBody { consumer_id_list: vec!["ip@a".into(), "ip@b".into()] };
         let json = body.to_json_bytes().expect("serialisable");
         assert_eq!(&json[..], br#"{"consumerIdList":["ip@a","ip@b"]}"#);
-        assert!(
-            ConsumerListBody::from_json_slice(b"").is_err(),
-            "empty body is an error"
-        );
+        assert!(ConsumerListBody::from_json_slice(b"").is_err(), "empty body is an error");
     }
 }

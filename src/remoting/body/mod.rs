@@ -49,9 +49,7 @@ pub trait JsonBody: Serialize + DeserializeOwned {
     ///
     /// [`BodyError::Json`] if serialisation fails (not expected for the types of this module).
     fn to_json_bytes(&self) -> Result<Bytes, BodyError> {
-        serde_json::to_vec(self)
-            .map(Bytes::from)
-            .map_err(BodyError::Json)
+        serde_json::to_vec(self).map(Bytes::from).map_err(BodyError::Json)
     }
 
     /// Parses a body.

@@ -108,10 +108,7 @@ mod tests {
             r#"{"orderTopicConf":null,"queueDatas":[{"brokerName":"broker-a","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicSysFlag":0}],"brokerDatas":[{"cluster":"DefaultCluster","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:10911"},"zoneName":null,"enableActingMaster":false}],"filterServerTable":{}}"#,
             "every field the Rust client requires, with quoted integer keys"
         );
-        assert_eq!(
-            TopicRouteData::from_json_slice(&json).expect("parses"),
-            route()
-        );
+        assert_eq!(TopicRouteData::from_json_slice(&json).expect("parses"), route());
     }
 
     #[test]
@@ -120,10 +117,7 @@ mod tests {
         let r = TopicRouteData::from_json_slice(json).expect("lenient");
         assert_eq!(r.queue_datas.first().map(|q| q.topic_sys_flag), Some(1));
         assert_eq!(
-            r.broker_datas
-                .first()
-                .and_then(|b| b.broker_addrs.get(&MASTER_ID))
-                .map(String::as_str),
+            r.broker_datas.first().and_then(|b| b.broker_addrs.get(&MASTER_ID)).map(String::as_str),
             Some("10.0.0.1:10911")
         );
     }

@@ -106,11 +106,7 @@ mod tests {
     use super::*;
 
     fn mq(queue_id: i32) -> MessageQueue {
-        MessageQueue {
-            topic: "T".into(),
-            broker_name: "b".into(),
-            queue_id,
-        }
+        MessageQueue { topic: "T".into(), broker_name: "b".into(), queue_id }
     }
 
     #[test]
@@ -118,11 +114,7 @@ mod tests {
         let table = TopicStatsTable {
             offset_table: vec![(
                 mq(0),
-                TopicOffset {
-                    min_offset: 0,
-                    max_offset: 10,
-                    last_update_timestamp: 5,
-                },
+                TopicOffset { min_offset: 0, max_offset: 10, last_update_timestamp: 5 },
             )],
         };
         let json = table.to_json_bytes().expect("serialisable");
@@ -130,10 +122,7 @@ mod tests {
             std::str::from_utf8(&json).expect("UTF-8"),
             r#"{"offsetTable":{"{\"topic\":\"T\",\"brokerName\":\"b\",\"queueId\":0}":{"minOffset":0,"maxOffset":10,"lastUpdateTimestamp":5}}}"#
         );
-        assert_eq!(
-            TopicStatsTable::from_json_slice(&json).expect("parses"),
-            table
-        );
+        assert_eq!(TopicStatsTable::from_json_slice(&json).expect("parses"), table);
     }
 
     #[test]

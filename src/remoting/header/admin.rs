@@ -218,9 +218,7 @@ pub struct DeleteTopicRequestHeader<'a> {
 
 impl<'a> FromExtFields<'a> for DeleteTopicRequestHeader<'a> {
     fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            topic: ext.required_str("topic")?,
-        })
+        Ok(Self { topic: ext.required_str("topic")? })
     }
 }
 
@@ -239,10 +237,7 @@ mod tests {
     fn given_admin_headers_when_round_tripping_should_be_identical() {
         assert_header_round_trip!(
             GetRouteInfoRequestHeader,
-            GetRouteInfoRequestHeader {
-                topic: "T",
-                accept_standard_json_only: true
-            }
+            GetRouteInfoRequestHeader { topic: "T", accept_standard_json_only: true }
         );
         assert_header_round_trip!(
             RegisterBrokerRequestHeader,

@@ -48,9 +48,7 @@ pub type NotifyConsumerIdsChangedRequestHeader<'a> = GetConsumerListByGroupReque
 
 impl<'a> FromExtFields<'a> for GetConsumerListByGroupRequestHeader<'a> {
     fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            consumer_group: ext.required_str("consumerGroup")?,
-        })
+        Ok(Self { consumer_group: ext.required_str("consumerGroup")? })
     }
 }
 
@@ -101,11 +99,7 @@ impl ToExtFields for ConsumerSendMsgBackRequestHeader<'_> {
         put_opt_str(ext, "originMsgId", self.origin_msg_id);
         put_opt_str(ext, "originTopic", self.origin_topic);
         ext.insert_bool("unitMode", self.unit_mode);
-        put_opt_i64(
-            ext,
-            "maxReconsumeTimes",
-            self.max_reconsume_times.map(i64::from),
-        );
+        put_opt_i64(ext, "maxReconsumeTimes", self.max_reconsume_times.map(i64::from));
     }
 }
 
@@ -118,9 +112,7 @@ pub struct GetTopicStatsInfoRequestHeader<'a> {
 
 impl<'a> FromExtFields<'a> for GetTopicStatsInfoRequestHeader<'a> {
     fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            topic: ext.required_str("topic")?,
-        })
+        Ok(Self { topic: ext.required_str("topic")? })
     }
 }
 
@@ -172,9 +164,7 @@ mod tests {
         );
         assert_header_round_trip!(
             GetConsumerListByGroupRequestHeader,
-            GetConsumerListByGroupRequestHeader {
-                consumer_group: "CG"
-            }
+            GetConsumerListByGroupRequestHeader { consumer_group: "CG" }
         );
         assert_header_round_trip!(
             ConsumerSendMsgBackRequestHeader,
@@ -194,10 +184,7 @@ mod tests {
         );
         assert_header_round_trip!(
             GetConsumeStatsRequestHeader,
-            GetConsumeStatsRequestHeader {
-                consumer_group: "CG",
-                topic: Some("T")
-            }
+            GetConsumeStatsRequestHeader { consumer_group: "CG", topic: Some("T") }
         );
     }
 
@@ -208,9 +195,6 @@ mod tests {
         )
         .expect("JSON");
         let h = ConsumerSendMsgBackRequestHeader::from_ext_fields(&ext).expect("lenient");
-        assert_eq!(
-            (h.offset, h.delay_level, h.max_reconsume_times),
-            (1234, 0, None)
-        );
+        assert_eq!((h.offset, h.delay_level, h.max_reconsume_times), (1234, 0, None));
     }
 }

@@ -84,10 +84,8 @@ fn put_opt_i64(ext: &mut ExtFields, key: &str, value: Option<i64>) {
 /// Reads a required `i64` that clients parse as unsigned.
 fn required_u64(ext: &ExtFields, key: &'static str) -> Result<u64, HeaderError> {
     let value = ext.required_i64(key)?;
-    u64::try_from(value).map_err(|_| HeaderError::OutOfRange {
-        field: key,
-        value: value.to_string(),
-    })
+    u64::try_from(value)
+        .map_err(|_| HeaderError::OutOfRange { field: key, value: value.to_string() })
 }
 
 /// Test helper: encodes a header, decodes it again as `$ty`, asserts equality and returns the

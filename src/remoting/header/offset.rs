@@ -23,10 +23,7 @@ pub type GetEarliestMsgStoretimeRequestHeader<'a> = TopicQueueRequestHeader<'a>;
 
 impl<'a> FromExtFields<'a> for TopicQueueRequestHeader<'a> {
     fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            topic: ext.required_str("topic")?,
-            queue_id: ext.required_i32("queueId")?,
-        })
+        Ok(Self { topic: ext.required_str("topic")?, queue_id: ext.required_i32("queueId")? })
     }
 }
 
@@ -56,9 +53,7 @@ pub type SearchOffsetResponseHeader = OffsetResponseHeader;
 
 impl FromExtFields<'_> for OffsetResponseHeader {
     fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            offset: ext.required_i64("offset")?,
-        })
+        Ok(Self { offset: ext.required_i64("offset")? })
     }
 }
 
@@ -205,9 +200,7 @@ pub struct GetEarliestMsgStoretimeResponseHeader {
 
 impl FromExtFields<'_> for GetEarliestMsgStoretimeResponseHeader {
     fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            timestamp: ext.required_i64("timestamp")?,
-        })
+        Ok(Self { timestamp: ext.required_i64("timestamp")? })
     }
 }
 
@@ -226,10 +219,7 @@ mod tests {
     fn given_offset_headers_when_round_tripping_should_be_identical() {
         assert_header_round_trip!(
             TopicQueueRequestHeader,
-            TopicQueueRequestHeader {
-                topic: "T",
-                queue_id: 3
-            }
+            TopicQueueRequestHeader { topic: "T", queue_id: 3 }
         );
         assert_header_round_trip!(OffsetResponseHeader, OffsetResponseHeader { offset: -1 });
         assert_header_round_trip!(
@@ -252,11 +242,7 @@ mod tests {
         );
         assert_header_round_trip!(
             GetMaxOffsetRequestHeader,
-            GetMaxOffsetRequestHeader {
-                topic: "T",
-                queue_id: 1,
-                committed: false
-            }
+            GetMaxOffsetRequestHeader { topic: "T", queue_id: 1, committed: false }
         );
         assert_header_round_trip!(
             SearchOffsetRequestHeader,
@@ -275,14 +261,10 @@ mod tests {
 
     #[test]
     fn given_rust_client_query_without_set_zero_should_default_to_true() {
-        let ext: ExtFields = [("consumerGroup", "CG"), ("topic", "T"), ("queueId", "0")]
-            .into_iter()
-            .collect();
+        let ext: ExtFields =
+            [("consumerGroup", "CG"), ("topic", "T"), ("queueId", "0")].into_iter().collect();
         let h = QueryConsumerOffsetRequestHeader::from_ext_fields(&ext).expect("lenient");
-        assert!(
-            h.set_zero_if_not_found,
-            "absent setZeroIfNotFound means true"
-        );
+        assert!(h.set_zero_if_not_found, "absent setZeroIfNotFound means true");
         let h = GetMaxOffsetRequestHeader::from_ext_fields(&ext).expect("lenient");
         assert!(h.committed);
     }

@@ -227,10 +227,7 @@ mod tests {
         .collect();
         assert!(matches!(
             PullMessageResponseHeader::from_ext_fields(&bad),
-            Err(HeaderError::OutOfRange {
-                field: "nextBeginOffset",
-                ..
-            })
+            Err(HeaderError::OutOfRange { field: "nextBeginOffset", .. })
         ));
     }
 }

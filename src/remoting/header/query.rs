@@ -18,10 +18,7 @@ pub struct ViewMessageRequestHeader<'a> {
 
 impl<'a> FromExtFields<'a> for ViewMessageRequestHeader<'a> {
     fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            offset: ext.required_i64("offset")?,
-            topic: ext.optional_str("topic"),
-        })
+        Ok(Self { offset: ext.required_i64("offset")?, topic: ext.optional_str("topic") })
     }
 }
 
@@ -109,10 +106,7 @@ mod tests {
     fn given_query_headers_when_round_tripping_should_be_identical() {
         assert_header_round_trip!(
             ViewMessageRequestHeader,
-            ViewMessageRequestHeader {
-                offset: 7,
-                topic: None
-            }
+            ViewMessageRequestHeader { offset: 7, topic: None }
         );
         let ext = assert_header_round_trip!(
             QueryMessageRequestHeader,

@@ -62,9 +62,7 @@ impl SendHeaderVersion {
                 "batch",
                 "brokerName",
             ],
-            Self::V2 => &[
-                "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n",
-            ],
+            Self::V2 => &["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"],
         }
     }
 }
@@ -270,14 +268,8 @@ mod tests {
 
     #[test]
     fn given_codes_when_choosing_version_should_follow_rocketmq() {
-        assert_eq!(
-            SendHeaderVersion::for_request_code(10),
-            Some(SendHeaderVersion::V1)
-        );
-        assert_eq!(
-            SendHeaderVersion::for_request_code(320),
-            Some(SendHeaderVersion::V2)
-        );
+        assert_eq!(SendHeaderVersion::for_request_code(10), Some(SendHeaderVersion::V1));
+        assert_eq!(SendHeaderVersion::for_request_code(320), Some(SendHeaderVersion::V2));
         assert_eq!(SendHeaderVersion::for_request_code(11), None);
     }
 
@@ -296,9 +288,6 @@ mod tests {
         assert_eq!(ext.get("MSG_REGION"), Some(DEFAULT_MSG_REGION));
         assert_eq!(ext.get("TRACE_ON"), Some("true"));
         assert_eq!(ext.get("queueOffset"), Some("0"));
-        assert!(
-            !ext.contains_key("transactionId"),
-            "unset optionals are omitted"
-        );
+        assert!(!ext.contains_key("transactionId"), "unset optionals are omitted");
     }
 }
