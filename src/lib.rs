@@ -17,10 +17,13 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "broker")]
+pub mod broker;
 pub mod engine;
 pub mod hash;
 pub mod queue;
 pub mod remoting;
+pub mod store;
 mod sync;
 
 /// The README's Rust examples compile and run as doctests.

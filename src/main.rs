@@ -1,5 +1,232 @@
-//! The baiji command line (filled in by the broker issue).
+//! The baiji command line: `broker` (with an embedded name server unless `--namesrv-addr` is
+//! given) and `namesrv` (a standalone name server).
 
-fn main() {
-    eprintln!("baiji: the broker is not built yet; see README.md");
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use baiji::broker::{self, BrokerConfig};
+use clap::{Args, Parser, Subcommand};
+
+/// baiji: an in-memory message broker that RocketMQ clients cannot tell from a persistent one.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs a broker; with no flags it also serves an embedded name server on 127.0.0.1:9876.
+    Broker(Box<BrokerArgs>),
+    /// Runs a standalone name server that brokers (baiji or RocketMQ) register with.
+    Namesrv(NamesrvArgs),
+}
+
+/// Broker flags. Each overrides the same key of the `--config` TOML file.
+#[derive(Debug, Args)]
+struct BrokerArgs {
+    /// TOML file with the same keys as these flags (kebab-case).
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Address to listen on (host:port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Port to listen on, keeping the listen host (RocketMQ: listenPort).
+    #[arg(long)]
+    listen_port: Option<u16>,
+    /// IP published to clients in routes and message ids (RocketMQ: brokerIP1).
+    #[arg(long)]
+    broker_ip: Option<IpAddr>,
+    /// External name servers, 'host:port;host:port' (RocketMQ: namesrvAddr). Disables the embedded one.
+    #[arg(long)]
+    namesrv_addr: Option<String>,
+    /// Address of the embedded name server.
+    #[arg(long)]
+    namesrv_listen: Option<SocketAddr>,
+    /// Do not run the embedded name server.
+    #[arg(long)]
+    no_namesrv: bool,
+    /// Cluster name (RocketMQ: brokerClusterName).
+    #[arg(long)]
+    cluster_name: Option<String>,
+    /// Broker name (RocketMQ: brokerName).
+    #[arg(long)]
+    broker_name: Option<String>,
+    /// Queues of auto-created topics (RocketMQ: defaultTopicQueueNums).
+    #[arg(long)]
+    default_queues: Option<u32>,
+    /// Refuse sends to unknown topics instead of creating them (RocketMQ: autoCreateTopicEnable=false).
+    #[arg(long)]
+    no_auto_create_topic: bool,
+    /// Memory budget in bytes (payload plus bookkeeping); suffixes k, m, g accepted.
+    #[arg(long, value_parser = parse_size)]
+    memory_budget: Option<u64>,
+    /// What to do when the budget is full: reject (clients get SYSTEM_BUSY and retry), drop-oldest, block.
+    #[arg(long)]
+    memory_policy: Option<String>,
+    /// Largest message body, bytes (RocketMQ: maxMessageSize).
+    #[arg(long, value_parser = parse_size)]
+    max_message_size: Option<u64>,
+    /// Seconds to keep messages no consumer group holds.
+    #[arg(long)]
+    retention_secs: Option<u64>,
+    /// Bytes per queue of messages no consumer group holds to keep; suffixes accepted.
+    #[arg(long, value_parser = parse_size)]
+    retention_bytes: Option<u64>,
+    /// Seconds after which a clustering group without members stops holding messages (0: never).
+    #[arg(long)]
+    group_idle_secs: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct NamesrvArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    listen: SocketAddr,
+    /// Port to listen on, keeping the listen host.
+    #[arg(long)]
+    listen_port: Option<u16>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (examples: 512m, 2g, 1048576)"))?;
+    n.checked_mul(mul).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
+    let mut c = match &a.config {
+        Some(path) => BrokerConfig::from_toml_file(path).map_err(|e| e.to_string())?,
+        None => BrokerConfig::default(),
+    };
+    if let Some(v) = a.listen {
+        c.listen = v;
+    }
+    if let Some(p) = a.listen_port {
+        c.listen.set_port(p);
+    }
+    if a.broker_ip.is_some() {
+        c.broker_ip = a.broker_ip;
+    }
+    if a.namesrv_addr.is_some() {
+        c.namesrv_addr = a.namesrv_addr;
+    }
+    if a.namesrv_listen.is_some() {
+        c.namesrv_listen = a.namesrv_listen;
+    }
+    if a.no_namesrv {
+        c.namesrv_listen = None;
+    }
+    if let Some(v) = a.cluster_name {
+        c.cluster_name = v;
+    }
+    if let Some(v) = a.broker_name {
+        c.broker_name = v;
+    }
+    if let Some(v) = a.default_queues {
+        c.default_queues = v;
+    }
+    if a.no_auto_create_topic {
+        c.auto_create_topic = false;
+    }
+    if let Some(v) = a.memory_budget {
+        c.memory_budget = v;
+    }
+    if let Some(v) = a.memory_policy {
+        c.memory_policy = v;
+    }
+    if let Some(v) = a.max_message_size {
+        c.max_message_size =
+            usize::try_from(v).map_err(|_| "max-message-size is too large".to_string())?;
+    }
+    if let Some(v) = a.retention_secs {
+        c.retention_secs = v;
+    }
+    if let Some(v) = a.retention_bytes {
+        c.retention_bytes = v;
+    }
+    if let Some(v) = a.group_idle_secs {
+        c.group_idle_secs = v;
+    }
+    Ok(c)
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM.
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM");
+            None
+        }
+    };
+    let term = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => tracing::info!("Ctrl-C: shutting down"),
+            Err(e) => tracing::warn!(error = %e, "cannot listen for Ctrl-C; shutting down"),
+        },
+        () = term => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("baiji: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let running = match cli.command {
+            Command::Broker(args) => {
+                let config = broker_config(*args)?;
+                broker::start(config).await.map_err(|e| e.to_string())?
+            }
+            Command::Namesrv(args) => {
+                let mut listen = args.listen;
+                if let Some(p) = args.listen_port {
+                    listen.set_port(p);
+                }
+                broker::start_namesrv(listen).await.map_err(|e| e.to_string())?
+            }
+        };
+        wait_for_signal().await;
+        running.shutdown().await;
+        tracing::info!("stopped");
+        Ok::<(), String>(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("baiji: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -106,6 +106,9 @@ pub enum EngineError {
     /// An engine configuration value is out of range.
     #[error("invalid engine configuration: {0}")]
     InvalidConfig(String),
+    /// A batch append with no message.
+    #[error("a batch needs at least one message")]
+    EmptyBatch,
     /// The engine was shut down.
     #[error("the engine has been shut down")]
     Closed,

@@ -640,6 +640,34 @@ impl TopicHandle {
         self.inner.append_at(&self.topic, queue, msg)
     }
 
+    /// Appends `messages` to queue `queue` as one contiguous run with consecutive offsets
+    /// (nothing else lands between them); returns the first one's receipt. All or nothing:
+    /// the budget is taken for the whole batch at once.
+    ///
+    /// # Errors
+    /// As [`append`](Self::append); [`EngineError::EmptyBatch`] for no messages.
+    pub fn append_batch(&self, queue: u32, messages: Vec<Message>) -> Result<Receipt, EngineError> {
+        let inner = &*self.inner;
+        let Some(first) = messages.first() else { return Err(EngineError::EmptyBatch) };
+        let (eq, mut cost) = inner.prepare(&self.topic, queue, first)?;
+        for m in &messages[1..] {
+            cost += inner.message_cost(m)?;
+        }
+        inner.reserve(cost, &self.topic, queue)?;
+        // Relaxed: statistics; added before linking (see `link`).
+        eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
+        let guard = inner.pin();
+        let now = now_ms();
+        let appended = eq.q.append_batch(
+            messages.into_iter().map(|m| (m.payload, m.timestamp.unwrap_or(now), m.tag)),
+            &guard,
+        );
+        match appended {
+            Some(a) => Ok(Receipt { queue, offset: a.offset }),
+            None => Err(EngineError::EmptyBatch),
+        }
+    }
+
     /// Appends to the queue chosen by `key`: the same key always lands in the same queue, so
     /// messages with one key keep their order.
     ///

@@ -438,6 +438,80 @@ impl Queue {
         }
     }
 
+    /// Appends several messages as one contiguous run: they get consecutive offsets, and no
+    /// other append lands between them (RocketMQ batch semantics). The chain is linked
+    /// privately, then published with the same single CAS as one message. Returns `None` for
+    /// an empty batch.
+    pub fn append_batch<I>(&self, messages: I, guard: &Guard) -> Option<Appended>
+    where
+        I: IntoIterator<Item = (Bytes, u64, u32)>,
+    {
+        let nodes: Vec<*mut Node> = messages
+            .into_iter()
+            .map(|(p, ts, tag)| Box::into_raw(Box::new(Node::new(p, ts, tag, 0))))
+            .collect();
+        let (&first, &last) = (nodes.first()?, nodes.last()?);
+        for w in nodes.windows(2) {
+            // SAFETY: the nodes were just allocated and are private to this call until the
+            // publishing CAS below; nobody else can hold a reference to them.
+            let (a, b) = unsafe { (&*w[0], &*w[1]) };
+            // Relaxed: published by the AcqRel CAS that links `first` (invariant 2).
+            a.next.store(Shared::from(w[1] as *const Node), Ordering::Relaxed);
+            b.prev.store(Shared::from(w[0] as *const Node), Ordering::Relaxed);
+        }
+        loop {
+            // Acquire: pairs with the Release tail CASes.
+            let t = self.tail.load(Ordering::Acquire, guard);
+            // SAFETY: see `last`: the tail is alive under `guard`.
+            let tail = unsafe { t.deref() };
+            // Acquire: pairs with the publishing CAS of whoever linked a successor.
+            let next = tail.next.load(Ordering::Acquire, guard);
+            if !next.is_null() {
+                // Release: pairs with Acquire tail loads.
+                let _ = self.tail.compare_exchange(
+                    t,
+                    next.with_tag(0),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                    guard,
+                );
+                continue;
+            }
+            let base = tail.end();
+            for (i, &n) in nodes.iter().enumerate() {
+                // SAFETY: still private (the CAS has not succeeded); `&mut` is exclusive.
+                let node = unsafe { &mut *n };
+                *node.end.get_mut() = base + 1 + i as u64;
+            }
+            // SAFETY: as above.
+            unsafe { &*first }.prev.store(t, Ordering::Relaxed);
+            // AcqRel: Release publishes the whole chain (its links and fields were written
+            // before); Acquire sees a waiter's registration. Expect exactly what we loaded.
+            if tail
+                .next
+                .compare_exchange(
+                    next,
+                    Shared::from(first as *const Node),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    guard,
+                )
+                .is_ok()
+            {
+                // Release: pairs with Acquire tail loads. Failure means someone helped.
+                let _ = self.tail.compare_exchange(
+                    t,
+                    Shared::from(last as *const Node),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                    guard,
+                );
+                let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
+                return Some(Appended { offset: base, woke });
+            }
+        }
+    }
+
     /// The live node holding `offset`, if any. Walks from whichever end is nearer: forward from
     /// the head or backward from the tail along the `prev` links.
     pub fn find<'g>(&self, offset: u64, guard: &'g Guard) -> Option<&'g Node> {

@@ -117,6 +117,8 @@ pub struct RegisterBrokerBody {
 
 impl JsonBody for RegisterBrokerBody {}
 
+impl JsonBody for TopicConfigAndMappingSerializeWrapper {}
+
 /// GET_BROKER_CLUSTER_INFO response body.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

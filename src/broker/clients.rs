@@ -1,0 +1,391 @@
+//! Who is connected: connections, producer and consumer groups from heartbeats, their
+//! subscriptions, and the notifications RocketMQ clients rebalance on.
+//!
+//! A consumer group's membership changes on `HEART_BEAT` (a new client id), `UNREGISTER_CLIENT`,
+//! a closed connection or a client that stops sending heartbeats for `client-expiry-secs`;
+//! every change sends `NOTIFY_CONSUMER_IDS_CHANGED` to the group's remaining members.
+//! Clustering groups also hold messages in the store (until they commit); broadcasting members
+//! each get a store member whose read position acknowledges for them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use super::topics::RETRY_PREFIX;
+use super::{ConnId, Outgoing, Shared};
+use crate::remoting::body::{ConsumerData, HeartbeatData, MessageModel, SubscriptionData};
+use crate::remoting::code::request_code;
+use crate::remoting::subscription::TagMatcher;
+use crate::remoting::{ExtFields, RemotingCommand};
+use crate::store::{Filter, MemberId};
+
+/// The engine filter for a broker-side tag matcher.
+pub(crate) fn filter_of(m: &TagMatcher) -> Filter {
+    match m {
+        TagMatcher::All => Filter::All,
+        TagMatcher::Names(names) => Filter::tags(names.iter().map(String::as_str)),
+        TagMatcher::Codes(codes) => Filter::tag_hashes(codes.iter().copied()),
+    }
+}
+
+/// A consumer group's subscription to one topic, as its latest heartbeat described it.
+#[derive(Debug, Clone)]
+pub(crate) struct Subscription {
+    pub(crate) data: SubscriptionData,
+    pub(crate) filter: Filter,
+}
+
+#[derive(Debug)]
+struct Member {
+    conn: ConnId,
+    last_seen: Instant,
+    /// Broadcasting: the store member per subscribed topic.
+    broadcast: HashMap<String, MemberId>,
+}
+
+#[derive(Debug)]
+struct ConsumerGroup {
+    model: MessageModel,
+    members: BTreeMap<String, Member>,
+    subscriptions: HashMap<String, Subscription>,
+    /// When the last member left (clustering groups release their holds after a while).
+    empty_since: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    tx: mpsc::UnboundedSender<Outgoing>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    conns: HashMap<ConnId, Conn>,
+    groups: HashMap<String, ConsumerGroup>,
+    producers: HashMap<String, BTreeMap<String, (ConnId, Instant)>>,
+}
+
+/// The registry (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct ClientRegistry {
+    inner: RwLock<Registry>,
+}
+
+/// What a membership change requires afterwards (done outside the registry lock).
+#[derive(Debug, Default)]
+struct Effects {
+    /// Groups whose member set changed: notify these connections.
+    notify: Vec<(String, Vec<mpsc::UnboundedSender<Outgoing>>)>,
+    /// Store members of broadcasting clients that left.
+    broadcast_left: Vec<(String, String, MemberId)>,
+}
+
+impl ClientRegistry {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn open(&self, id: ConnId, tx: mpsc::UnboundedSender<Outgoing>) {
+        self.write().conns.insert(id, Conn { tx });
+    }
+
+    /// A connection closed: every client on it leaves its groups.
+    pub(crate) fn close(&self, s: &Shared, id: ConnId) {
+        let effects = {
+            let mut r = self.write();
+            r.conns.remove(&id);
+            for p in r.producers.values_mut() {
+                p.retain(|_, (c, _)| *c != id);
+            }
+            r.producers.retain(|_, p| !p.is_empty());
+            remove_members(&mut r, |_, _, m| m.conn == id)
+        };
+        apply(s, effects);
+    }
+
+    /// Registers what a heartbeat says. Returns nothing; notifications are sent from here.
+    pub(crate) fn heartbeat(&self, s: &Shared, conn: ConnId, hb: &HeartbeatData) {
+        let now = Instant::now();
+        let mut subscribe: Vec<(String, String)> = Vec::new();
+        let mut broadcast_join: Vec<(String, String, String)> = Vec::new();
+        let effects = {
+            let mut r = self.write();
+            for p in &hb.producer_data_set {
+                r.producers
+                    .entry(p.group_name.clone())
+                    .or_default()
+                    .insert(hb.client_id.clone(), (conn, now));
+            }
+            let mut effects = Effects::default();
+            for c in &hb.consumer_data_set {
+                let changed = upsert_consumer(
+                    &mut r,
+                    conn,
+                    &hb.client_id,
+                    c,
+                    now,
+                    &mut subscribe,
+                    &mut broadcast_join,
+                );
+                if changed {
+                    let txs = member_txs(&r, &c.group_name);
+                    effects.notify.push((c.group_name.clone(), txs));
+                }
+            }
+            effects
+        };
+        for (group, topic) in subscribe {
+            let _ = s.store.subscribe(&group, &topic);
+        }
+        for (group, topic, client) in broadcast_join {
+            if s.store.topic(&topic).is_none() {
+                continue;
+            }
+            if let Ok(id) = s.store.add_broadcast_member(&group, &topic) {
+                let mut r = self.write();
+                let stale = r
+                    .groups
+                    .get_mut(&group)
+                    .and_then(|g| g.members.get_mut(&client))
+                    .and_then(|m| m.broadcast.insert(topic.clone(), id));
+                drop(r);
+                if let Some(old) = stale {
+                    s.store.remove_broadcast_member(&group, &topic, old);
+                }
+            }
+        }
+        apply(s, effects);
+    }
+
+    /// `UNREGISTER_CLIENT`: the client leaves the named groups.
+    pub(crate) fn unregister(
+        &self,
+        s: &Shared,
+        client_id: &str,
+        producer: Option<&str>,
+        consumer: Option<&str>,
+    ) {
+        let effects = {
+            let mut r = self.write();
+            if let Some(p) = producer {
+                if let Some(g) = r.producers.get_mut(p) {
+                    g.remove(client_id);
+                    if g.is_empty() {
+                        r.producers.remove(p);
+                    }
+                }
+            }
+            match consumer {
+                Some(group) => remove_members(&mut r, |g, id, _| g == group && id == client_id),
+                None => Effects::default(),
+            }
+        };
+        apply(s, effects);
+    }
+
+    /// Drops clients whose last heartbeat is older than `ttl`; releases clustering groups that
+    /// have had no member for `idle` (if non-zero).
+    fn expire(&self, s: &Shared, ttl: Duration, idle: Duration) {
+        let now = Instant::now();
+        let (effects, released) = {
+            let mut r = self.write();
+            for p in r.producers.values_mut() {
+                p.retain(|_, (_, seen)| now.duration_since(*seen) < ttl);
+            }
+            r.producers.retain(|_, p| !p.is_empty());
+            let effects = remove_members(&mut r, |_, _, m| now.duration_since(m.last_seen) >= ttl);
+            let mut released = Vec::new();
+            if !idle.is_zero() {
+                r.groups.retain(|name, g| {
+                    let gone = g.members.is_empty()
+                        && g.empty_since.is_some_and(|t| now.duration_since(t) >= idle);
+                    if gone && g.model == MessageModel::Clustering {
+                        released.extend(g.subscriptions.keys().map(|t| (name.clone(), t.clone())));
+                    }
+                    !gone
+                });
+            }
+            (effects, released)
+        };
+        for (group, topic) in released {
+            tracing::info!(%group, %topic, "group idle: its messages are no longer held");
+            s.store.unsubscribe(&group, &topic);
+        }
+        apply(s, effects);
+    }
+
+    /// Client ids of a consumer group's live members, sorted.
+    pub(crate) fn consumer_ids(&self, group: &str) -> Vec<String> {
+        self.read()
+            .groups
+            .get(group)
+            .map(|g| g.members.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The subscription of `group` to `topic`, and whether the group broadcasts. `Err(true)`
+    /// when the group is unknown, `Err(false)` when it has no subscription to the topic.
+    pub(crate) fn subscription(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<(Subscription, MessageModel), bool> {
+        let r = self.read();
+        let g = r.groups.get(group).ok_or(true)?;
+        let sub = g.subscriptions.get(topic).ok_or(false)?;
+        Ok((sub.clone(), g.model.clone()))
+    }
+
+    /// The store member of a broadcasting client for `topic`, if any.
+    pub(crate) fn broadcast_member(
+        &self,
+        group: &str,
+        topic: &str,
+        conn: ConnId,
+    ) -> Option<MemberId> {
+        let r = self.read();
+        let g = r.groups.get(group)?;
+        g.members.values().filter(|m| m.conn == conn).find_map(|m| m.broadcast.get(topic).copied())
+    }
+
+    /// Clustering groups subscribed to `topic` (they must hold it once it exists).
+    pub(crate) fn clustering_groups_of(&self, topic: &str) -> Vec<String> {
+        self.read()
+            .groups
+            .iter()
+            .filter(|(_, g)| {
+                g.model != MessageModel::Broadcasting && g.subscriptions.contains_key(topic)
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// The model of a consumer group, if known.
+    pub(crate) fn model(&self, group: &str) -> Option<MessageModel> {
+        self.read().groups.get(group).map(|g| g.model.clone())
+    }
+}
+
+fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::UnboundedSender<Outgoing>> {
+    let Some(g) = r.groups.get(group) else { return Vec::new() };
+    let mut conns: Vec<ConnId> = g.members.values().map(|m| m.conn).collect();
+    conns.sort_unstable();
+    conns.dedup();
+    conns.iter().filter_map(|c| r.conns.get(c).map(|c| c.tx.clone())).collect()
+}
+
+/// Inserts or refreshes one consumer of a heartbeat; returns whether the group's member set
+/// changed. Collects the store subscriptions and broadcasting joins to perform afterwards.
+fn upsert_consumer(
+    r: &mut Registry,
+    conn: ConnId,
+    client: &str,
+    c: &ConsumerData,
+    now: Instant,
+    subscribe: &mut Vec<(String, String)>,
+    broadcast_join: &mut Vec<(String, String, String)>,
+) -> bool {
+    let g = r.groups.entry(c.group_name.clone()).or_insert_with(|| ConsumerGroup {
+        model: c.message_model.clone(),
+        members: BTreeMap::new(),
+        subscriptions: HashMap::new(),
+        empty_since: None,
+    });
+    g.model = c.message_model.clone();
+    g.empty_since = None;
+    let mut changed = false;
+    let member = g.members.entry(client.to_string()).or_insert_with(|| {
+        changed = true;
+        Member { conn, last_seen: now, broadcast: HashMap::new() }
+    });
+    member.conn = conn;
+    member.last_seen = now;
+    let broadcasting = c.message_model == MessageModel::Broadcasting;
+    for sd in &c.subscription_data_set {
+        let filter = filter_of(&TagMatcher::for_subscription(sd));
+        let newer = g
+            .subscriptions
+            .get(&sd.topic)
+            .map_or(true, |old| old.data.sub_version <= sd.sub_version);
+        if newer {
+            g.subscriptions.insert(sd.topic.clone(), Subscription { data: sd.clone(), filter });
+        }
+        if broadcasting {
+            if !member.broadcast.contains_key(&sd.topic) && !sd.topic.starts_with(RETRY_PREFIX) {
+                broadcast_join.push((c.group_name.clone(), sd.topic.clone(), client.to_string()));
+            }
+        } else {
+            subscribe.push((c.group_name.clone(), sd.topic.clone()));
+        }
+    }
+    changed
+}
+
+/// Removes every member for which `gone(group, client id, member)` holds.
+fn remove_members(r: &mut Registry, gone: impl Fn(&str, &str, &Member) -> bool) -> Effects {
+    let mut effects = Effects::default();
+    let now = Instant::now();
+    let names: Vec<String> = r.groups.keys().cloned().collect();
+    for name in names {
+        let Some(g) = r.groups.get_mut(&name) else { continue };
+        let leaving: Vec<String> = g
+            .members
+            .iter()
+            .filter(|(id, m)| gone(&name, id, m))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if leaving.is_empty() {
+            continue;
+        }
+        for id in &leaving {
+            if let Some(m) = g.members.remove(id) {
+                for (topic, member) in m.broadcast {
+                    effects.broadcast_left.push((name.clone(), topic, member));
+                }
+            }
+        }
+        if g.members.is_empty() {
+            g.empty_since = Some(now);
+        }
+        let txs = member_txs(r, &name);
+        effects.notify.push((name, txs));
+    }
+    effects
+}
+
+fn apply(s: &Shared, effects: Effects) {
+    for (group, topic, member) in effects.broadcast_left {
+        s.store.remove_broadcast_member(&group, &topic, member);
+    }
+    for (group, txs) in effects.notify {
+        for tx in txs {
+            let mut ext = ExtFields::new();
+            ext.insert("consumerGroup", &group);
+            let cmd = RemotingCommand::oneway_request(
+                request_code::NOTIFY_CONSUMER_IDS_CHANGED,
+                s.next_opaque(),
+            )
+            .with_ext_fields(ext);
+            let _ = tx.send(cmd);
+        }
+    }
+}
+
+/// Expires silent clients every few seconds until shutdown.
+pub(crate) async fn housekeeping(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let ttl = Duration::from_secs(s.config.client_expiry_secs.max(1));
+    let idle = Duration::from_secs(s.config.group_idle_secs);
+    let period = Duration::from_secs(5).min(ttl / 2).max(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.changed() => return,
+        }
+        s.clients.expire(&s, ttl, idle);
+    }
+}

@@ -1,0 +1,156 @@
+//! Broker configuration: command-line flags and the TOML file share one set of keys
+//! (kebab-case, named as RocketMQ names them where RocketMQ has a name).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::BrokerError;
+use crate::engine::{EngineConfig, MemoryPolicy, Retention};
+
+/// Everything a broker needs to start. `BrokerConfig::default()` serves RocketMQ clients on
+/// 127.0.0.1:10911 with an embedded name server on 127.0.0.1:9876.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BrokerConfig {
+    /// Address the broker listens on (RocketMQ: `listenPort`, default 10911).
+    pub listen: SocketAddr,
+    /// IP published to clients in routes and message ids (RocketMQ: `brokerIP1`); the listen
+    /// address's IP when unset (or 127.0.0.1 if that is unspecified).
+    pub broker_ip: Option<IpAddr>,
+    /// The embedded name server's address; `None` disables it. Ignored when
+    /// `namesrv-addr` is set.
+    pub namesrv_listen: Option<SocketAddr>,
+    /// External name servers, `host:port;host:port` (RocketMQ: `namesrvAddr`). When set, the
+    /// broker registers with them instead of embedding one.
+    pub namesrv_addr: Option<String>,
+    /// Cluster name (RocketMQ: `brokerClusterName`).
+    pub cluster_name: String,
+    /// Broker name (RocketMQ: `brokerName`).
+    pub broker_name: String,
+    /// Queues of a topic created from `TBW102` or by an admin without a count
+    /// (RocketMQ: `defaultTopicQueueNums`).
+    pub default_queues: u32,
+    /// Create unknown topics on first send (RocketMQ: `autoCreateTopicEnable`).
+    pub auto_create_topic: bool,
+    /// Memory budget in bytes (payload plus bookkeeping).
+    pub memory_budget: u64,
+    /// `reject` (default), `drop-oldest` or `block`.
+    pub memory_policy: String,
+    /// Largest message body accepted, bytes (RocketMQ: `maxMessageSize`, 4 MiB).
+    pub max_message_size: usize,
+    /// How long messages no group holds are kept, seconds.
+    pub retention_secs: u64,
+    /// Per queue, bytes of messages no group holds that are kept.
+    pub retention_bytes: u64,
+    /// A client that has not sent a heartbeat for this long is dropped, seconds.
+    pub client_expiry_secs: u64,
+    /// A clustering group without members stops holding messages after this long, seconds
+    /// (0: never).
+    pub group_idle_secs: u64,
+    /// Longest a suspended pull is held, milliseconds (clients ask for 15 s; their RPC
+    /// timeout is 30 s).
+    pub long_poll_max_ms: u64,
+    /// Seconds between re-registrations with external name servers (RocketMQ:
+    /// `registerNameServerPeriod`, 30 s).
+    pub register_interval_secs: u64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 10911),
+            broker_ip: None,
+            namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
+            namesrv_addr: None,
+            cluster_name: "DefaultCluster".into(),
+            broker_name: "baiji-a".into(),
+            default_queues: 8,
+            auto_create_topic: true,
+            memory_budget: 1 << 30,
+            memory_policy: "reject".into(),
+            max_message_size: 4 * 1024 * 1024,
+            retention_secs: 60,
+            retention_bytes: 64 * 1024 * 1024,
+            client_expiry_secs: 120,
+            group_idle_secs: 1800,
+            long_poll_max_ms: 25_000,
+            register_interval_secs: 30,
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Reads a TOML file with the same keys as the command-line flags.
+    ///
+    /// # Errors
+    /// [`BrokerError::Config`] if the file cannot be read or parsed.
+    pub fn from_toml_file(path: &Path) -> Result<Self, BrokerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| BrokerError::Config(format!("cannot read {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| BrokerError::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// The address clients are told to connect to.
+    pub fn advertised(&self, bound: SocketAddr) -> SocketAddr {
+        let ip = self.broker_ip.unwrap_or(if bound.ip().is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            bound.ip()
+        });
+        SocketAddr::new(ip, bound.port())
+    }
+
+    /// The external name servers, parsed.
+    ///
+    /// # Errors
+    /// [`BrokerError::Config`] for an entry that is not `host:port`.
+    pub fn namesrv_addrs(&self) -> Result<Vec<String>, BrokerError> {
+        let Some(list) = &self.namesrv_addr else { return Ok(Vec::new()) };
+        let addrs: Vec<String> =
+            list.split(';').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        for a in &addrs {
+            let ok =
+                a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(BrokerError::Config(format!(
+                    "namesrv-addr entry `{a}` is not host:port"
+                )));
+            }
+        }
+        if addrs.is_empty() {
+            return Err(BrokerError::Config("namesrv-addr is empty".into()));
+        }
+        Ok(addrs)
+    }
+
+    /// The engine configuration these settings imply.
+    ///
+    /// # Errors
+    /// [`BrokerError::Config`] for an unknown memory policy or an invalid value.
+    pub fn engine_config(&self) -> Result<EngineConfig, BrokerError> {
+        let policy: MemoryPolicy = self
+            .memory_policy
+            .parse()
+            .map_err(|e: crate::engine::EngineError| BrokerError::Config(e.to_string()))?;
+        if self.default_queues == 0 || self.default_queues > crate::engine::MAX_QUEUES {
+            return Err(BrokerError::Config(format!(
+                "default-queues must be between 1 and {}",
+                crate::engine::MAX_QUEUES
+            )));
+        }
+        Ok(EngineConfig {
+            memory_budget: self.memory_budget,
+            policy,
+            // The engine counts the whole stored record; leave room for headers and properties.
+            max_message_size: self.max_message_size + 64 * 1024,
+            retention: Retention {
+                time: Duration::from_secs(self.retention_secs),
+                bytes: self.retention_bytes,
+            },
+            ..EngineConfig::default()
+        })
+    }
+}

@@ -1,0 +1,389 @@
+//! The broker: a tokio server speaking RocketMQ's remoting protocol over the [`store`]
+//! traits, with an embedded name server.
+//!
+//! One task per connection reads frames and answers each request through one code → processor
+//! table ([`table`]); most requests are answered inline, a pull that must wait (long polling)
+//! moves to its own task and answers later through the connection's outgoing channel, so
+//! responses may leave out of order, matched by `opaque`. The broker depends on the store
+//! traits only, never on the engine.
+//!
+//! [`store`]: crate::store
+
+mod clients;
+mod config;
+mod namesrv;
+mod processor;
+mod record;
+mod registrar;
+mod server;
+mod table;
+mod topics;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use thiserror::Error;
+use tokio::sync::{mpsc, watch};
+
+pub use config::BrokerConfig;
+
+use crate::remoting::body::TopicConfig;
+use crate::remoting::code::response_code;
+use crate::remoting::msgid::UniqKeyGenerator;
+use crate::remoting::{ExtFields, RemotingCommand};
+use crate::store::{MemoryStore, Store, StoreError};
+
+/// Why the broker could not start or stopped.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// A configuration value is invalid.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// Binding or serving failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The store could not be created.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Identifies one client connection.
+pub(crate) type ConnId = u64;
+
+/// What the connection task sends on a connection's outgoing channel.
+pub(crate) type Outgoing = RemotingCommand;
+
+/// The connection a request arrived on.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnCtx {
+    pub(crate) id: ConnId,
+    pub(crate) peer: SocketAddr,
+    /// Responses that complete later, and broker → client requests.
+    pub(crate) tx: mpsc::UnboundedSender<Outgoing>,
+    /// Fires when the broker shuts down (long polls answer at once).
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+/// What a processor did with a request.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// Send this response now (boxed: responses are large, results carrying them should not be).
+    Now(Box<RemotingCommand>),
+    /// No response (one-way request, or one a spawned task will send).
+    Nothing,
+}
+
+impl Reply {
+    /// A response to send now.
+    pub(crate) fn now(cmd: RemotingCommand) -> Reply {
+        Reply::Now(Box::new(cmd))
+    }
+}
+
+/// A success response carrying `ext`.
+pub(crate) fn ok(req: &RemotingCommand, ext: ExtFields) -> RemotingCommand {
+    RemotingCommand::response_to(req, response_code::SUCCESS, None).with_ext_fields(ext)
+}
+
+/// An error response with RocketMQ's code and a remark saying what was wrong.
+pub(crate) fn reply_error(req: &RemotingCommand, code: i32, remark: String) -> Reply {
+    Reply::now(RemotingCommand::response_to(req, code, Some(remark)))
+}
+
+/// Counters of what the broker did that the store does not see.
+#[derive(Debug, Default)]
+pub(crate) struct BrokerCounters {
+    /// One-way sends refused (they cannot be told): nothing disappears uncounted.
+    pub(crate) oneway_rejected: AtomicU64,
+    /// Sends refused for lack of memory (answered with SYSTEM_BUSY).
+    pub(crate) sends_rejected: AtomicU64,
+    /// Frames that could not be parsed (their connection was closed).
+    pub(crate) bad_frames: AtomicU64,
+}
+
+/// State shared by every connection and task of one broker (or standalone name server).
+pub(crate) struct Shared {
+    pub(crate) config: BrokerConfig,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) topics: topics::TopicTable,
+    pub(crate) clients: clients::ClientRegistry,
+    pub(crate) routes: namesrv::RouteTable,
+    /// The address clients reach this broker at (routes, message ids).
+    pub(crate) store_host: SocketAddr,
+    pub(crate) counters: BrokerCounters,
+    pub(crate) uniq: Mutex<UniqKeyGenerator>,
+    /// `CLUSTER` property appended to every message read out.
+    pub(crate) cluster_property: Vec<u8>,
+    next_opaque: AtomicI32,
+    /// Tells the registrar that topics changed.
+    pub(crate) topics_changed: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("store_host", &self.store_host).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn next_opaque(&self) -> i32 {
+        // Relaxed: request ids only need to differ.
+        self.next_opaque.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn new_uniq_key(&self) -> String {
+        let now = crate::engine::now_ms() as i64;
+        self.uniq.lock().unwrap_or_else(|p| p.into_inner()).next_key(now)
+    }
+
+    /// Publishes this broker's topics: straight into the embedded name server, and to the
+    /// registrar for external ones.
+    pub(crate) fn publish_topics(&self) {
+        if self.config.namesrv_addr.is_none() {
+            self.routes.register(namesrv::Registration {
+                cluster: self.config.cluster_name.clone(),
+                broker_name: self.config.broker_name.clone(),
+                broker_id: 0,
+                addr: self.store_host.to_string(),
+                topics: self.topics.all(),
+                conn: None,
+            });
+        }
+        self.topics_changed.send_modify(|v| *v += 1);
+    }
+
+    /// Creates a topic in the store and the topic table (if needed), subscribes the groups
+    /// that already asked for it, and publishes the change. Returns its config.
+    pub(crate) fn create_topic(&self, config: TopicConfig) -> Result<TopicConfig, StoreError> {
+        let queues = config.read_queue_nums.max(config.write_queue_nums).max(1);
+        let t = self.store.ensure_topic(&config.topic_name, queues)?;
+        let mut config = config;
+        // The store decides the real queue count (an existing topic keeps its own).
+        if t.queue_count() != queues {
+            config.read_queue_nums = t.queue_count();
+            config.write_queue_nums = t.queue_count();
+        }
+        self.topics.put(config.clone());
+        for group in self.clients.clustering_groups_of(&config.topic_name) {
+            let _ = self.store.subscribe(&group, &config.topic_name);
+        }
+        self.publish_topics();
+        Ok(config)
+    }
+}
+
+/// A running broker (or standalone name server).
+#[derive(Debug)]
+pub struct RunningBroker {
+    shared: Arc<Shared>,
+    broker_addr: Option<SocketAddr>,
+    namesrv_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+impl RunningBroker {
+    /// The broker's bound address (`None` for a standalone name server).
+    pub fn broker_addr(&self) -> Option<SocketAddr> {
+        self.broker_addr
+    }
+
+    /// The embedded or standalone name server's bound address.
+    pub fn namesrv_addr(&self) -> Option<SocketAddr> {
+        self.namesrv_addr
+    }
+
+    /// The store (statistics, tests).
+    pub fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.shared.store)
+    }
+
+    /// One-way sends refused so far (they could not be answered).
+    pub fn oneway_rejected(&self) -> u64 {
+        self.shared.counters.oneway_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Sends refused for lack of memory so far.
+    pub fn sends_rejected(&self) -> u64 {
+        self.shared.counters.sends_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Stops accepting, answers in-flight requests (suspended pulls at once), unregisters from
+    /// external name servers, closes connections, and waits for all of it.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError {
+    let context = context.into();
+    move |source| BrokerError::Io { context, source }
+}
+
+impl Shared {
+    fn new(config: BrokerConfig, store: Arc<dyn Store>, store_host: SocketAddr) -> Self {
+        let ip = match store_host.ip() {
+            std::net::IpAddr::V4(ip) => ip,
+            std::net::IpAddr::V6(_) => std::net::Ipv4Addr::LOCALHOST,
+        };
+        let uniq = UniqKeyGenerator::new(
+            ip,
+            std::process::id(),
+            rand_u32(),
+            crate::engine::now_ms() as i64,
+        );
+        let mut cluster_property = Vec::new();
+        let _ = crate::remoting::properties::write_pair(
+            &mut cluster_property,
+            crate::remoting::properties::CLUSTER,
+            &config.cluster_name,
+        );
+        Shared {
+            topics: topics::TopicTable::new(config.default_queues, config.auto_create_topic),
+            clients: clients::ClientRegistry::default(),
+            routes: namesrv::RouteTable::default(),
+            store_host,
+            counters: BrokerCounters::default(),
+            uniq: Mutex::new(uniq),
+            cluster_property,
+            next_opaque: AtomicI32::new(1),
+            topics_changed: watch::channel(0).0,
+            config,
+            store,
+        }
+    }
+}
+
+/// A process-unique value for message-id generation (no `rand` dependency needed).
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::engine::now_ms());
+    h.finish() as u32
+}
+
+/// Starts a broker with `config` over a fresh in-memory store: binds its listener (and the
+/// embedded name server's, or starts registering with external ones) and serves until
+/// shut down. Ports 0 pick free ports (see [`RunningBroker::broker_addr`]).
+///
+/// # Errors
+/// [`BrokerError`] when the configuration is invalid or a port cannot be bound.
+pub async fn start(config: BrokerConfig) -> Result<RunningBroker, BrokerError> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.engine_config()?)?);
+    start_with_store(config, store).await
+}
+
+/// [`start`] over a store of the caller's choosing.
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_with_store(
+    config: BrokerConfig,
+    store: Arc<dyn Store>,
+) -> Result<RunningBroker, BrokerError> {
+    let namesrvs = config.namesrv_addrs()?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(io(format!("cannot bind the broker to {}", config.listen)))?;
+    let bound = listener.local_addr().map_err(io("local address"))?;
+    let store_host = config.advertised(bound);
+    let namesrv_listener = match (config.namesrv_listen, namesrvs.is_empty()) {
+        (Some(addr), true) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(io(format!("cannot bind the embedded name server to {addr}")))?,
+        ),
+        _ => None,
+    };
+    let namesrv_addr = match &namesrv_listener {
+        Some(l) => Some(l.local_addr().map_err(io("local address"))?),
+        None => None,
+    };
+    let shared = Arc::new(Shared::new(config, store, store_host));
+    for t in shared.topics.all() {
+        let _ = shared.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
+    }
+    shared.publish_topics();
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(server::serve(
+        Arc::clone(&shared),
+        listener,
+        table::Role::Broker,
+        shutdown_rx.clone(),
+    ));
+    if let Some(l) = namesrv_listener {
+        tasks.spawn(server::serve(
+            Arc::clone(&shared),
+            l,
+            table::Role::NameServer,
+            shutdown_rx.clone(),
+        ));
+    }
+    tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
+    for addr in namesrvs {
+        tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
+    }
+    tracing::info!(
+        broker = %bound,
+        advertised = %store_host,
+        namesrv = ?namesrv_addr,
+        cluster = %shared.config.cluster_name,
+        name = %shared.config.broker_name,
+        "baiji broker started"
+    );
+    Ok(RunningBroker { shared, broker_addr: Some(bound), namesrv_addr, shutdown, tasks })
+}
+
+/// Starts a standalone name server on `listen` (brokers register with it; clients ask it for
+/// routes). Registrations expire 120 s after their last renewal or when their connection closes.
+///
+/// # Errors
+/// [`BrokerError::Io`] when the port cannot be bound.
+pub async fn start_namesrv(listen: SocketAddr) -> Result<RunningBroker, BrokerError> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(io(format!("cannot bind the name server to {listen}")))?;
+    let bound = listener.local_addr().map_err(io("local address"))?;
+    let config =
+        BrokerConfig { auto_create_topic: false, namesrv_listen: None, ..BrokerConfig::default() };
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.engine_config()?)?);
+    let shared = Arc::new(Shared::new(config, store, bound));
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(server::serve(
+        Arc::clone(&shared),
+        listener,
+        table::Role::NameServer,
+        shutdown_rx.clone(),
+    ));
+    tasks.spawn(namesrv_expiry(Arc::clone(&shared), shutdown_rx));
+    tracing::info!(namesrv = %bound, "baiji name server started");
+    Ok(RunningBroker { shared, broker_addr: None, namesrv_addr: Some(bound), shutdown, tasks })
+}
+
+async fn namesrv_expiry(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let ttl = std::time::Duration::from_secs(120);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+            _ = shutdown.changed() => return,
+        }
+        for name in shared.routes.expire(ttl) {
+            tracing::info!(broker = %name, "broker registration expired");
+        }
+    }
+}

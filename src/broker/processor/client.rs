@@ -1,0 +1,86 @@
+//! Client management: `HEART_BEAT`, `UNREGISTER_CLIENT`, `GET_CONSUMER_LIST_BY_GROUP`,
+//! `CHECK_CLIENT_CONFIG`.
+
+use std::sync::Arc;
+
+use super::bad_header;
+use crate::broker::topics::{perm, RETRY_PREFIX};
+use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::remoting::body::{ConsumerListBody, HeartbeatData, JsonBody, TopicConfig};
+use crate::remoting::code::response_code;
+use crate::remoting::header::{
+    FromExtFields, GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader,
+};
+use crate::remoting::{ExtFields, RemotingCommand};
+
+/// `HEART_BEAT` (34): registers producers, consumers and their subscriptions; creates each
+/// consumer group's `%RETRY%<group>` topic.
+pub(crate) fn heart_beat(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let hb = match HeartbeatData::from_json_slice(&req.body) {
+        Ok(hb) => hb,
+        Err(e) => {
+            return reply_error(
+                &req,
+                response_code::SYSTEM_ERROR,
+                format!("bad heartbeat body: {e}"),
+            )
+        }
+    };
+    for c in &hb.consumer_data_set {
+        if c.group_name.is_empty() {
+            continue;
+        }
+        let retry = format!("{RETRY_PREFIX}{}", c.group_name);
+        if s.topics.get(&retry).is_none() && crate::broker::topics::validate_topic(&retry).is_ok() {
+            let mut conf = TopicConfig::new(retry.clone(), 1, 1);
+            conf.perm = perm::RW;
+            if let Err(e) = s.create_topic(conf) {
+                tracing::warn!(topic = %retry, error = %e, "cannot create the retry topic");
+            }
+        }
+    }
+    s.clients.heartbeat(s, ctx.id, &hb);
+    let mut ext = ExtFields::new();
+    ext.insert("IS_SUPPORT_HEART_BEAT_V2", "false");
+    Reply::now(ok(&req, ext))
+}
+
+/// `UNREGISTER_CLIENT` (35).
+pub(crate) fn unregister_client(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let h = match UnregisterClientRequestHeader::from_ext_fields(&req.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return bad_header(&req, &e),
+    };
+    s.clients.unregister(s, h.client_id, h.producer_group, h.consumer_group);
+    Reply::now(ok(&req, ExtFields::new()))
+}
+
+/// `GET_CONSUMER_LIST_BY_GROUP` (38): every live member of the group, sorted.
+pub(crate) fn get_consumer_list_by_group(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let h = match GetConsumerListByGroupRequestHeader::from_ext_fields(&req.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let ids = s.clients.consumer_ids(h.consumer_group);
+    if ids.is_empty() {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("no consumer for this group, {}", h.consumer_group),
+        );
+    }
+    match (ConsumerListBody { consumer_id_list: ids }).to_json_bytes() {
+        Ok(b) => Reply::now(ok(&req, ExtFields::new()).with_body(b)),
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// `CHECK_CLIENT_CONFIG` (46): baiji filters by tag only; other expression types are
+/// accepted and match everything (clients re-filter tags themselves).
+pub(crate) fn check_client_config(_s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    Reply::now(ok(&req, ExtFields::new()))
+}

@@ -1,0 +1,58 @@
+//! One processor file per request family, named like RocketMQ's.
+
+pub(crate) mod admin;
+pub(crate) mod client;
+pub(crate) mod offset;
+pub(crate) mod pull;
+pub(crate) mod query;
+pub(crate) mod send;
+
+use crate::remoting::code::response_code;
+use crate::remoting::{HeaderError, RemotingCommand};
+use crate::store::StoreError;
+
+use super::{reply_error, Reply};
+
+/// The answer to a request whose custom header is missing a field or has a malformed one.
+pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> Reply {
+    reply_error(req, response_code::SYSTEM_ERROR, e.to_string())
+}
+
+/// The RocketMQ response code and remark for a store error.
+pub(crate) fn store_error(req: &RemotingCommand, e: &StoreError) -> Reply {
+    let code = match e {
+        StoreError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
+        StoreError::MessageTooLarge { .. } => response_code::MESSAGE_ILLEGAL,
+        StoreError::Full { .. } => response_code::SYSTEM_BUSY,
+        StoreError::UnknownGroup { .. } => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        _ => response_code::SYSTEM_ERROR,
+    };
+    let remark = match e {
+        StoreError::UnknownTopic(t) => {
+            format!("topic[{t}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ")
+        }
+        StoreError::Full { used, budget } => format!(
+            "[REJECT]system busy, start flow control for a while: baiji's memory budget is exhausted ({used} of {budget} bytes in use)"
+        ),
+        other => other.to_string(),
+    };
+    reply_error(req, code, remark)
+}
+
+/// A queue id from a header as `u32`, or the answer to send when it is negative.
+pub(crate) fn queue_id(
+    req: &RemotingCommand,
+    q: i32,
+    topic: &str,
+    queues: u32,
+) -> Result<u32, Reply> {
+    u32::try_from(q).ok().filter(|q| *q < queues).ok_or_else(|| {
+        reply_error(
+            req,
+            response_code::SYSTEM_ERROR,
+            format!(
+                "queueId[{q}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{queues}]"
+            ),
+        )
+    })
+}

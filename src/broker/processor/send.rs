@@ -1,0 +1,312 @@
+//! Producing: `SEND_MESSAGE` (V1 header), `SEND_MESSAGE_V2` (short names), one-way sends,
+//! `SEND_BATCH_MESSAGE`, and topic auto-creation from `TBW102`.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{bad_header, store_error};
+use crate::broker::record::{self, physical_offset, NewRecord};
+use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, RETRY_PREFIX};
+use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::engine::now_ms;
+use crate::remoting::body::TopicConfig;
+use crate::remoting::code::response_code;
+use crate::remoting::header::{
+    SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields,
+};
+use crate::remoting::message::{decode_batch, sys_flag};
+use crate::remoting::msgid::encode_offset_msg_id;
+use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
+use crate::remoting::RemotingCommand;
+use crate::store::TopicStore;
+
+/// `SEND_MESSAGE` (10) and `SEND_MESSAGE_V2` (310), answered or one-way.
+pub(crate) fn send_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let reply = send_one(s, ctx, &req);
+    count_oneway_rejection(s, &req, &reply);
+    reply
+}
+
+/// `SEND_BATCH_MESSAGE` (320).
+pub(crate) fn send_batch_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let reply = send_batch(s, ctx, &req);
+    count_oneway_rejection(s, &req, &reply);
+    reply
+}
+
+/// A one-way send that was refused cannot be told so: count it, so nothing disappears
+/// uncounted.
+fn count_oneway_rejection(s: &Shared, req: &RemotingCommand, reply: &Reply) {
+    if let Reply::Now(resp) = reply {
+        if req.is_oneway() && resp.code != response_code::SUCCESS {
+            s.counters.oneway_rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(code = resp.code, remark = ?resp.remark, "one-way send refused");
+        }
+        if resp.code == response_code::SYSTEM_BUSY {
+            s.counters.sends_rejected.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, Reply> {
+    let version = SendHeaderVersion::for_request_code(req.code)
+        .unwrap_or_else(|| SendHeaderVersion::detect(&req.ext_fields));
+    SendMessageRequestHeader::decode(&req.ext_fields, version).map_err(|e| bad_header(req, &e))
+}
+
+/// The checks every send makes before storing: topic name and permission, body and
+/// properties size, transactions.
+fn check(
+    s: &Shared,
+    req: &RemotingCommand,
+    h: &SendMessageRequestHeader<'_>,
+    body_len: usize,
+) -> Result<(), Reply> {
+    if let Err(remark) = topics::validate_topic(h.topic) {
+        return Err(reply_error(req, response_code::SYSTEM_ERROR, remark));
+    }
+    if !topics::send_allowed(h.topic) {
+        return Err(reply_error(
+            req,
+            response_code::NO_PERMISSION,
+            format!("Sending message to topic[{}] is forbidden.", h.topic),
+        ));
+    }
+    if body_len > s.config.max_message_size {
+        return Err(reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!(
+                "the message body size {body_len} exceeds the maximum {} bytes",
+                s.config.max_message_size
+            ),
+        ));
+    }
+    if h.properties.len() > MAX_PROPERTIES_LEN {
+        return Err(reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!(
+                "the message properties size {} exceeds the maximum {MAX_PROPERTIES_LEN} bytes",
+                h.properties.len()
+            ),
+        ));
+    }
+    if h.sys_flag & sys_flag::TRANSACTION_TYPE_MASK == sys_flag::TRANSACTION_PREPARED {
+        return Err(reply_error(
+            req,
+            response_code::SYSTEM_ERROR,
+            "baiji does not support transactional (half) messages".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The topic a send goes to, created from `TBW102` if it does not exist yet and
+/// auto-creation is on (RocketMQ's rules: at most `defaultTopicQueueNums` and the template's
+/// queue count; retry topics get one queue).
+pub(crate) fn resolve_topic(
+    s: &Shared,
+    req: &RemotingCommand,
+    topic: &str,
+    default_topic: &str,
+    default_queues: i32,
+) -> Result<Arc<dyn TopicStore>, Reply> {
+    if s.topics.get_perm(topic).is_some() {
+        if let Some(t) = s.store.topic(topic) {
+            return Ok(t);
+        }
+    }
+    let not_exist = || {
+        reply_error(
+            req,
+            response_code::TOPIC_NOT_EXIST,
+            format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ"),
+        )
+    };
+    let conf = if let Some(existing) = s.topics.get(topic) {
+        existing
+    } else if topic.starts_with(RETRY_PREFIX) {
+        let mut c = TopicConfig::new(topic, 1, 1);
+        c.perm = perm::RW;
+        c
+    } else {
+        if !s.config.auto_create_topic {
+            return Err(not_exist());
+        }
+        let template = if default_topic.is_empty() { AUTO_CREATE_TOPIC } else { default_topic };
+        let Some(def) = s.topics.get(template) else { return Err(not_exist()) };
+        if def.perm & perm::INHERIT == 0 {
+            return Err(not_exist());
+        }
+        let q = u32::try_from(default_queues).unwrap_or(1).clamp(1, def.write_queue_nums.max(1));
+        let mut c = TopicConfig::new(topic, q, q);
+        c.perm = def.perm & !perm::INHERIT;
+        c
+    };
+    match s.create_topic(conf) {
+        Ok(_) => s.store.topic(topic).ok_or_else(not_exist),
+        Err(e) => Err(store_error(req, &e)),
+    }
+}
+
+/// The properties to store: the client's, plus a `UNIQ_KEY` if it sent none.
+fn with_uniq_key<'a>(s: &Shared, props: &'a [u8]) -> Cow<'a, [u8]> {
+    if properties::find(props, properties::UNIQ_KEY).is_some() {
+        return Cow::Borrowed(props);
+    }
+    let mut v = props.to_vec();
+    let _ = properties::write_pair(&mut v, properties::UNIQ_KEY, &s.new_uniq_key());
+    Cow::Owned(v)
+}
+
+/// Picks the queue: the client's choice, or round-robin when it names none (`queueId < 0`).
+fn pick_queue(req: &RemotingCommand, topic: &dyn TopicStore, asked: i32) -> Result<u32, Reply> {
+    let queues = topic.queue_count();
+    if asked < 0 {
+        return Ok((now_ms() % u64::from(queues)) as u32);
+    }
+    u32::try_from(asked).ok().filter(|q| *q < queues).ok_or_else(|| {
+        reply_error(
+            req,
+            response_code::SYSTEM_ERROR,
+            format!(
+                "request queueId[{asked}] is illegal, topic:[{}] queueNums:[{queues}]",
+                topic.name()
+            ),
+        )
+    })
+}
+
+fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
+    let h = match header(req) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    if let Err(r) = check(s, req, &h, req.body.len()) {
+        return r;
+    }
+    let topic = match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let queue = match pick_queue(req, topic.as_ref(), h.queue_id) {
+        Ok(q) => q,
+        Err(r) => return r,
+    };
+    let props = with_uniq_key(s, h.properties.as_bytes());
+    let tag = properties::tags_code(&props);
+    let rec = record::encode(&NewRecord {
+        flag: h.flag,
+        sys_flag: h.sys_flag,
+        born_timestamp: h.born_timestamp,
+        born_host: ctx.peer,
+        reconsume_times: h.reconsume_times,
+        body: &req.body,
+        properties: &props,
+    });
+    match topic.append(queue, rec, tag, now_ms()) {
+        Ok(offset) => {
+            let msg_id =
+                encode_offset_msg_id(s.store_host, physical_offset(topic.uid(), queue, offset));
+            let resp = SendMessageResponseHeader {
+                msg_id,
+                queue_id: queue as i32,
+                queue_offset: offset as i64,
+                transaction_id: None,
+                batch_uniq_id: None,
+            };
+            Reply::now(ok(req, resp.to_ext_fields()))
+        }
+        Err(e) => store_error(req, &e),
+    }
+}
+
+fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
+    let h = match header(req) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    if h.topic.starts_with(RETRY_PREFIX) {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!("batch request does not support retry group {}", h.topic),
+        );
+    }
+    if h.topic.len() > 127 {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!("message topic length too long {}", h.topic.len()),
+        );
+    }
+    let entries = match decode_batch(&req.body) {
+        Ok(e) if !e.is_empty() => e,
+        Ok(_) => {
+            return reply_error(req, response_code::MESSAGE_ILLEGAL, "the batch is empty".into())
+        }
+        Err(e) => {
+            return reply_error(req, response_code::MESSAGE_ILLEGAL, format!("bad batch body: {e}"))
+        }
+    };
+    let largest = entries.iter().map(|e| e.body.len()).max().unwrap_or(0);
+    if let Err(r) = check(s, req, &h, largest) {
+        return r;
+    }
+    if let Some(e) = entries.iter().find(|e| e.properties.len() > MAX_PROPERTIES_LEN) {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!(
+                "the message properties size {} exceeds the maximum {MAX_PROPERTIES_LEN} bytes",
+                e.properties.len()
+            ),
+        );
+    }
+    let topic = match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let queue = match pick_queue(req, topic.as_ref(), h.queue_id) {
+        Ok(q) => q,
+        Err(r) => return r,
+    };
+    let records: Vec<(Bytes, i32)> = entries
+        .iter()
+        .map(|e| {
+            let props = with_uniq_key(s, &e.properties);
+            let tag = properties::tags_code(&props);
+            let rec = record::encode(&NewRecord {
+                flag: e.flag,
+                sys_flag: h.sys_flag,
+                born_timestamp: h.born_timestamp,
+                born_host: ctx.peer,
+                reconsume_times: h.reconsume_times,
+                body: &e.body,
+                properties: &props,
+            });
+            (rec, tag)
+        })
+        .collect();
+    let n = records.len() as u64;
+    match topic.append_batch(queue, records, now_ms()) {
+        Ok(first) => {
+            let ids: Vec<String> = (first..first + n)
+                .map(|o| encode_offset_msg_id(s.store_host, physical_offset(topic.uid(), queue, o)))
+                .collect();
+            let resp = SendMessageResponseHeader {
+                msg_id: ids.join(","),
+                queue_id: queue as i32,
+                queue_offset: first as i64,
+                transaction_id: None,
+                batch_uniq_id: None,
+            };
+            Reply::now(ok(req, resp.to_ext_fields()))
+        }
+        Err(e) => store_error(req, &e),
+    }
+}

@@ -1,0 +1,139 @@
+//! The broker's topic table: RocketMQ topic configs (queue counts, permissions) over the
+//! store's topics, plus the naming rules.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::RwLock;
+
+use crate::remoting::body::{DataVersion, TopicConfig};
+
+/// `TBW102`: the template producers route unknown topics through.
+pub(crate) const AUTO_CREATE_TOPIC: &str = "TBW102";
+/// Prefix of a group's retry topic.
+pub(crate) const RETRY_PREFIX: &str = "%RETRY%";
+
+/// Permission bits (RocketMQ `PermName`).
+pub(crate) mod perm {
+    /// Readable.
+    pub(crate) const READ: u32 = 0x4;
+    /// Writable.
+    pub(crate) const WRITE: u32 = 0x2;
+    /// May be used as a template for auto-created topics.
+    pub(crate) const INHERIT: u32 = 0x1;
+    /// Read and write.
+    pub(crate) const RW: u32 = READ | WRITE;
+}
+
+/// Topics clients may not send to (RocketMQ `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+const NOT_ALLOWED_SEND: [&str; 7] = [
+    "SCHEDULE_TOPIC_XXXX",
+    "SCHEDULE_TOPIC_XXXX_V2",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
+/// Topics an admin may not create (RocketMQ `TopicValidator.isSystemTopic`).
+pub(crate) fn is_system_topic(t: &str) -> bool {
+    t == AUTO_CREATE_TOPIC
+        || NOT_ALLOWED_SEND.contains(&t)
+        || t == "BenchmarkTest"
+        || t == "RMQ_SYS_TRACE_TOPIC"
+        || t.starts_with("rmq_sys_")
+}
+
+/// Whether clients may send to `t`.
+pub(crate) fn send_allowed(t: &str) -> bool {
+    !NOT_ALLOWED_SEND.contains(&t)
+}
+
+/// RocketMQ's topic name rule, with its Java wording on failure.
+pub(crate) fn validate_topic(t: &str) -> Result<(), String> {
+    if t.trim().is_empty() {
+        return Err("The specified topic is blank.".into());
+    }
+    if t.len() > 127 {
+        return Err("The specified topic is longer than topic max length.".into());
+    }
+    if !t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-')) {
+        return Err(
+            "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The topic configs this broker serves, with a data version that changes with them.
+#[derive(Debug)]
+pub(crate) struct TopicTable {
+    configs: RwLock<HashMap<String, TopicConfig>>,
+    counter: AtomicI64,
+    timestamp: AtomicI64,
+}
+
+impl TopicTable {
+    pub(crate) fn new(default_queues: u32, auto_create: bool) -> Self {
+        let t = TopicTable {
+            configs: RwLock::new(HashMap::new()),
+            counter: AtomicI64::new(0),
+            timestamp: AtomicI64::new(crate::engine::now_ms() as i64),
+        };
+        if auto_create {
+            let mut c = TopicConfig::new(AUTO_CREATE_TOPIC, default_queues, default_queues);
+            c.perm = perm::RW | perm::INHERIT;
+            t.put(c);
+        }
+        t
+    }
+
+    /// The permission bits of `topic`, without copying its config (the send path's check).
+    pub(crate) fn get_perm(&self, topic: &str) -> Option<u32> {
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|c| c.perm)
+    }
+
+    pub(crate) fn get(&self, topic: &str) -> Option<TopicConfig> {
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).cloned()
+    }
+
+    /// Inserts or replaces a config; bumps the data version.
+    pub(crate) fn put(&self, config: TopicConfig) {
+        self.configs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(config.topic_name.clone(), config);
+        self.bump();
+    }
+
+    pub(crate) fn remove(&self, topic: &str) -> bool {
+        let removed =
+            self.configs.write().unwrap_or_else(|p| p.into_inner()).remove(topic).is_some();
+        if removed {
+            self.bump();
+        }
+        removed
+    }
+
+    fn bump(&self) {
+        // Relaxed: a version number; readers only compare it.
+        self.counter.fetch_add(1, Ordering::Relaxed);
+        self.timestamp.store(crate::engine::now_ms() as i64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn data_version(&self) -> DataVersion {
+        DataVersion {
+            state_version: 0,
+            timestamp: self.timestamp.load(Ordering::Relaxed),
+            counter: self.counter.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn all(&self) -> Vec<TopicConfig> {
+        let mut v: Vec<TopicConfig> =
+            self.configs.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        v.sort_by(|a, b| a.topic_name.cmp(&b.topic_name));
+        v
+    }
+}

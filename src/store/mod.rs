@@ -1,0 +1,265 @@
+//! The store: the only thing the broker sees of where messages live.
+//!
+//! A small core ([`MessageStore`], [`TopicStore`]: append, read from an offset, min/max offset,
+//! wake-ups) plus extension traits ([`ConsumerOffsets`] for group offsets and acknowledgement,
+//! [`MessageLookup`] for lookups by offset or time, [`StoreStats`]). The broker holds
+//! `Arc<dyn …>` trait objects, never the concrete in-memory store, so a persistent store could
+//! be plugged in behind the same client-visible behaviour. (RocketMQ's own modules depend on
+//! the concrete `DefaultMessageStore`, whose single interface is so wide that a new store has
+//! to stub most of it; this is the lesson.)
+//!
+//! Payloads are opaque to the store: the broker hands it an encoded record ([`Bytes`], shared,
+//! never copied), the tag hash it filters on and the store timestamp.
+
+mod memory;
+
+use std::sync::Arc;
+use std::task::Waker;
+
+use bytes::Bytes;
+use thiserror::Error;
+
+pub use crate::engine::{EngineConfig, Filter, MemberId, MemoryPolicy, Mode, Retention};
+pub use crate::queue::WaitId;
+pub use memory::MemoryStore;
+
+/// Why a store operation failed. The broker maps each to a RocketMQ response code.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The topic does not exist (or was deleted).
+    #[error("topic `{0}` does not exist")]
+    UnknownTopic(String),
+    /// The topic name is not acceptable.
+    #[error("invalid topic name `{0}`")]
+    InvalidTopic(String),
+    /// Queue id out of range.
+    #[error("queue {queue} is out of range: topic `{topic}` has {queues} queues")]
+    QueueOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The queue asked for.
+        queue: u32,
+        /// Its queue count.
+        queues: u32,
+    },
+    /// The message is larger than the store accepts.
+    #[error("message of {size} bytes exceeds the limit of {limit} bytes")]
+    MessageTooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// No memory left under the `reject` policy: the message was not stored.
+    #[error("memory budget exhausted ({used} of {budget} bytes in use)")]
+    Full {
+        /// Bytes in use.
+        used: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The group is not known for this topic.
+    #[error("consumer group `{group}` has no subscription to `{topic}`")]
+    UnknownGroup {
+        /// The group.
+        group: String,
+        /// The topic.
+        topic: String,
+    },
+    /// Anything else (invalid argument, shut down).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What a read found (see [`TopicStore::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// First retained offset of the queue.
+    pub min_offset: u64,
+    /// Offset the next append gets.
+    pub max_offset: u64,
+    /// Where the next read continues.
+    pub next_offset: u64,
+    /// Messages handed to the visitor and accepted.
+    pub found: usize,
+}
+
+/// A stored message as a read visitor sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredRef<'a> {
+    /// Offset in its queue.
+    pub offset: u64,
+    /// Store timestamp, ms.
+    pub store_timestamp: u64,
+    /// Tag hash.
+    pub tag: i32,
+    /// The record as the broker stored it.
+    pub record: &'a Bytes,
+}
+
+/// The core: topics by name.
+pub trait MessageStore: Send + Sync + std::fmt::Debug {
+    /// The topic, if it exists.
+    fn topic(&self, name: &str) -> Option<Arc<dyn TopicStore>>;
+    /// The topic, created with `queues` queues if it does not exist.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidTopic`] and others from the implementation.
+    fn ensure_topic(&self, name: &str, queues: u32) -> Result<Arc<dyn TopicStore>, StoreError>;
+    /// Deletes a topic and everything in it.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`].
+    fn delete_topic(&self, name: &str) -> Result<(), StoreError>;
+    /// The topic with this store-wide unique id (see [`TopicStore::uid`]).
+    fn topic_by_uid(&self, uid: u32) -> Option<Arc<dyn TopicStore>>;
+    /// Names and queue counts of every topic.
+    fn topics(&self) -> Vec<(String, u32)>;
+}
+
+/// One topic: the hot path (append, read) and wake-ups for long polling.
+pub trait TopicStore: Send + Sync + std::fmt::Debug {
+    /// Its name.
+    fn name(&self) -> &str;
+    /// A number unique to this topic for the store's lifetime (never reused after deletion);
+    /// the broker builds commit-log offsets from it.
+    fn uid(&self) -> u32;
+    /// Number of queues.
+    fn queue_count(&self) -> u32;
+    /// Whether it has been deleted since this handle was taken.
+    fn is_deleted(&self) -> bool;
+    /// Appends one record; returns its offset.
+    ///
+    /// # Errors
+    /// [`StoreError::QueueOutOfRange`], [`StoreError::MessageTooLarge`], [`StoreError::Full`],
+    /// [`StoreError::UnknownTopic`] (deleted).
+    fn append(
+        &self,
+        queue: u32,
+        record: Bytes,
+        tag: i32,
+        store_timestamp: u64,
+    ) -> Result<u64, StoreError>;
+    /// Appends records with consecutive offsets, all or nothing; returns the first offset.
+    ///
+    /// # Errors
+    /// As [`append`](Self::append).
+    fn append_batch(
+        &self,
+        queue: u32,
+        records: Vec<(Bytes, i32)>,
+        store_timestamp: u64,
+    ) -> Result<u64, StoreError>;
+    /// Reads queue `queue` from `from`: passes each record `filter` accepts to `visit`, at most
+    /// `max`, stopping early when `visit` returns `false`.
+    ///
+    /// # Errors
+    /// [`StoreError::QueueOutOfRange`].
+    fn read(
+        &self,
+        queue: u32,
+        from: u64,
+        max: usize,
+        filter: &Filter,
+        visit: &mut dyn FnMut(StoredRef<'_>) -> bool,
+    ) -> Result<ReadOutcome, StoreError>;
+    /// `(min, max)` offsets of the queue: first retained and next to be written.
+    ///
+    /// # Errors
+    /// [`StoreError::QueueOutOfRange`].
+    fn offsets(&self, queue: u32) -> Result<(u64, u64), StoreError>;
+    /// Registers `waker` for the first append at or after `offset`; `None` if one exists already.
+    ///
+    /// # Errors
+    /// [`StoreError::QueueOutOfRange`].
+    fn watch(
+        &self,
+        queue: u32,
+        offset: u64,
+        waker: &Waker,
+        previous: Option<WaitId>,
+    ) -> Result<Option<WaitId>, StoreError>;
+    /// Withdraws a [`watch`](Self::watch) registration.
+    fn cancel_watch(&self, queue: u32, id: WaitId);
+}
+
+/// Consumer groups' offsets, and the acknowledgements they imply.
+pub trait ConsumerOffsets: Send + Sync {
+    /// Makes a clustering group hold what it has not committed in `topic` from now on (its
+    /// retained messages included). Idempotent.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`].
+    fn subscribe(&self, group: &str, topic: &str) -> Result<(), StoreError>;
+    /// Releases a clustering group's hold on `topic` (its offsets are forgotten).
+    fn unsubscribe(&self, group: &str, topic: &str);
+    /// Stores a group's committed offset (the client's view, which may move backward) and
+    /// acknowledges everything below it.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`], [`StoreError::QueueOutOfRange`].
+    fn commit(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), StoreError>;
+    /// The group's committed offset, if it ever committed one.
+    fn committed(&self, group: &str, topic: &str, queue: u32) -> Option<u64>;
+    /// Adds a member to a broadcasting group (clients keep their offsets; the store derives
+    /// acknowledgements from members' read positions). Returns the member's id.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`].
+    fn add_broadcast_member(&self, group: &str, topic: &str) -> Result<MemberId, StoreError>;
+    /// Removes a broadcasting member: it stops holding memory.
+    fn remove_broadcast_member(&self, group: &str, topic: &str, member: MemberId);
+    /// Records that a broadcasting member has read queue `queue` up to `offset`.
+    fn broadcast_position(
+        &self,
+        group: &str,
+        topic: &str,
+        member: MemberId,
+        queue: u32,
+        offset: u64,
+    );
+}
+
+/// Lookups outside the hot path.
+pub trait MessageLookup: Send + Sync {
+    /// The record at `offset`, if retained.
+    fn get(&self, topic: &dyn TopicStore, queue: u32, offset: u64) -> Option<(Bytes, u64)>;
+    /// First offset stored at or after `timestamp` (the end if none).
+    fn offset_for_timestamp(
+        &self,
+        topic: &dyn TopicStore,
+        queue: u32,
+        timestamp: u64,
+    ) -> Option<u64>;
+    /// Store timestamp of the oldest retained message.
+    fn earliest_timestamp(&self, topic: &dyn TopicStore, queue: u32) -> Option<u64>;
+}
+
+/// Figures for operators.
+pub trait StoreStats: Send + Sync {
+    /// Bytes in use, the budget, live messages.
+    fn memory(&self) -> MemoryStats;
+}
+
+/// Memory figures of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Bytes in use.
+    pub bytes_used: u64,
+    /// The budget.
+    pub budget: u64,
+    /// Messages retained.
+    pub live_messages: u64,
+    /// Messages reclaimed so far.
+    pub reclaimed_messages: u64,
+    /// Messages evicted by `drop-oldest`.
+    pub evicted_messages: u64,
+    /// Appends refused for lack of memory.
+    pub rejected_messages: u64,
+}
+
+/// Everything the broker needs, as one object.
+pub trait Store: MessageStore + ConsumerOffsets + MessageLookup + StoreStats {}
+
+impl<T: MessageStore + ConsumerOffsets + MessageLookup + StoreStats> Store for T {}
