@@ -79,6 +79,8 @@ struct Effects {
     notify: Vec<(String, Vec<mpsc::UnboundedSender<Outgoing>>)>,
     /// Store members of broadcasting clients that left.
     broadcast_left: Vec<(String, String, MemberId)>,
+    /// `(group, client)` pairs that left: their orderly locks are released.
+    left: Vec<(String, String)>,
 }
 
 impl ClientRegistry {
@@ -343,6 +345,7 @@ fn remove_members(r: &mut Registry, gone: impl Fn(&str, &str, &Member) -> bool) 
             continue;
         }
         for id in &leaving {
+            effects.left.push((name.clone(), id.clone()));
             if let Some(m) = g.members.remove(id) {
                 for (topic, member) in m.broadcast {
                     effects.broadcast_left.push((name.clone(), topic, member));
@@ -359,6 +362,9 @@ fn remove_members(r: &mut Registry, gone: impl Fn(&str, &str, &Member) -> bool) 
 }
 
 fn apply(s: &Shared, effects: Effects) {
+    for (group, client) in &effects.left {
+        s.locks.release(group, client);
+    }
     for (group, topic, member) in effects.broadcast_left {
         s.store.remove_broadcast_member(&group, &topic, member);
     }

@@ -11,10 +11,12 @@
 
 mod clients;
 mod config;
+mod locks;
 mod namesrv;
 mod processor;
 mod record;
 mod registrar;
+mod schedule;
 mod server;
 mod table;
 mod topics;
@@ -114,6 +116,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) topics: topics::TopicTable,
     pub(crate) clients: clients::ClientRegistry,
+    pub(crate) locks: locks::LockManager,
+    pub(crate) scheduler: schedule::Scheduler,
     pub(crate) routes: namesrv::RouteTable,
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
@@ -254,6 +258,8 @@ impl Shared {
         Shared {
             topics: topics::TopicTable::new(config.default_queues, config.auto_create_topic),
             clients: clients::ClientRegistry::default(),
+            locks: locks::LockManager::default(),
+            scheduler: schedule::Scheduler::default(),
             routes: namesrv::RouteTable::default(),
             store_host,
             counters: BrokerCounters::default(),
@@ -334,6 +340,7 @@ pub async fn start_with_store(
         ));
     }
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::processor::{admin, client, offset, pull, query, send};
+use super::processor::{admin, client, lock, offset, pull, query, retry, send};
 use super::{namesrv, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::RemotingCommand;
@@ -44,11 +44,14 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::VIEW_MESSAGE_BY_ID, "VIEW_MESSAGE_BY_ID", query::view_message_by_id),
     (rc::HEART_BEAT, "HEART_BEAT", client::heart_beat),
     (rc::UNREGISTER_CLIENT, "UNREGISTER_CLIENT", client::unregister_client),
+    (rc::CONSUMER_SEND_MSG_BACK, "CONSUMER_SEND_MSG_BACK", retry::consumer_send_msg_back),
     (
         rc::GET_CONSUMER_LIST_BY_GROUP,
         "GET_CONSUMER_LIST_BY_GROUP",
         client::get_consumer_list_by_group,
     ),
+    (rc::LOCK_BATCH_MQ, "LOCK_BATCH_MQ", lock::lock_batch_mq),
+    (rc::UNLOCK_BATCH_MQ, "UNLOCK_BATCH_MQ", lock::unlock_batch_mq),
     (rc::CHECK_CLIENT_CONFIG, "CHECK_CLIENT_CONFIG", client::check_client_config),
     (rc::DELETE_TOPIC_IN_BROKER, "DELETE_TOPIC_IN_BROKER", admin::delete_topic_in_broker),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),

@@ -11,6 +11,8 @@ use crate::remoting::body::{DataVersion, TopicConfig};
 pub(crate) const AUTO_CREATE_TOPIC: &str = "TBW102";
 /// Prefix of a group's retry topic.
 pub(crate) const RETRY_PREFIX: &str = "%RETRY%";
+/// Prefix of a group's dead-letter topic.
+pub(crate) const DLQ_PREFIX: &str = "%DLQ%";
 
 /// Permission bits (RocketMQ `PermName`).
 pub(crate) mod perm {

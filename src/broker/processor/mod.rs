@@ -2,9 +2,11 @@
 
 pub(crate) mod admin;
 pub(crate) mod client;
+pub(crate) mod lock;
 pub(crate) mod offset;
 pub(crate) mod pull;
 pub(crate) mod query;
+pub(crate) mod retry;
 pub(crate) mod send;
 
 use crate::remoting::code::response_code;

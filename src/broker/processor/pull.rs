@@ -138,7 +138,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         Ok(h) => h,
         Err(e) => return Pulled::Reply(bad_header(req, &e)),
     };
-    let Some(topic) = s.store.topic(h.topic) else {
+    // Only routed topics are readable: the internal schedule topic is not.
+    let routed = s.topics.get_perm(h.topic).is_some();
+    let Some(topic) = s.store.topic(h.topic).filter(|_| routed) else {
         return Pulled::Reply(reply_error(
             req,
             response_code::TOPIC_NOT_EXIST,

@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::retry;
 use super::{bad_header, store_error};
 use crate::broker::record::{self, physical_offset, NewRecord};
-use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, RETRY_PREFIX};
+use crate::broker::schedule;
+use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::engine::now_ms;
 use crate::remoting::body::TopicConfig;
@@ -197,9 +199,21 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         Ok(q) => q,
         Err(r) => return r,
     };
-    let props = with_uniq_key(s, h.properties.as_bytes());
-    let tag = properties::tags_code(&props);
-    let rec = record::encode(&NewRecord {
+    let mut props = with_uniq_key(s, h.properties.as_bytes());
+    let (mut topic, mut queue) = (topic, queue);
+    if h.topic.starts_with(RETRY_PREFIX)
+        && h.reconsume_times > retry::max_reconsume(req, h.max_reconsume_times)
+    {
+        // A retry the client sent itself (its send-back failed), past the group's maximum:
+        // to the dead-letter queue, undelayed, as RocketMQ does.
+        let dlq = format!("{DLQ_PREFIX}{}", &h.topic[RETRY_PREFIX.len()..]);
+        match retry::group_topic(s, &dlq) {
+            Ok(t) => (topic, queue) = (t, 0),
+            Err(e) => return store_error(req, &e),
+        }
+        props = Cow::Owned(schedule::rewrite_properties(&props, &[properties::DELAY], &[]));
+    }
+    let rec = NewRecord {
         flag: h.flag,
         sys_flag: h.sys_flag,
         born_timestamp: h.born_timestamp,
@@ -207,11 +221,21 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         reconsume_times: h.reconsume_times,
         body: &req.body,
         properties: &props,
-    });
-    match topic.append(queue, rec, tag, now_ms()) {
-        Ok(offset) => {
+    };
+    // A delayed message waits in the schedule topic; the producer gets that copy's id and
+    // offset, as from RocketMQ.
+    let stored = match schedule::delay_level(&props) {
+        Some(level) => {
+            schedule::schedule(s, level, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        None => topic
+            .append(queue, record::encode(&rec), properties::tags_code(&props), now_ms())
+            .map(|o| (topic.uid(), queue, o)),
+    };
+    match stored {
+        Ok((uid, stored_queue, offset)) => {
             let msg_id =
-                encode_offset_msg_id(s.store_host, physical_offset(topic.uid(), queue, offset));
+                encode_offset_msg_id(s.store_host, physical_offset(uid, stored_queue, offset));
             let resp = SendMessageResponseHeader {
                 msg_id,
                 queue_id: queue as i32,

@@ -1,0 +1,230 @@
+//! Delayed delivery: RocketMQ's delay levels (`DELAY` on a send, and every retry).
+//!
+//! As in RocketMQ, a delayed message is stored in the internal topic `SCHEDULE_TOPIC_XXXX`,
+//! one queue per level, with `REAL_TOPIC` and `REAL_QID` naming where it goes. Messages of
+//! one level are due in the order they were stored, so the scheduler only ever looks at the
+//! head of each of the 18 level queues — a heap of 18 heads, never a scan of every waiting
+//! message. When a head is due it is appended to its real topic (with `DELAY` removed and a
+//! new store time) and the level queue's offset is committed, which releases the waiting copy.
+//! Waiting messages live in the store, so they count against the memory budget.
+//!
+//! Clients never see the schedule topic: it is not in the topic table, so it is neither routed
+//! nor readable, and sends to it are forbidden.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use super::record::{self, NewRecord};
+use super::Shared;
+use crate::engine::now_ms;
+use crate::remoting::properties;
+use crate::store::{Filter, StoreError, StoredRef, TopicStore};
+
+/// The internal topic delayed messages wait in.
+pub(crate) const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// The internal group whose commits release delivered messages.
+const SCHEDULE_GROUP: &str = "CID_RMQ_SYS_SCHEDULE";
+
+/// RocketMQ's `messageDelayLevel`: `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`.
+pub(crate) const LEVEL_MILLIS: [u64; 18] = [
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000,
+    480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+];
+
+/// The highest delay level.
+pub(crate) const MAX_LEVEL: u32 = LEVEL_MILLIS.len() as u32;
+
+/// Wakes the scheduler when a new delayed message may be due earlier than what it waits for.
+#[derive(Debug, Default)]
+pub(crate) struct Scheduler {
+    wake: Notify,
+}
+
+/// The delay level a properties string asks for (`DELAY`), capped at [`MAX_LEVEL`]; `None`
+/// for no delay.
+pub(crate) fn delay_level(props: &[u8]) -> Option<u32> {
+    let level: i64 = properties::find(props, properties::DELAY)?.trim().parse().ok()?;
+    (level > 0).then(|| u32::try_from(level).unwrap_or(MAX_LEVEL).min(MAX_LEVEL))
+}
+
+/// Properties with every pair whose key is in `drop` removed and `add` appended.
+pub(crate) fn rewrite_properties(props: &[u8], drop: &[&str], add: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(props.len() + 64);
+    for (k, v) in properties::parse(props) {
+        if !drop.contains(&k) && !add.iter().any(|(ak, _)| *ak == k) {
+            let _ = properties::write_pair(&mut out, k, v);
+        }
+    }
+    for (k, v) in add {
+        let _ = properties::write_pair(&mut out, k, v);
+    }
+    out
+}
+
+/// Stores a message to be delivered to `real_topic`/`real_queue` after `level`'s delay.
+/// Returns the schedule queue and offset it waits at.
+pub(crate) fn schedule(
+    s: &Shared,
+    level: u32,
+    real_topic: &str,
+    real_queue: u32,
+    rec: &NewRecord<'_>,
+) -> Result<(Arc<dyn TopicStore>, u32, u64), StoreError> {
+    let topic = s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;
+    let queue = level.clamp(1, MAX_LEVEL) - 1;
+    let qid = real_queue.to_string();
+    let level_str = level.to_string();
+    let props = rewrite_properties(
+        rec.properties,
+        &[],
+        &[
+            (properties::REAL_TOPIC, real_topic),
+            (properties::REAL_QID, &qid),
+            (properties::DELAY, &level_str),
+        ],
+    );
+    let stored = record::encode(&NewRecord { properties: &props, ..*rec });
+    let tag = properties::tags_code(&props);
+    let offset = topic.append(queue, stored, tag, now_ms())?;
+    s.scheduler.wake.notify_one();
+    Ok((topic, queue, offset))
+}
+
+/// Delivers one due message to its real topic. `Ok(false)` when it must wait (no room).
+fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
+    let Some(d) = record::decode(m.record) else { return Ok(true) };
+    let Some(real_topic) = properties::find(d.properties, properties::REAL_TOPIC) else {
+        tracing::warn!("a delayed message without REAL_TOPIC was dropped");
+        return Ok(true);
+    };
+    let props = rewrite_properties(d.properties, &[properties::DELAY], &[]);
+    let topic = match s.store.topic(real_topic) {
+        Some(t) => t,
+        None if real_topic.starts_with(super::topics::RETRY_PREFIX) => {
+            let mut c = crate::remoting::body::TopicConfig::new(real_topic, 1, 1);
+            c.perm = super::topics::perm::RW;
+            s.create_topic(c)?;
+            match s.store.topic(real_topic) {
+                Some(t) => t,
+                None => return Ok(true),
+            }
+        }
+        None => {
+            tracing::warn!(topic = %real_topic, "the topic of a delayed message is gone; dropped");
+            return Ok(true);
+        }
+    };
+    let asked: u32 = properties::find(d.properties, properties::REAL_QID)
+        .and_then(|q| q.parse().ok())
+        .unwrap_or(0);
+    let queue = if asked < topic.queue_count() {
+        asked
+    } else {
+        (m.offset % u64::from(topic.queue_count())) as u32
+    };
+    let rec = record::encode(&NewRecord {
+        flag: d.flag,
+        sys_flag: d.sys_flag,
+        born_timestamp: d.born_timestamp,
+        born_host: d.born_host,
+        reconsume_times: d.reconsume_times,
+        body: d.body,
+        properties: &props,
+    });
+    match topic.append(queue, rec, properties::tags_code(&props), now_ms()) {
+        Ok(_) => Ok(true),
+        Err(StoreError::Full { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Delivers delayed messages when due until shutdown.
+pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let topic = match s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot create the schedule topic: delayed messages are not delivered");
+            return;
+        }
+    };
+    let _ = s.store.subscribe(SCHEDULE_GROUP, SCHEDULE_TOPIC);
+    let mut next: Vec<u64> =
+        (0..MAX_LEVEL).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
+    loop {
+        let now = now_ms();
+        let mut earliest: Option<u64> = None;
+        for (level, next_offset) in next.iter_mut().enumerate() {
+            let q = level as u32;
+            let delay = LEVEL_MILLIS[level];
+            loop {
+                let mut due_at = None;
+                let mut outcome = Ok(true);
+                let mut visit = |m: StoredRef<'_>| {
+                    let due = m.store_timestamp + delay;
+                    if due > now {
+                        due_at = Some(due);
+                        return false;
+                    }
+                    outcome = deliver(&s, m);
+                    matches!(outcome, Ok(true))
+                };
+                let out = match topic.read(q, *next_offset, 1, &Filter::All, &mut visit) {
+                    Ok(o) => o,
+                    Err(_) => break,
+                };
+                if let Err(e) = outcome {
+                    tracing::warn!(error = %e, "delivering a delayed message failed; dropped");
+                } else if let Ok(false) = outcome {
+                    // No room in the real topic: try again shortly.
+                    earliest = Some(earliest.map_or(now + 100, |e| e.min(now + 100)));
+                    break;
+                }
+                if let Some(due) = due_at {
+                    earliest = Some(earliest.map_or(due, |e| e.min(due)));
+                    break;
+                }
+                if out.found == 0 {
+                    // Nothing more at this level (or what we pointed at was evicted).
+                    *next_offset = (*next_offset).max(out.min_offset).min(out.max_offset);
+                    break;
+                }
+                *next_offset = out.next_offset;
+                let _ = s.store.commit(SCHEDULE_GROUP, SCHEDULE_TOPIC, q, *next_offset);
+            }
+        }
+        let wait = earliest.map_or(Duration::from_secs(3600), |due| {
+            Duration::from_millis(due.saturating_sub(now_ms()))
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = s.scheduler.wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_delay_property_when_parsing_should_cap_levels_and_ignore_non_positive() {
+        assert_eq!(delay_level(b"DELAY\x012\x02"), Some(2));
+        assert_eq!(delay_level(b"DELAY\x0199\x02"), Some(MAX_LEVEL));
+        assert_eq!(delay_level(b"DELAY\x010\x02"), None);
+        assert_eq!(delay_level(b"DELAY\x01-1\x02"), None);
+        assert_eq!(delay_level(b"TAGS\x01A\x02"), None);
+    }
+
+    #[test]
+    fn given_properties_when_rewriting_should_drop_and_replace_keys() {
+        let p = rewrite_properties(
+            b"A\x011\x02DELAY\x013\x02B\x012\x02",
+            &["DELAY"],
+            &[("B", "9"), ("C", "x")],
+        );
+        assert_eq!(properties::parse(&p), vec![("A", "1"), ("B", "9"), ("C", "x")]);
+    }
+}
