@@ -86,10 +86,57 @@ impl Link {
     }
 }
 
+/// Why an idle registered connection stopped waiting.
+enum Idle {
+    /// The interval passed or topics changed: register again.
+    Register,
+    /// The connection closed or failed.
+    Lost(String),
+    /// The broker is shutting down.
+    Shutdown,
+}
+
+impl Link {
+    /// Waits for the next registration while watching the connection: a name server that
+    /// restarts (or drops us) closes it, and with it our registration, so that is noticed at
+    /// once rather than at the next interval.
+    async fn idle(
+        &mut self,
+        until: tokio::time::Instant,
+        changed: &mut watch::Receiver<u64>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Idle {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => return Idle::Register,
+                _ = changed.changed() => return Idle::Register,
+                _ = shutdown.changed() => return Idle::Shutdown,
+                // Cancel-safe: bytes read are kept in rbuf.
+                r = self.stream.read_buf(&mut self.rbuf) => match r {
+                    Ok(0) => return Idle::Lost("connection closed by the name server".into()),
+                    Err(e) => return Idle::Lost(e.to_string()),
+                    // Nothing is expected between our requests (a late answer to one that timed
+                    // out, at most): drop whole frames, keep a partial one.
+                    Ok(_) => loop {
+                        match self.codec.decode(&mut self.rbuf) {
+                            Ok(Some(_)) => {}
+                            Ok(None) => break,
+                            Err(e) => return Idle::Lost(e.to_string()),
+                        }
+                    },
+                },
+            }
+        }
+    }
+}
+
 /// Keeps this broker registered with the name server at `addr` until shutdown.
 pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Receiver<bool>) {
     let mut changed = s.topics_changed.subscribe();
     let interval = Duration::from_secs(s.config.register_interval_secs.clamp(1, 60));
+    // Retries stay within one interval, so a name server that comes back has the broker again
+    // within an interval.
+    let max_backoff = MAX_BACKOFF.min(interval);
     let mut backoff = Duration::from_millis(200);
     let mut was_up = true;
     loop {
@@ -112,7 +159,7 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
                     _ = tokio::time::sleep(backoff) => {}
                     _ = shutdown.changed() => return,
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff = (backoff * 2).min(max_backoff);
                 continue;
             }
         };
@@ -131,15 +178,23 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
                 }
                 Err(e) => break e,
             }
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = changed.changed() => {}
-                _ = shutdown.changed() => {
-                    let req = RemotingCommand::request(request_code::UNREGISTER_BROKER, s.next_opaque())
-                        .with_ext_fields(broker_ext(&s));
+            match link
+                .idle(tokio::time::Instant::now() + interval, &mut changed, &mut shutdown)
+                .await
+            {
+                Idle::Register => {}
+                Idle::Lost(e) => break e,
+                Idle::Shutdown => {
+                    let req =
+                        RemotingCommand::request(request_code::UNREGISTER_BROKER, s.next_opaque())
+                            .with_ext_fields(broker_ext(&s));
                     match link.call(req).await {
-                        Ok(_) => tracing::info!(namesrv = %addr, "unregistered from the name server"),
-                        Err(e) => tracing::warn!(namesrv = %addr, error = %e, "could not unregister"),
+                        Ok(_) => {
+                            tracing::info!(namesrv = %addr, "unregistered from the name server")
+                        }
+                        Err(e) => {
+                            tracing::warn!(namesrv = %addr, error = %e, "could not unregister")
+                        }
                     }
                     return;
                 }
