@@ -158,6 +158,7 @@ impl Shared {
                 addr: self.store_host.to_string(),
                 topics: self.topics.all(),
                 conn: None,
+                replace_topics: true,
             });
         }
         self.topics_changed.send_modify(|v| *v += 1);

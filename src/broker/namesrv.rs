@@ -4,6 +4,12 @@
 //! directly, so a created topic is routable at once) and standalone (`baiji namesrv`: brokers
 //! register over the wire with `REGISTER_BROKER`, a registration lives as long as the
 //! connection that made it, or 120 s without renewal).
+//!
+//! Over the wire, as in RocketMQ's name server, a registration adds or updates the topics it
+//! carries and never removes others: brokers also register incrementally (a Java broker sends
+//! `REGISTER_BROKER` with just the topic it created; a rocketmq-rust broker sends
+//! `REGISTER_TOPIC_IN_NAMESRV`). Topics leave a broker's routes through
+//! `DELETE_TOPIC_IN_NAMESRV` (what `mqadmin deleteTopic` sends), or with the broker.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -47,12 +53,17 @@ pub(crate) struct Registration {
     pub(crate) addr: String,
     pub(crate) topics: Vec<TopicConfig>,
     pub(crate) conn: Option<ConnId>,
+    /// `topics` is the broker's whole table (the embedded broker's own); otherwise they are
+    /// added to or update what the broker registered before.
+    pub(crate) replace_topics: bool,
 }
 
 impl RouteTable {
-    /// Records (or renews) a broker's registration with its full topic list.
-    pub(crate) fn register(&self, r: Registration) {
+    /// Records (or renews) a broker's registration and its topics. Returns whether the broker
+    /// was new.
+    pub(crate) fn register(&self, r: Registration) -> bool {
         let mut brokers = self.brokers.write().unwrap_or_else(|p| p.into_inner());
+        let new = !brokers.contains_key(&r.broker_name);
         let e = brokers.entry(r.broker_name.clone()).or_insert_with(|| BrokerEntry {
             cluster: r.cluster.clone(),
             addrs: BTreeMap::new(),
@@ -64,10 +75,42 @@ impl RouteTable {
         e.addrs.insert(r.broker_id, r.addr);
         // Only the master's topic configs define routes (clients send to broker id 0).
         if r.broker_id == 0 {
-            e.topics = r.topics.into_iter().map(|t| (t.topic_name.clone(), t)).collect();
+            if r.replace_topics {
+                e.topics.clear();
+            }
+            e.topics.extend(r.topics.into_iter().map(|t| (t.topic_name.clone(), t)));
         }
         e.last_update = Instant::now();
         e.conn = r.conn;
+        new
+    }
+
+    /// Adds `topic`'s queues on the brokers `queues` names, if they are registered. Returns
+    /// whether every one was.
+    pub(crate) fn register_topic(&self, topic: &str, queues: &[QueueData]) -> bool {
+        let mut brokers = self.brokers.write().unwrap_or_else(|p| p.into_inner());
+        if !queues.iter().all(|q| brokers.contains_key(&q.broker_name)) {
+            return false;
+        }
+        for q in queues {
+            if let Some(e) = brokers.get_mut(&q.broker_name) {
+                let mut t = TopicConfig::new(topic, q.read_queue_nums, q.write_queue_nums);
+                t.perm = q.perm;
+                t.topic_sys_flag = q.topic_sys_flag;
+                e.topics.insert(topic.to_string(), t);
+            }
+        }
+        true
+    }
+
+    /// Removes `topic` from every broker (of `cluster`, if given). Returns whether any had it.
+    pub(crate) fn delete_topic(&self, topic: &str, cluster: Option<&str>) -> bool {
+        let mut brokers = self.brokers.write().unwrap_or_else(|p| p.into_inner());
+        let mut any = false;
+        for e in brokers.values_mut().filter(|e| cluster.map_or(true, |c| e.cluster == c)) {
+            any |= e.topics.remove(topic).is_some();
+        }
+        any
     }
 
     /// Removes one broker address (and the broker when it has none left).
@@ -223,14 +266,21 @@ pub(crate) fn register_broker(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingComma
         }
     };
     let broker_id = u64::try_from(h.broker_id).unwrap_or(0);
-    s.routes.register(Registration {
+    let new = s.routes.register(Registration {
         cluster: h.cluster_name.to_string(),
         broker_name: h.broker_name.to_string(),
         broker_id,
         addr: h.broker_addr.to_string(),
         topics,
         conn: Some(ctx.id),
+        replace_topics: false,
     });
+    if new {
+        tracing::info!(
+            cluster = %h.cluster_name, broker = %h.broker_name, id = broker_id, addr = %h.broker_addr,
+            "broker registered"
+        );
+    }
     let master_addr = (broker_id != 0).then(|| h.broker_addr.to_string());
     let resp = RegisterBrokerResponseHeader { ha_server_addr: None, master_addr };
     Reply::now(ok(&req, resp.to_ext_fields()))
@@ -240,7 +290,48 @@ pub(crate) fn register_broker(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingComma
 pub(crate) fn unregister_broker(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
     match UnregisterBrokerRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => {
-            s.routes.unregister(h.broker_name, u64::try_from(h.broker_id).unwrap_or(0));
+            if s.routes.unregister(h.broker_name, u64::try_from(h.broker_id).unwrap_or(0)) {
+                tracing::info!(broker = %h.broker_name, id = h.broker_id, "broker unregistered");
+            }
+            Reply::now(ok(&req, ExtFields::new()))
+        }
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// `REGISTER_TOPIC_IN_NAMESRV` (217): a registered broker adds one topic (header `topic`, body
+/// a route with its `queueDatas`). Queues of unregistered brokers are refused as a whole, as
+/// RocketMQ's name server does (it answers success and ignores them).
+pub(crate) fn register_topic_in_namesrv(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let topic = match req.ext_fields.required_str("topic") {
+        Ok(t) => t.to_string(),
+        Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    };
+    let route = match TopicRouteData::from_json_slice(&req.body) {
+        Ok(r) => r,
+        Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    };
+    if !s.routes.register_topic(&topic, &route.queue_datas) {
+        tracing::warn!(%topic, queues = ?route.queue_datas, "topic registration names an unregistered broker; ignored");
+    }
+    Reply::now(ok(&req, ExtFields::new()))
+}
+
+/// `DELETE_TOPIC_IN_NAMESRV` (216): `mqadmin deleteTopic` removes a topic from the routes, of
+/// every broker or of those of `clusterName`.
+pub(crate) fn delete_topic_in_namesrv(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    match req.ext_fields.required_str("topic") {
+        Ok(topic) => {
+            let cluster = req.ext_fields.optional_str("clusterName").filter(|c| !c.is_empty());
+            s.routes.delete_topic(topic, cluster);
             Reply::now(ok(&req, ExtFields::new()))
         }
         Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),

@@ -122,7 +122,9 @@ async fn connection(
     let _ = stream.shutdown().await;
     tracing::debug!(conn = id, %peer, %reason, "connection closed");
     shared.clients.close(&shared, id);
-    shared.routes.connection_closed(id);
+    for broker in shared.routes.connection_closed(id) {
+        tracing::info!(%broker, %peer, "broker dropped: the connection that registered it closed");
+    }
 }
 
 fn encode(codec: &mut RemotingCodec, cmd: RemotingCommand, out: &mut BytesMut) {

@@ -70,6 +70,12 @@ pub(crate) const NAMESRV: &[(i32, &str, Handler)] = &[
         "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         namesrv::get_all_topic_list,
     ),
+    (rc::DELETE_TOPIC_IN_NAMESRV, "DELETE_TOPIC_IN_NAMESRV", namesrv::delete_topic_in_namesrv),
+    (
+        rc::REGISTER_TOPIC_IN_NAMESRV,
+        "REGISTER_TOPIC_IN_NAMESRV",
+        namesrv::register_topic_in_namesrv,
+    ),
 ];
 
 /// Answers one request with the processor the table names for its code.

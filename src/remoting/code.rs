@@ -112,6 +112,9 @@ pub mod request_code {
         DELETE_TOPIC_IN_BROKER = 215;
         /// Delete a topic from the name server (admin).
         DELETE_TOPIC_IN_NAMESRV = 216;
+        /// A broker adds one topic's queues to its routes (rocketmq-rust brokers' default
+        /// instead of an incremental REGISTER_BROKER).
+        REGISTER_TOPIC_IN_NAMESRV = 217;
         /// Broker asks a client to reset its offsets (broker → client).
         RESET_CONSUMER_CLIENT_OFFSET = 220;
         /// Broker asks a client for its consumer status (broker → client).
