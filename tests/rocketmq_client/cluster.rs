@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use rocketmq_client_rust::{AllocateMessageQueueStrategy, DefaultMQProducer};
 
 use crate::cluster_support::{
-    brokers_in, client_runtime, eventually, producer, push_consumer, receipt_counts, route_queues,
-    send_one, send_range, start_broker, Allocations, BrokerProcess, Inbox, NameServer, NsKind,
-    Sent, WholeGroupByCircle,
+    brokers_in, client_runtime, eventually, producer, push_consumer, receipt_counts,
+    register_broker_request, route_queues, send_one, send_range, start_broker, Allocations,
+    BrokerProcess, Inbox, NameServer, NsKind, Sent, WholeGroupByCircle,
 };
 
 fn unwrap_producer(p: Arc<DefaultMQProducer>) -> DefaultMQProducer {
@@ -428,4 +428,98 @@ async fn given_a_frozen_broker_under_baiji_namesrv_when_120s_pass_should_expire_
 async fn given_a_frozen_broker_under_a_real_namesrv_when_120s_pass_should_expire_it_and_take_it_back_when_it_wakes(
 ) {
     frozen_broker_expires(NsKind::Real).await;
+}
+
+/// Registrations that carry some topics only (a Java broker's incremental REGISTER_BROKER, a
+/// rocketmq-rust broker's REGISTER_TOPIC_IN_NAMESRV) add to a broker's routes and take nothing
+/// away; DELETE_TOPIC_IN_NAMESRV (mqadmin deleteTopic) removes one; the registration goes with
+/// its connection. Both name servers must agree.
+async fn partial_registrations(kind: NsKind) {
+    use baiji::remoting::body::{JsonBody, QueueData, TopicRouteData};
+    use baiji::remoting::code::{request_code, response_code};
+    use baiji::remoting::ExtFields;
+
+    let ns = NameServer::start(kind).await;
+    let cluster = format!("Partial{kind:?}Cluster");
+    let (name, addr) = ("persistent-x", "127.0.0.1:1");
+    let t = |n: u32| format!("Partial{kind:?}T{n}");
+    let (t1, t2, t3, t4) = (t(1), t(2), t(3), t(4));
+    let routed = |topics: Vec<String>| {
+        let ns = ns.addr;
+        async move {
+            let mut m = BTreeMap::new();
+            for topic in topics {
+                m.insert(topic.clone(), route_queues(ns, &topic).await.get(name).copied());
+            }
+            m
+        }
+    };
+    let mut conn = crate::cluster_support::RawConn::connect(ns.addr).await;
+
+    // A full registration.
+    let (ext, body) = register_broker_request(&cluster, name, addr, &[(&t1, 4), (&t2, 4)], 1);
+    let r = conn.call(request_code::REGISTER_BROKER, ext, body).await;
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    // An incremental one, with only the topic just created.
+    let (ext, body) = register_broker_request(&cluster, name, addr, &[(&t3, 2)], 2);
+    let r = conn.call(request_code::REGISTER_BROKER, ext, body).await;
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    // One topic the rocketmq-rust way.
+    let mut ext = ExtFields::new();
+    ext.insert("topic", &t4);
+    let body = TopicRouteData {
+        queue_datas: vec![QueueData {
+            broker_name: name.to_string(),
+            read_queue_nums: 3,
+            write_queue_nums: 3,
+            perm: 6,
+            topic_sys_flag: 0,
+        }],
+        ..Default::default()
+    }
+    .to_json_bytes()
+    .expect("route body")
+    .to_vec();
+    let r = conn.call(request_code::REGISTER_TOPIC_IN_NAMESRV, ext, body).await;
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let all = vec![t1.clone(), t2.clone(), t3.clone(), t4.clone()];
+    assert_eq!(
+        routed(all.clone()).await.into_values().collect::<Vec<_>>(),
+        [Some(4), Some(4), Some(2), Some(3)],
+        "[{kind:?}] every topic registered so far is routed"
+    );
+
+    // mqadmin deleteTopic tells the name server too.
+    let mut ext = ExtFields::new();
+    ext.insert("topic", &t1);
+    ext.insert("clusterName", &cluster);
+    let r = conn.call(request_code::DELETE_TOPIC_IN_NAMESRV, ext, Vec::new()).await;
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert_eq!(
+        routed(all).await.into_values().collect::<Vec<_>>(),
+        [None, Some(4), Some(2), Some(3)],
+        "[{kind:?}] only the deleted topic is gone"
+    );
+
+    // The registration lives as long as its connection.
+    drop(conn);
+    let took =
+        eventually("the broker to go with its connection", Duration::from_secs(10), || async {
+            !brokers_in(ns.addr, &cluster).await.contains_key(name)
+        })
+        .await;
+    assert!(route_queues(ns.addr, &t2).await.is_empty());
+    println!("[{kind:?}] partial registrations agree; the broker went {took:?} after its connection closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_registered_broker_when_it_registers_some_topics_under_a_real_namesrv_should_add_them_to_its_routes(
+) {
+    partial_registrations(NsKind::Real).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_registered_broker_when_it_registers_some_topics_under_baiji_namesrv_should_add_them_to_its_routes(
+) {
+    partial_registrations(NsKind::Baiji).await;
 }

@@ -717,3 +717,98 @@ pub(crate) async fn push_consumer(
     c.start().await.expect("consumer starts");
     c
 }
+
+// ---------------------------------------------------------------------------------------------
+// Speaking to a name server as a broker does
+
+/// One long-lived connection to a name server, over which a test plays a broker.
+#[derive(Debug)]
+pub(crate) struct RawConn {
+    stream: tokio::net::TcpStream,
+    codec: RemotingCodec,
+    rbuf: BytesMut,
+    opaque: i32,
+}
+
+impl RawConn {
+    pub(crate) async fn connect(addr: SocketAddr) -> RawConn {
+        let stream =
+            tokio::net::TcpStream::connect(addr).await.expect("connect to the name server");
+        RawConn { stream, codec: RemotingCodec::default(), rbuf: BytesMut::new(), opaque: 100 }
+    }
+
+    /// Sends a request and returns its response (3 s at most).
+    pub(crate) async fn call(
+        &mut self,
+        code: i32,
+        ext: ExtFields,
+        body: Vec<u8>,
+    ) -> RemotingCommand {
+        self.opaque += 1;
+        let opaque = self.opaque;
+        let mut buf = BytesMut::new();
+        self.codec
+            .encode(
+                RemotingCommand::request(code, opaque).with_ext_fields(ext).with_body(body),
+                &mut buf,
+            )
+            .expect("encode");
+        self.stream.write_all(&buf).await.expect("write");
+        let wait = async {
+            loop {
+                if let Some(cmd) = self.codec.decode(&mut self.rbuf).expect("decode") {
+                    if cmd.is_response() && cmd.opaque == opaque {
+                        return cmd;
+                    }
+                    continue;
+                }
+                let n = self.stream.read_buf(&mut self.rbuf).await.expect("read");
+                assert!(n > 0, "the name server closed the connection (request code {code})");
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(3), wait).await.expect("an answer within 3 s")
+    }
+}
+
+/// A REGISTER_BROKER request for master `name` of `cluster` at `addr` carrying `topics`
+/// (name, queues), built as baiji's registrar builds it.
+pub(crate) fn register_broker_request(
+    cluster: &str,
+    name: &str,
+    addr: &str,
+    topics: &[(&str, u32)],
+    counter: i64,
+) -> (ExtFields, Vec<u8>) {
+    use baiji::remoting::body::{
+        DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigAndMappingSerializeWrapper,
+    };
+    let body = RegisterBrokerBody {
+        topic_config_serialize_wrapper: TopicConfigAndMappingSerializeWrapper {
+            topic_config_table: topics
+                .iter()
+                .map(|(t, q)| (t.to_string(), TopicConfig::new(*t, *q, *q)))
+                .collect(),
+            data_version: DataVersion {
+                state_version: 0,
+                timestamp: 1_700_000_000_000 + counter,
+                counter,
+            },
+            ..Default::default()
+        },
+        filter_server_list: Vec::new(),
+    }
+    .to_json_bytes()
+    .expect("encode the body")
+    .to_vec();
+    let mut ext = ExtFields::new();
+    ext.insert("brokerName", name);
+    ext.insert("brokerAddr", addr);
+    ext.insert("clusterName", cluster);
+    ext.insert("haServerAddr", addr);
+    ext.insert_i64("brokerId", 0);
+    ext.insert_bool("compressed", false);
+    ext.insert_i64("bodyCrc32", i64::from(crc32fast::hash(&body) & 0x7FFF_FFFF));
+    ext.insert_bool("enableActingMaster", false);
+    ext.insert_i64("heartbeatTimeoutMillis", 120_000);
+    (ext, body)
+}
