@@ -518,7 +518,7 @@ pub(crate) async fn send_range(
                         }
                         other => {
                             let mut what = format!("{other:?}");
-                            what.truncate(300);
+                            what.truncate(2_000);
                             failures.push(what);
                             assert!(
                                 start.elapsed() < Duration::from_secs(30),
