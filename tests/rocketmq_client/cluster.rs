@@ -194,7 +194,6 @@ async fn two_brokers_one_killed(kind: NsKind) {
     assert!(failures.is_empty(), "{failures:?}");
     sent.extend(p2.iter().cloned());
     b.kill();
-    let killed = Instant::now();
     for m in &members {
         m.resume().await;
     }
@@ -292,7 +291,6 @@ async fn two_brokers_one_killed(kind: NsKind) {
         sent.len(),
         t0.elapsed()
     );
-    let _ = killed;
 
     for mut m in members {
         m.shutdown().await;
