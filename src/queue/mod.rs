@@ -227,6 +227,14 @@ impl Node {
         unsafe { next.as_ref() }
     }
 
+    /// Whether a successor has been linked (one atomic load; for spinning waiters).
+    #[inline]
+    pub fn has_next(&self, guard: &Guard) -> bool {
+        self.check_live();
+        // Acquire: pairs with the publishing CAS (the caller reads the successor next).
+        !self.next.load(Ordering::Acquire, guard).is_null()
+    }
+
     /// The previous node, if it is still linked (the dummy's `prev` is cleared).
     #[inline]
     pub fn prev<'g>(&self, guard: &'g Guard) -> Option<&'g Node> {
