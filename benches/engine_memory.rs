@@ -32,11 +32,8 @@ const PAYLOAD: u64 = 128;
 /// Resident set size in bytes.
 fn rss() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|f| f.parse().ok())
-        .expect("resident pages");
+    let pages: u64 =
+        statm.split_whitespace().nth(1).and_then(|f| f.parse().ok()).expect("resident pages");
     pages * 4096
 }
 
@@ -48,21 +45,14 @@ fn per_message(delta: u64, count: u64) -> f64 {
 pub(crate) fn main() {
     let alloc = ALLOCATOR.get().copied().unwrap_or("system");
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then only a smoke run.
-    let count = if std::env::args().any(|a| a == "--bench") {
-        FULL_COUNT
-    } else {
-        10_000
-    };
+    let count = if std::env::args().any(|a| a == "--bench") { FULL_COUNT } else { 10_000 };
     let engine = Engine::new(EngineConfig::default()).expect("engine");
     engine.create_topic("mem", 1).expect("topic");
     let group = engine
         .subscribe(
             "never-acks",
             "mem",
-            SubscribeOptions {
-                start: StartFrom::Last,
-                ..SubscribeOptions::default()
-            },
+            SubscribeOptions { start: StartFrom::Last, ..SubscribeOptions::default() },
         )
         .expect("subscribe");
     let mut consumer = group.join().expect("join");
@@ -71,9 +61,7 @@ pub(crate) fn main() {
     let used0 = engine.stats().bytes_used;
     let rss0 = rss();
     for i in 0..count {
-        topic
-            .append(0, Message::new(vec![i as u8; PAYLOAD as usize]))
-            .expect("append");
+        topic.append(0, Message::new(vec![i as u8; PAYLOAD as usize])).expect("append");
     }
     let stats = engine.stats();
     let rss1 = rss();
@@ -87,11 +75,7 @@ pub(crate) fn main() {
     }
     drop(out);
     let rss2 = rss();
-    assert_eq!(
-        engine.stats().live_messages,
-        count,
-        "nothing was acknowledged"
-    );
+    assert_eq!(engine.stats().live_messages, count, "nothing was acknowledged");
 
     let accounted = per_message(stats.bytes_used - used0, count);
     let resident = per_message(rss1 - rss0, count);

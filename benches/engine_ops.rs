@@ -55,10 +55,7 @@ fn payload() -> Bytes {
 fn engine() -> Engine {
     Engine::new(EngineConfig {
         reaper_thread: false,
-        retention: Retention {
-            time: Duration::ZERO,
-            bytes: 0,
-        },
+        retention: Retention { time: Duration::ZERO, bytes: 0 },
         ..EngineConfig::default()
     })
     .expect("engine")
@@ -93,31 +90,19 @@ impl Rig {
                     .subscribe(
                         &format!("g{i}"),
                         "ops",
-                        SubscribeOptions {
-                            start: StartFrom::Last,
-                            ..SubscribeOptions::default()
-                        },
+                        SubscribeOptions { start: StartFrom::Last, ..SubscribeOptions::default() },
                     )
                     .expect("subscribe")
             })
             .collect();
         let topic = engine.topic("ops").expect("topic handle");
-        Rig {
-            engine,
-            topic,
-            groups,
-            payload: payload(),
-        }
+        Rig { engine, topic, groups, payload: payload() }
     }
 
     fn fill(&self, n: u64) -> u64 {
         let mut last = 0;
         for _ in 0..n {
-            last = self
-                .topic
-                .append(0, Message::new(self.payload.clone()))
-                .expect("append")
-                .offset;
+            last = self.topic.append(0, Message::new(self.payload.clone())).expect("append").offset;
         }
         last + 1
     }
@@ -134,9 +119,7 @@ impl Rig {
 fn bench_base(g: &mut Bg<'_>) {
     let p = payload();
     g.throughput(Throughput::Elements(1));
-    g.bench_function("base/message", |b| {
-        b.iter(|| black_box(Message::new(black_box(&p).clone())))
-    });
+    g.bench_function("base/message", |b| b.iter(|| black_box(Message::new(black_box(&p).clone()))));
 }
 
 fn bench_append(g: &mut Bg<'_>) {

@@ -113,11 +113,7 @@ impl Shared {
     fn new(consumers: usize) -> Arc<Self> {
         Arc::new(Shared {
             gate: Gate::default(),
-            done: Done {
-                count: AtomicUsize::new(0),
-                of: consumers,
-                bench: thread::current(),
-            },
+            done: Done { count: AtomicUsize::new(0), of: consumers, bench: thread::current() },
             expected: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             producer_ns: AtomicU64::new(0),
@@ -139,8 +135,7 @@ impl Shared {
         while self.gate.wait(&mut seen) {
             let t = Instant::now();
             burst();
-            self.producer_ns
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            self.producer_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             self.producer_msgs.fetch_add(BURST, Ordering::Relaxed);
         }
     }
@@ -157,9 +152,7 @@ struct Rig {
 
 impl Rig {
     fn burst(&self) -> Duration {
-        self.shared
-            .expected
-            .fetch_add(self.per_consumer, Ordering::AcqRel);
+        self.shared.expected.fetch_add(self.per_consumer, Ordering::AcqRel);
         let start = Instant::now();
         self.shared.gate.set(|g| *g += 1);
         self.shared.done.wait_and_reset();
@@ -190,9 +183,7 @@ impl Rig {
 
 fn baiji_rig(producers: usize, groups: usize) -> Rig {
     let engine = Engine::new(EngineConfig::default()).expect("engine");
-    engine
-        .create_topic("burst", producers as u32)
-        .expect("topic");
+    engine.create_topic("burst", producers as u32).expect("topic");
     let shared = Shared::new(groups);
     let mut threads = Vec::new();
     for g in 0..groups {
@@ -200,10 +191,7 @@ fn baiji_rig(producers: usize, groups: usize) -> Rig {
             .subscribe(
                 &format!("g{g}"),
                 "burst",
-                SubscribeOptions {
-                    start: StartFrom::Last,
-                    ..SubscribeOptions::default()
-                },
+                SubscribeOptions { start: StartFrom::Last, ..SubscribeOptions::default() },
             )
             .expect("subscribe");
         let mut consumer = group.join().expect("join");
@@ -213,9 +201,7 @@ fn baiji_rig(producers: usize, groups: usize) -> Rig {
             let mut high = vec![0u64; producers];
             let mut touched = vec![false; producers];
             while !shared.stop.load(Ordering::Acquire) {
-                let got = consumer
-                    .recv_timeout(256, Duration::from_millis(10))
-                    .expect("recv");
+                let got = consumer.recv_timeout(256, Duration::from_millis(10)).expect("recv");
                 if got.is_empty() {
                     continue;
                 }
@@ -241,19 +227,12 @@ fn baiji_rig(producers: usize, groups: usize) -> Rig {
         threads.push(spawn(format!("producer-{p}"), move || {
             shared.producer_loop(|| {
                 for i in 0..BURST {
-                    topic
-                        .append(p as u32, Message::new(fresh_payload(i)))
-                        .expect("append");
+                    topic.append(p as u32, Message::new(fresh_payload(i))).expect("append");
                 }
             });
         }));
     }
-    Rig {
-        shared,
-        per_consumer: producers as u64 * BURST,
-        threads,
-        engine: Some(engine),
-    }
+    Rig { shared, per_consumer: producers as u64 * BURST, threads, engine: Some(engine) }
 }
 
 fn base_rig() -> Rig {
@@ -281,12 +260,7 @@ fn base_rig() -> Rig {
             });
         }));
     }
-    Rig {
-        shared,
-        per_consumer: BURST,
-        threads,
-        engine: None,
-    }
+    Rig { shared, per_consumer: BURST, threads, engine: None }
 }
 
 fn crossbeam_rig() -> Rig {
@@ -316,12 +290,7 @@ fn crossbeam_rig() -> Rig {
             // `tx` drops here: the consumer's `recv` returns Err and it exits.
         }));
     }
-    Rig {
-        shared,
-        per_consumer: BURST,
-        threads,
-        engine: None,
-    }
+    Rig { shared, per_consumer: BURST, threads, engine: None }
 }
 
 /// A disruptor event: the 128-byte message, copied into the preallocated slot.
@@ -351,12 +320,7 @@ fn disruptor_rig() -> Rig {
         });
         // Dropping the producer joins the consumer thread.
     })];
-    Rig {
-        shared,
-        per_consumer: BURST,
-        threads,
-        engine: None,
-    }
+    Rig { shared, per_consumer: BURST, threads, engine: None }
 }
 
 fn run_case(
@@ -366,16 +330,11 @@ fn run_case(
     elements: u64,
     make: impl FnOnce() -> Rig,
 ) {
-    let fit = if busy_threads > 2 {
-        "OVERSUBSCRIBES the 2 cores"
-    } else {
-        "fits the 2 cores"
-    };
+    let fit = if busy_threads > 2 { "OVERSUBSCRIBES the 2 cores" } else { "fits the 2 cores" };
     // Criterion's filter is the first free argument (a regex); when it is a plain substring
     // that does not match, skip building a rig criterion would not run.
-    let filter = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with("--") && a.parse::<f64>().is_err());
+    let filter =
+        std::env::args().skip(1).find(|a| !a.starts_with("--") && a.parse::<f64>().is_err());
     if filter.is_some_and(|f| {
         !f.contains(|c: char| ".*+?()[]{}|^$\\".contains(c)) && !name.contains(f.as_str())
     }) {
@@ -384,9 +343,7 @@ fn run_case(
     println!("case {name}: {busy_threads} busy threads, {fit}");
     let rig = make();
     g.throughput(Throughput::Elements(elements));
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| rig.burst()).sum())
-    });
+    g.bench_function(name, |b| b.iter_custom(|iters| (0..iters).map(|_| rig.burst()).sum()));
     rig.finish(name);
 }
 

@@ -13,8 +13,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod body;
 
 fn main() {
-    body::ALLOCATOR
-        .set("mimalloc")
-        .expect("the allocator name is set once");
+    body::ALLOCATOR.set("mimalloc").expect("the allocator name is set once");
     body::main();
 }

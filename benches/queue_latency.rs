@@ -121,10 +121,7 @@ fn spawn<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> thread::JoinHandle<T> {
-    thread::Builder::new()
-        .name(name.into())
-        .spawn(f)
-        .expect("spawn")
+    thread::Builder::new().name(name.into()).spawn(f).expect("spawn")
 }
 
 /// Nanoseconds since the run's shared origin.
@@ -180,10 +177,7 @@ fn latency_base(origin: Instant) -> Histogram<u64> {
         seq: AtomicU64,
         ts: AtomicU64,
     }
-    let cell = Arc::new(CachePadded::new(Cell {
-        seq: AtomicU64::new(0),
-        ts: AtomicU64::new(0),
-    }));
+    let cell = Arc::new(CachePadded::new(Cell { seq: AtomicU64::new(0), ts: AtomicU64::new(0) }));
     let c = Arc::clone(&cell);
     let consumer = thread::spawn(move || {
         let mut h = histogram();
@@ -219,13 +213,7 @@ fn latency_baiji(origin: Instant) -> Histogram<u64> {
 /// Diagnostic: the same without the reaper thread (nothing is reclaimed during the case; the
 /// engine frees it all when dropped), to show what the reaper's passes add to the tail.
 fn latency_baiji_no_reaper(origin: Instant) -> Histogram<u64> {
-    latency_baiji_with(
-        origin,
-        EngineConfig {
-            reaper_thread: false,
-            ..EngineConfig::default()
-        },
-    )
+    latency_baiji_with(origin, EngineConfig { reaper_thread: false, ..EngineConfig::default() })
 }
 
 fn latency_baiji_with(origin: Instant, config: EngineConfig) -> Histogram<u64> {
@@ -235,10 +223,7 @@ fn latency_baiji_with(origin: Instant, config: EngineConfig) -> Histogram<u64> {
         .subscribe(
             "lat",
             "lat",
-            SubscribeOptions {
-                start: StartFrom::Last,
-                ..SubscribeOptions::default()
-            },
+            SubscribeOptions { start: StartFrom::Last, ..SubscribeOptions::default() },
         )
         .expect("subscribe");
     let mut consumer = group.join().expect("join");
@@ -247,9 +232,7 @@ fn latency_baiji_with(origin: Instant, config: EngineConfig) -> Histogram<u64> {
         let mut h = histogram();
         let mut got = 0;
         while got < total() {
-            let batch = consumer
-                .recv_timeout(32, Duration::from_millis(100))
-                .expect("recv");
+            let batch = consumer.recv_timeout(32, Duration::from_millis(100)).expect("recv");
             let now = now_ns(origin);
             let Some(last) = batch.last() else { continue };
             for d in &batch {
@@ -257,9 +240,7 @@ fn latency_baiji_with(origin: Instant, config: EngineConfig) -> Histogram<u64> {
                 record(&mut h, seq, ts, now);
             }
             got += batch.len() as u64;
-            consumer
-                .commit(last.queue, last.offset + 1)
-                .expect("commit");
+            consumer.commit(last.queue, last.offset + 1).expect("commit");
         }
         h
     });
@@ -298,9 +279,7 @@ fn latency_crossbeam(origin: Instant) -> Histogram<u64> {
 fn latency_tokio(origin: Instant) -> Histogram<u64> {
     let (tx, mut rx) = broadcast::channel::<Bytes>(RING);
     let receiver = thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         rt.block_on(async move {
             let mut h = histogram();
             let mut lagged = 0;
@@ -354,9 +333,8 @@ fn latency_disruptor(origin: Instant) -> Histogram<u64> {
             done_tx.send(h.clone()).expect("report");
         }
     };
-    let mut producer = disruptor::build_single_producer(RING, slot, BusySpin)
-        .handle_events_with(handler)
-        .build();
+    let mut producer =
+        disruptor::build_single_producer(RING, slot, BusySpin).handle_events_with(handler).build();
     pace(|seq| {
         let ts = now_ns(origin);
         let m = stamped(seq, ts);
@@ -408,10 +386,7 @@ fn fanout_baiji(origin: Instant, consumers: usize) -> (u64, Vec<FanResult>) {
             .subscribe(
                 &format!("g{g}"),
                 "fan",
-                SubscribeOptions {
-                    start: StartFrom::Last,
-                    ..SubscribeOptions::default()
-                },
+                SubscribeOptions { start: StartFrom::Last, ..SubscribeOptions::default() },
             )
             .expect("subscribe");
         let mut c = group.join().expect("join");
@@ -420,9 +395,7 @@ fn fanout_baiji(origin: Instant, consumers: usize) -> (u64, Vec<FanResult>) {
             let mut r = FanResult::default();
             let mut last = 0;
             while r.received < final_count.load(Ordering::Acquire) {
-                let batch = c
-                    .recv_timeout(256, Duration::from_millis(10))
-                    .expect("recv");
+                let batch = c.recv_timeout(256, Duration::from_millis(10)).expect("recv");
                 if let Some(d) = batch.last() {
                     last = now_ns(origin);
                     r.received += batch.len() as u64;
@@ -435,16 +408,9 @@ fn fanout_baiji(origin: Instant, consumers: usize) -> (u64, Vec<FanResult>) {
     }
     let topic = engine.topic("fan").expect("topic");
     start.store(now_ns(origin), Ordering::Release);
-    let sent = fan_produce(|i| {
-        topic
-            .append(0, Message::new(vec![i as u8; PAYLOAD]))
-            .is_ok()
-    });
+    let sent = fan_produce(|i| topic.append(0, Message::new(vec![i as u8; PAYLOAD])).is_ok());
     final_count.store(sent, Ordering::Release);
-    let results = threads
-        .into_iter()
-        .map(|t| t.join().expect("consumer"))
-        .collect();
+    let results = threads.into_iter().map(|t| t.join().expect("consumer")).collect();
     (sent, results)
 }
 
@@ -464,9 +430,7 @@ fn fanout_tokio_with(origin: Instant, consumers: usize, ring: usize) -> (u64, Ve
             let mut rx = tx.subscribe();
             let start = Arc::clone(&start);
             thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .expect("runtime");
+                let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
                 rt.block_on(async move {
                     let mut r = FanResult::default();
                     let mut last = 0;
@@ -490,10 +454,7 @@ fn fanout_tokio_with(origin: Instant, consumers: usize, ring: usize) -> (u64, Ve
     start.store(now_ns(origin), Ordering::Release);
     let sent = fan_produce(|i| tx.send(Bytes::from(vec![i as u8; PAYLOAD])).is_ok());
     drop(tx);
-    let results = threads
-        .into_iter()
-        .map(|t| t.join().expect("consumer"))
-        .collect();
+    let results = threads.into_iter().map(|t| t.join().expect("consumer")).collect();
     (sent, results)
 }
 
@@ -508,9 +469,7 @@ fn fanout_disruptor_big(origin: Instant, consumers: usize) -> (u64, Vec<FanResul
 fn fanout_disruptor_with(origin: Instant, consumers: usize, ring: usize) -> (u64, Vec<FanResult>) {
     // Per consumer: messages seen and the time of the last batch's end.
     let stats: Arc<Vec<CachePadded<(AtomicU64, AtomicU64)>>> = Arc::new(
-        (0..consumers)
-            .map(|_| CachePadded::new((AtomicU64::new(0), AtomicU64::new(0))))
-            .collect(),
+        (0..consumers).map(|_| CachePadded::new((AtomicU64::new(0), AtomicU64::new(0)))).collect(),
     );
     let handler = |i: usize| {
         let stats = Arc::clone(&stats);
@@ -578,10 +537,7 @@ pub(crate) fn main() {
     let alloc = ALLOCATOR.get().copied().unwrap_or("system");
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then only a smoke run.
     SMOKE.store(!std::env::args().any(|a| a == "--bench"), Ordering::Relaxed);
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f));
     let origin = Instant::now();
     println!("# queue_latency ({alloc} allocator)\n");
@@ -590,10 +546,7 @@ pub(crate) fn main() {
     let latency: [LatencyCase; 6] = [
         ("base (atomic)", latency_base),
         ("baiji", latency_baiji),
-        (
-            "baiji, no reaper thread (diagnostic)",
-            latency_baiji_no_reaper,
-        ),
+        ("baiji, no reaper thread (diagnostic)", latency_baiji_no_reaper),
         ("crossbeam unbounded", latency_crossbeam),
         ("tokio broadcast", latency_tokio),
         ("disruptor spsc", latency_disruptor),
@@ -610,10 +563,8 @@ pub(crate) fn main() {
         "| case | p50 ns | p99 ns | p99.9 ns | max ns | mean ns | p50 / base | p99.9 / base |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    let latency: Vec<LatencyCase> = latency
-        .into_iter()
-        .filter(|(name, _)| wanted(name) || name.starts_with("base"))
-        .collect();
+    let latency: Vec<LatencyCase> =
+        latency.into_iter().filter(|(name, _)| wanted(name) || name.starts_with("base")).collect();
     let mut merged: Vec<Histogram<u64>> = latency.iter().map(|_| histogram()).collect();
     for _ in 0..rounds() {
         for ((_, run), into) in latency.iter().zip(merged.iter_mut()) {
@@ -622,11 +573,8 @@ pub(crate) fn main() {
     }
     let mut base: Option<(u64, u64)> = None;
     for ((name, _), h) in latency.iter().zip(merged) {
-        let (p50, p99, p999) = (
-            h.value_at_quantile(0.5),
-            h.value_at_quantile(0.99),
-            h.value_at_quantile(0.999),
-        );
+        let (p50, p99, p999) =
+            (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.value_at_quantile(0.999));
         let b = *base.get_or_insert((p50, p999));
         println!(
             "| {name} | {p50} | {p99} | {p999} | {} | {:.0} | {:.2} | {:.2} |",
