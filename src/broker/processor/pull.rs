@@ -23,6 +23,7 @@ use bytes::BytesMut;
 use super::{bad_header, queue_id, store_error};
 use crate::broker::clients::{filter_of, Subscription};
 use crate::broker::record::{self, Placement};
+use crate::broker::topics::perm;
 use crate::broker::{reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::MessageModel;
 use crate::remoting::code::response_code;
@@ -145,6 +146,13 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", h.topic),
         ));
     };
+    if s.topics.get_perm(h.topic).is_some_and(|p| p & perm::READ == 0) {
+        return Pulled::Reply(reply_error(
+            req,
+            response_code::NO_PERMISSION,
+            format!("the topic[{}] pulling message is forbidden", h.topic),
+        ));
+    }
     let queue = match queue_id(req, h.queue_id, h.topic, topic.queue_count()) {
         Ok(q) => q,
         Err(r) => return Pulled::Reply(r),
