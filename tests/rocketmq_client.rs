@@ -39,6 +39,8 @@ fn message(topic: &str, tag: Option<&str>, key: &str, body: &str) -> Message {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Sent {
     uniq: String,
+    /// The broker's id for the stored message (store host + commit-log offset).
+    offset_msg_id: String,
     queue: i32,
     offset: i64,
     tag: Option<String>,
@@ -55,6 +57,7 @@ impl Sent {
                 .as_ref()
                 .expect("a send result carries the message's UNIQ_KEY")
                 .to_string(),
+            offset_msg_id: r.offset_msg_id.clone().expect("a send result carries the offset msgId"),
             queue: r.message_queue.as_ref().expect("a send result names its queue").queue_id(),
             offset: r.queue_offset as i64,
             tag: tag.map(str::to_string),
@@ -98,6 +101,10 @@ fn assert_exactly_once(group: &str, sent: &[Sent], got: &[Got]) {
             (s.queue, s.offset),
             "a message arrives at the queue and offset its send reported"
         );
+        assert_eq!(
+            g.offset_msg_id, s.offset_msg_id,
+            "the msgId a consumer decodes is the one the send reported"
+        );
         assert_eq!(g.tags, s.tag, "the tag survives the broker");
         assert_eq!(g.keys.as_deref(), Some(s.key.as_str()), "the key survives the broker");
         assert_eq!(g.text(), s.body, "the body survives the broker");
@@ -126,15 +133,28 @@ struct Fixture {
 
 impl Fixture {
     async fn new(name: &str) -> Fixture {
-        Fixture::with_broker(name, start_broker(|_| {}).await, 2).await
+        Fixture::build(name, start_broker(|_| {}).await, client_runtime(name), 2, true).await
     }
 
     async fn with_broker(name: &str, broker: RunningBroker, retries: u32) -> Fixture {
+        Fixture::build(name, broker, client_runtime(name), retries, true).await
+    }
+
+    /// A broker, a client runtime `rt` and a started producer; the topic is created with
+    /// [`QUEUES`] queues when `create` is set, else the first send creates it from `TBW102`.
+    async fn build(
+        name: &str,
+        broker: RunningBroker,
+        rt: Arc<ClientRuntime>,
+        retries: u32,
+        create: bool,
+    ) -> Fixture {
         let ns = namesrv(&broker);
-        let rt = client_runtime(name);
         let topic = unique(&format!("{name}_topic"));
         let mut producer = producer(&rt, &ns, retries).await;
-        create_topic(&mut producer, &topic, QUEUES).await;
+        if create {
+            create_topic(&mut producer, &topic, QUEUES).await;
+        }
         Fixture { broker, rt, ns, topic, producer }
     }
 
@@ -257,7 +277,7 @@ async fn given_two_groups_of_two_members_when_10000_tagged_keyed_messages_are_se
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_consumer_when_messages_are_sent_synchronously_should_receive_each_at_the_reported_queue_and_offset(
 ) {
-    let fx = Fixture::new("sync").await;
+    let mut fx = Fixture::new("sync").await;
     let group = unique("sync_g");
     let (c, mut rx) = fx.consumer("sync-m", &PushOptions::new(&group, &fx.topic, "*")).await;
     let mut sent = Vec::new();
@@ -279,6 +299,21 @@ async fn given_a_consumer_when_messages_are_sent_synchronously_should_receive_ea
     let got = receive(&mut rx, sent.len(), PATIENCE, "sync sends").await;
     assert_exactly_once(&group, &sent, &got);
     assert_queue_order(&group, &got);
+    let broker_addr = fx.broker.broker_addr().expect("a broker address").to_string();
+    for g in &got {
+        assert_eq!(g.store_host, broker_addr, "a message's store host is the broker clients reach");
+    }
+    // The offset msgId leads back to the message (VIEW_MESSAGE_BY_ID at the address it encodes).
+    for s in sent.iter().take(5) {
+        let m = fx.producer.view_message(&fx.topic, &s.offset_msg_id).await.unwrap_or_else(|e| {
+            panic!("viewing message {} by its msgId succeeds: {e}", s.offset_msg_id)
+        });
+        assert_eq!(
+            m.body().as_deref(),
+            Some(s.body.as_bytes()),
+            "the message viewed by its msgId is the one sent"
+        );
+    }
     for g in &got {
         let i = g.keys.as_deref().and_then(|k| k.strip_prefix("sync-")).expect("a sync key");
         assert_eq!(
@@ -409,10 +444,19 @@ async fn given_a_consumer_when_a_batch_is_sent_should_deliver_all_of_it_at_conse
             .map(str::to_string)
             .collect();
         assert_eq!(ids.len(), N, "a batch result names every message of the batch");
+        let offset_ids: Vec<String> = r
+            .offset_msg_id
+            .as_ref()
+            .expect("a batch result carries the stored messages' ids")
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        assert_eq!(offset_ids.len(), N, "a batch result has the stored id of every message");
         let queue = r.message_queue.as_ref().expect("a queue").queue_id();
-        for (i, uniq) in ids.into_iter().enumerate() {
+        for (i, (uniq, offset_msg_id)) in ids.into_iter().zip(offset_ids).enumerate() {
             sent.push(Sent {
                 uniq,
+                offset_msg_id,
                 queue,
                 offset: r.queue_offset as i64 + i as i64,
                 tag: Some("TagBatch".into()),
@@ -646,7 +690,10 @@ async fn given_a_group_that_committed_when_its_consumer_restarts_should_resume_a
 async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_first_offset_should_receive_the_retained_messages(
 ) {
     const N: usize = 100;
-    let fx = Fixture::new("late").await;
+    // No group and no topic: the first send creates the topic from TBW102 (4 queues, the
+    // client's defaultTopicQueueNums).
+    let fx =
+        Fixture::build("late", start_broker(|_| {}).await, client_runtime("late"), 2, false).await;
     let mut sent = Vec::new();
     for i in 0..N {
         sent.push(
@@ -660,6 +707,12 @@ async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_f
             .await,
         );
     }
+    let queues: BTreeSet<i32> = sent.iter().map(|s| s.queue).collect();
+    assert_eq!(
+        queues.len(),
+        QUEUES as usize,
+        "a topic created from TBW102 has the producer's 4 queues"
+    );
     assert_eq!(
         fx.broker.store().memory().live_messages,
         N as u64,
@@ -686,6 +739,18 @@ async fn given_a_small_memory_budget_when_a_producer_sends_until_refused_should_
     .await;
     // No retries: every refusal the client reports is one refused request.
     let fx = Fixture::with_broker("budget", broker, 0).await;
+    // The group joins first and its only member leaves: the group holds everything sent from
+    // now on (retention of messages no group holds is time-bounded; a group's hold is not).
+    let group = unique("budget_g");
+    let opts = PushOptions::new(&group, &fx.topic, "*");
+    let (first, _) = fx.consumer("budget-m1", &opts).await;
+    let what = format!("{group} is assigned every queue");
+    wait_until(PATIENCE, &what, || {
+        let all = first.assignment.queues(&fx.topic).len() == QUEUES as usize;
+        async move { all }
+    })
+    .await;
+    first.shutdown().await;
     let mut accepted = Vec::new();
     let mut refused = 0u64;
     let mut i = 0usize;
@@ -721,8 +786,7 @@ async fn given_a_small_memory_budget_when_a_producer_sends_until_refused_should_
         "the broker holds exactly the accepted messages"
     );
 
-    let group = unique("budget_g");
-    let (c, mut rx) = fx.consumer("budget-m", &PushOptions::new(&group, &fx.topic, "*")).await;
+    let (c, mut rx) = fx.consumer("budget-m2", &opts).await;
     let got = receive(&mut rx, accepted.len(), PATIENCE, "accepted messages").await;
     assert_exactly_once(&group, &accepted, &got);
     wait_reclaimed(&fx.broker, "the accepted messages are reclaimed once consumed").await;
@@ -731,4 +795,231 @@ async fn given_a_small_memory_budget_when_a_producer_sends_until_refused_should_
     send_sync(&fx.producer, &fx.topic, Some("TagM"), "after", "after the budget was reclaimed")
         .await;
     fx.shutdown(vec![c]).await;
+}
+
+/// `len` bytes of lowercase letters from a fixed pseudo-random sequence: the client compresses
+/// bodies of 4 KiB and more, and these stay large when compressed.
+fn noisy_body(len: usize, seed: u64) -> String {
+    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'a' + ((x >> 33) % 26) as u8)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_bodies_above_the_compression_threshold_when_sent_should_arrive_unchanged() {
+    let fx = Fixture::new("large").await;
+    let group = unique("large_g");
+    let (c, mut rx) = fx.consumer("large-m", &PushOptions::new(&group, &fx.topic, "*")).await;
+    let bodies = [
+        "compressible ".repeat(400),    // ~5 KiB, shrinks a lot
+        noisy_body(200 * 1024, 1),      // 200 KiB
+        noisy_body(3 * 1024 * 1024, 2), // 3 MiB: above the pull's 256 KiB budget on its own
+        "small".to_string(),
+    ];
+    let mut sent = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        sent.push(
+            send_sync(&fx.producer, &fx.topic, Some("TagBig"), &format!("big-{i}"), body).await,
+        );
+    }
+    let got = receive(&mut rx, sent.len(), PATIENCE, "large bodies").await;
+    assert_exactly_once(&group, &sent, &got);
+    wait_reclaimed(&fx.broker, "large messages are reclaimed").await;
+    fx.shutdown(vec![c]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_clients_using_the_binary_header_when_they_send_and_consume_should_deliver_every_message(
+) {
+    let broker = start_broker(|_| {}).await;
+    let fx = Fixture::build("binary", broker, client_runtime_binary("binary"), 2, true).await;
+    let group = unique("binary_g");
+    let (c, mut rx) =
+        fx.consumer("binary-m", &PushOptions::new(&group, &fx.topic, "TagA || TagB")).await;
+    let mut sent = Vec::new();
+    for i in 0..60 {
+        let tag = ["TagA", "TagB", "TagC"][i % 3];
+        sent.push(
+            send_sync(
+                &fx.producer,
+                &fx.topic,
+                Some(tag),
+                &format!("bin-{i}"),
+                &format!("binary {i}"),
+            )
+            .await,
+        );
+    }
+    let wanted: Vec<Sent> = sent.into_iter().filter(|s| s.tag.as_deref() != Some("TagC")).collect();
+    let got = receive(&mut rx, wanted.len(), PATIENCE, "binary-header clients").await;
+    assert_exactly_once(&group, &wanted, &got);
+    assert_queue_order(&group, &got);
+    wait_reclaimed(&fx.broker, "messages consumed by binary-header clients are reclaimed").await;
+    assert!(drain(&mut rx).is_empty(), "nothing arrives twice or outside the subscription");
+    fx.shutdown(vec![c]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_two_members_when_one_leaves_mid_stream_should_lose_nothing_and_redeliver_only_what_it_had_received(
+) {
+    const N: usize = 2_000;
+    let mut fx = Fixture::new("leave").await;
+    let group = unique("leave_g");
+    let opts = PushOptions::new(&group, &fx.topic, "*");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stays = PushConsumer::start(&fx.rt, &fx.ns, "leave-stays", &opts, tx.clone()).await;
+    let leaves = PushConsumer::start(&fx.rt, &fx.ns, "leave-leaves", &opts, tx).await;
+    wait_split(&group, &fx.topic, &[&stays, &leaves]).await;
+
+    let producer = Arc::new(fx.producer);
+    let sender = {
+        let (p, topic) = (Arc::clone(&producer), fx.topic.clone());
+        tokio::spawn(async move {
+            let mut sent = Vec::with_capacity(N);
+            for i in 0..N {
+                sent.push(
+                    send_sync(
+                        &p,
+                        &topic,
+                        Some("TagL"),
+                        &format!("leave-{i}"),
+                        &format!("leave {i}"),
+                    )
+                    .await,
+                );
+            }
+            sent
+        })
+    };
+    // The leaving member goes while messages flow.
+    let mut got: Vec<Got> = Vec::new();
+    while got.iter().filter(|g| g.member == "leave-leaves").count() < 100 {
+        got.extend(receive(&mut rx, 1, PATIENCE, "before the leave").await);
+    }
+    leaves.shutdown().await;
+    // What it received before its shutdown returned may still be in the channel.
+    got.extend(drain(&mut rx));
+    let left_at = got.len();
+    let what = format!("the remaining member of {group} takes over every queue");
+    wait_until(PATIENCE, &what, || {
+        let all = stays.assignment.queues(&fx.topic).len() == QUEUES as usize;
+        async move { all }
+    })
+    .await;
+    let sent = sender.await.expect("the sending task");
+    fx.producer = Arc::into_inner(producer).expect("the sending task is done");
+
+    let wanted: HashSet<String> = sent.iter().map(|s| s.uniq.clone()).collect();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let distinct: HashSet<String> = got.iter().map(|g| g.uniq.clone()).collect();
+        if distinct == wanted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every message reaches the group after a member left: {} of {N} arrived",
+            distinct.len()
+        );
+        if let Ok(Some(g)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
+            got.push(g);
+        }
+    }
+    wait_committed_to_end(&fx.broker, &group, &fx.topic).await;
+    got.extend(drain(&mut rx));
+    let by_uniq: HashMap<&str, &Sent> = sent.iter().map(|s| (s.uniq.as_str(), s)).collect();
+    let received_by_leaver: HashSet<&str> = got[..left_at]
+        .iter()
+        .filter(|g| g.member == "leave-leaves")
+        .map(|g| g.uniq.as_str())
+        .collect();
+    let mut seen = HashSet::new();
+    for (i, g) in got.iter().enumerate() {
+        let s = by_uniq
+            .get(g.uniq.as_str())
+            .unwrap_or_else(|| panic!("a message nobody sent arrived: {g:?}"));
+        assert_eq!(
+            (g.queue, g.offset),
+            (s.queue, s.offset),
+            "a message arrives where its send put it"
+        );
+        if i >= left_at {
+            assert_eq!(g.member, "leave-stays", "a member that left receives nothing more");
+        }
+        if !seen.insert(g.uniq.as_str()) {
+            assert!(
+                received_by_leaver.contains(g.uniq.as_str()),
+                "only messages the leaving member had received may arrive twice: {g:?}"
+            );
+        }
+    }
+    for member in ["leave-stays", "leave-leaves"] {
+        let mine: Vec<Got> = got.iter().filter(|g| g.member == member).cloned().collect();
+        assert_queue_order(member, &mine);
+    }
+    fx.shutdown(vec![stays]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_messages_every_group_consumed_when_a_new_group_subscribes_from_the_first_offset_should_start_at_the_oldest_retained_message(
+) {
+    const N: usize = 100;
+    let fx = Fixture::new("reclaimed").await;
+    let first_group = unique("reclaimed_a");
+    let (first, mut first_rx) =
+        fx.consumer("reclaimed-a", &PushOptions::new(&first_group, &fx.topic, "*")).await;
+    let mut old = Vec::new();
+    for i in 0..N {
+        old.push(
+            send_sync(
+                &fx.producer,
+                &fx.topic,
+                Some("TagO"),
+                &format!("old-{i}"),
+                &format!("old {i}"),
+            )
+            .await,
+        );
+    }
+    let got = receive(&mut first_rx, N, PATIENCE, "the first group").await;
+    assert_exactly_once(&first_group, &old, &got);
+    wait_reclaimed(&fx.broker, "the only group committed everything").await;
+
+    // A new group starts from the first offset: what was reclaimed is gone (baiji keeps
+    // messages in memory only while some group needs them), what comes next is delivered.
+    let second_group = unique("reclaimed_b");
+    let (second, mut second_rx) =
+        fx.consumer("reclaimed-b", &PushOptions::new(&second_group, &fx.topic, "*")).await;
+    let what = format!("{second_group} is assigned every queue");
+    wait_until(PATIENCE, &what, || {
+        let all = second.assignment.queues(&fx.topic).len() == QUEUES as usize;
+        async move { all }
+    })
+    .await;
+    let mut new = Vec::new();
+    for i in 0..N {
+        new.push(
+            send_sync(
+                &fx.producer,
+                &fx.topic,
+                Some("TagN"),
+                &format!("new-{i}"),
+                &format!("new {i}"),
+            )
+            .await,
+        );
+    }
+    let got = receive(&mut second_rx, N, PATIENCE, "the new group").await;
+    assert_exactly_once(&second_group, &new, &got);
+    assert_queue_order(&second_group, &got);
+    let got = receive(&mut first_rx, N, PATIENCE, "the first group, again").await;
+    assert_exactly_once(&first_group, &new, &got);
+    wait_reclaimed(&fx.broker, "both groups committed the new messages").await;
+    assert!(drain(&mut second_rx).is_empty(), "the new group receives nothing twice");
+    assert!(drain(&mut first_rx).is_empty(), "the first group receives nothing twice");
+    fx.shutdown(vec![first, second]).await;
 }

@@ -32,6 +32,10 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::{MessageConst, MessageTrait};
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
+use rocketmq_protocol::protocol::remoting_command_defaults::{
+    RemotingCommandDefaults, RemotingCommandFactory,
+};
+use rocketmq_protocol::protocol::SerializeType;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner, ScopeId};
 use tokio::sync::mpsc;
 
@@ -101,6 +105,21 @@ pub(crate) fn client_runtime(scope: &str) -> Arc<ClientRuntime> {
     .expect("a client runtime")
 }
 
+/// A client runtime whose commands use RocketMQ's binary header (serialize type 1) instead of
+/// the process default, JSON.
+pub(crate) fn client_runtime_binary(scope: &str) -> Arc<ClientRuntime> {
+    init();
+    let scope = ScopeId::try_new(scope.to_string()).expect("a non-blank scope");
+    let version = rocketmq_model::version::CURRENT_VERSION as i32;
+    ClientRuntime::try_new_with_remoting_command_factory(
+        OWNER.root_context().component(scope),
+        ClientRuntimeConfig::default(),
+        TelemetryHandle::noop(),
+        RemotingCommandFactory::new(RemotingCommandDefaults::new(version, SerializeType::ROCKETMQ)),
+    )
+    .expect("a client runtime")
+}
+
 /// A started producer.
 pub(crate) async fn producer(
     rt: &Arc<ClientRuntime>,
@@ -142,6 +161,11 @@ pub(crate) struct Got {
     pub(crate) tags: Option<String>,
     /// `KEYS`.
     pub(crate) keys: Option<String>,
+    /// The offset message id (store host and commit-log offset), what
+    /// `SendResult::offset_msg_id` reports.
+    pub(crate) offset_msg_id: String,
+    /// The broker address stored in the message.
+    pub(crate) store_host: String,
     /// The body.
     pub(crate) body: Vec<u8>,
     /// Times it was redelivered.
@@ -167,6 +191,8 @@ impl Got {
             uniq,
             tags: m.get_tags().map(|t| t.to_string()),
             keys: m.get_keys().map(|k| k.to_string()),
+            offset_msg_id: m.msg_id().to_string(),
+            store_host: m.store_host().to_string(),
             body: m.body().map(|b| b.to_vec()).unwrap_or_default(),
             reconsume_times: m.reconsume_times(),
             properties: m
@@ -267,6 +293,8 @@ impl PushConsumer {
             .consume_message_batch_max_size(opts.batch)
             .pull_batch_size(32)
             .message_queue_listener(Some(Arc::new(assignment.clone())))
+            // Shutdown lets a listener call in progress finish (and its offset be persisted).
+            .await_termination_millis_when_shutdown(10_000)
             .build();
         for (topic, expr) in &opts.subscriptions {
             consumer.subscribe(topic.as_str(), expr.as_str()).await.expect("subscribe");
