@@ -162,11 +162,11 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         Err(r) => return Pulled::Reply(r),
     };
     let Ok(offset) = u64::try_from(h.queue_offset) else {
-        return Pulled::Reply(reply_error(
-            req,
-            response_code::SYSTEM_ERROR,
-            format!("queueOffset[{}] is illegal: negative", h.queue_offset),
-        ));
+        // Below every offset: RocketMQ's OFFSET_TOO_SMALL, sent to the first retained one.
+        return Pulled::Reply(match topic.offsets(queue) {
+            Ok((min, max)) => offset_too_small(req, h.queue_offset, min, max),
+            Err(e) => store_error(req, &e),
+        });
     };
     if allow_suspend {
         match model {
@@ -261,4 +261,22 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             Some(format!("the offset {offset} is illegal: queue range is [{min}, {max}]"));
     }
     Pulled::Reply(Reply::now(resp))
+}
+
+/// `PULL_OFFSET_MOVED` to `min` for an offset below the queue's first (a negative one).
+fn offset_too_small(req: &RemotingCommand, asked: i64, min: u64, max: u64) -> Reply {
+    let header = PullMessageResponseHeader {
+        next_begin_offset: min,
+        min_offset: min,
+        max_offset: max,
+        ..PullMessageResponseHeader::default()
+    };
+    Reply::now(
+        RemotingCommand::response_to(
+            req,
+            response_code::PULL_OFFSET_MOVED,
+            Some(format!("the offset {asked} is illegal: queue range is [{min}, {max}]")),
+        )
+        .with_ext_fields(header.to_ext_fields()),
+    )
 }
