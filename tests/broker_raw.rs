@@ -705,3 +705,269 @@ async fn given_a_write_only_topic_when_pulling_should_answer_no_permission() {
     );
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_valid_request_followed_by_garbage_in_one_write_should_answer_the_request_then_close(
+) {
+    let (broker, _keep) = broker_with_topic("RawTopic").await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let mut req = max_offset_request("RawTopic", 0);
+    req.opaque = 9;
+    let mut bytes = BytesMut::new();
+    req.encode(&mut bytes).expect("encodable");
+    bytes.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    conn.write_raw(&bytes).await;
+    let (_, r) =
+        conn.response(9, PATIENCE).await.expect("the request before the garbage is answered");
+    assert_eq!(r.code, code::SUCCESS, "the valid request is served: {r:?}");
+    assert!(conn.closed_within(PATIENCE).await, "then the connection is closed");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_requests_split_across_writes_and_pipelined_should_answer_each_with_its_opaque() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let mut bytes = BytesMut::new();
+    for (opaque, queue) in [(21, 0), (22, 9), (23, 1)] {
+        let mut req = max_offset_request("RawTopic", queue);
+        req.opaque = opaque;
+        req.encode(&mut bytes).expect("encodable");
+    }
+    // One byte at a time: a partial frame waits for the rest, it is not an error.
+    for b in bytes.iter() {
+        conn.write_raw(&[*b]).await;
+    }
+    for (opaque, expected) in [(21, code::SUCCESS), (22, code::SYSTEM_ERROR), (23, code::SUCCESS)] {
+        let (_, r) =
+            conn.response(opaque, PATIENCE).await.expect("each pipelined request is answered");
+        assert_eq!(r.code, expected, "request {opaque} gets its own answer: {r:?}");
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_an_ali_ons_style_header_with_raw_json_numbers_should_be_served_and_answered_in_json()
+{
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    // ali-ons: language JAVA, version 121, no serializeTypeCurrentRPC, numbers and booleans
+    // unquoted in extFields.
+    let header = br#"{"code":30,"language":"JAVA","opaque":31,"flag":0,"version":121,"extFields":{"topic":"RawTopic","queueId":0,"committed":true}}"#;
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&(4 + header.len() as i32).to_be_bytes());
+    frame.extend_from_slice(&(header.len() as i32).to_be_bytes());
+    frame.extend_from_slice(header);
+    conn.write_raw(&frame).await;
+    let (kind, r) = conn.response(31, PATIENCE).await.expect("an ali-ons request is answered");
+    assert_eq!(kind, 0, "ali-ons is answered in JSON");
+    assert_eq!(r.code, code::SUCCESS, "raw JSON numbers in extFields are accepted: {r:?}");
+    assert_eq!(r.ext_fields.get("offset"), Some("0"), "the answer carries the offset: {r:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_pull_with_the_commit_offset_flag_should_store_the_offset_for_the_group() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    for i in 0..5 {
+        let r = conn.call(send_request("RawTopic", 2, format!("m{i}").into_bytes())).await;
+        assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    }
+    let hb = conn.call(heartbeat_request("127.0.0.1@raw", "commit_group", "RawTopic")).await;
+    assert_eq!(hb.code, code::SUCCESS, "the heartbeat is accepted: {hb:?}");
+    let mut pull = pull_request(
+        "commit_group",
+        "RawTopic",
+        2,
+        3,
+        1_000,
+        pull_sys_flag::COMMIT_OFFSET | pull_sys_flag::SUSPEND,
+    );
+    pull.ext_fields.insert("commitOffset", "3");
+    let r = conn.call(pull).await;
+    assert_eq!(r.code, code::SUCCESS, "the pull from 3 finds messages: {r:?}");
+    let mut query = ExtFields::new();
+    query.insert("consumerGroup", "commit_group");
+    query.insert("topic", "RawTopic");
+    query.insert("queueId", "2");
+    let r = conn.call(request(rc::QUERY_CONSUMER_OFFSET, query)).await;
+    assert_eq!(r.code, code::SUCCESS, "the group has a committed offset: {r:?}");
+    assert_eq!(r.ext_fields.get("offset"), Some("3"), "the pull's commitOffset was stored: {r:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_group_that_never_committed_when_querying_its_offset_should_follow_rocketmqs_rules()
+{
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let r = conn.call(send_request("RawTopic", 0, &b"m"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    let query = |queue: &str, set_zero: Option<&str>| {
+        let mut ext = ExtFields::new();
+        ext.insert("consumerGroup", "new_group");
+        ext.insert("topic", "RawTopic");
+        ext.insert("queueId", queue);
+        if let Some(z) = set_zero {
+            ext.insert("setZeroIfNotFound", z);
+        }
+        request(rc::QUERY_CONSUMER_OFFSET, ext)
+    };
+    let r = conn.call(query("0", None)).await;
+    assert_eq!(r.code, code::SUCCESS, "a never-trimmed queue answers 0 for a new group: {r:?}");
+    assert_eq!(r.ext_fields.get("offset"), Some("0"), "the new group starts at 0: {r:?}");
+    let r = conn.call(query("1", None)).await;
+    assert_eq!(
+        r.code,
+        code::QUERY_NOT_FOUND,
+        "an empty queue has no offset for a new group: {r:?}"
+    );
+    let r = conn.call(query("0", Some("false"))).await;
+    assert_eq!(r.code, code::QUERY_NOT_FOUND, "setZeroIfNotFound=false answers not found: {r:?}");
+    // A one-way commit is stored (and not answered).
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", "new_group");
+    ext.insert("topic", "RawTopic");
+    ext.insert("queueId", "0");
+    ext.insert("commitOffset", "1");
+    let mut commit = request(rc::UPDATE_CONSUMER_OFFSET, ext);
+    commit.flag = RemotingCommand::FLAG_ONEWAY;
+    conn.write(&commit).await;
+    let r = conn.call(query("0", Some("false"))).await;
+    assert_eq!(r.code, code::SUCCESS, "the one-way commit was stored: {r:?}");
+    assert_eq!(r.ext_fields.get("offset"), Some("1"), "the committed offset is answered: {r:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_group_members_joining_and_leaving_should_list_them_and_notify_the_others() {
+    let (broker, mut first) = broker_with_topic("RawTopic").await;
+    let mut second = Conn::open(broker_addr(&broker)).await;
+    let list = || {
+        let mut ext = ExtFields::new();
+        ext.insert("consumerGroup", "members");
+        request(rc::GET_CONSUMER_LIST_BY_GROUP, ext)
+    };
+    let r = first.call(list()).await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "a group without members has no consumer list: {r:?}");
+    let r = first.call(heartbeat_request("127.0.0.1@one", "members", "RawTopic")).await;
+    assert_eq!(r.code, code::SUCCESS, "the first heartbeat is accepted: {r:?}");
+    let r = second.call(heartbeat_request("127.0.0.1@two", "members", "RawTopic")).await;
+    assert_eq!(r.code, code::SUCCESS, "the second heartbeat is accepted: {r:?}");
+    // The first member is told that the group changed.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (_, cmd) = first
+            .read_frame(left)
+            .await
+            .expect("the first member is notified that the group changed");
+        if !cmd.is_response() && cmd.code == rc::NOTIFY_CONSUMER_IDS_CHANGED {
+            assert!(cmd.is_oneway(), "NOTIFY_CONSUMER_IDS_CHANGED is one-way");
+            assert_eq!(cmd.ext_fields.get("consumerGroup"), Some("members"), "it names the group");
+            break;
+        }
+    }
+    let r = first.call(list()).await;
+    assert_eq!(r.code, code::SUCCESS, "the group has members: {r:?}");
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(
+        body.contains("127.0.0.1@one") && body.contains("127.0.0.1@two"),
+        "both members are listed: {body}"
+    );
+    let mut ext = ExtFields::new();
+    ext.insert("clientID", "127.0.0.1@two");
+    ext.insert("consumerGroup", "members");
+    let r = second.call(request(rc::UNREGISTER_CLIENT, ext)).await;
+    assert_eq!(r.code, code::SUCCESS, "unregistering succeeds: {r:?}");
+    let r = first.call(list()).await;
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(!body.contains("127.0.0.1@two"), "an unregistered member is no longer listed: {body}");
+    // A member whose connection closes leaves too.
+    drop(first);
+    let mut third = Conn::open(broker_addr(&broker)).await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = third.call(list()).await;
+        if r.code == code::SYSTEM_ERROR {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a member whose connection closed leaves its group: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_malformed_heartbeat_body_should_answer_system_error_and_stay_open() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let r = conn.call(request(rc::HEART_BEAT, ExtFields::new()).with_body(&b"{not json"[..])).await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "a heartbeat whose body is not JSON is refused: {r:?}");
+    assert_still_served(&mut conn, "RawTopic").await;
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_tag_subscription_when_no_message_matches_should_answer_pull_retry_immediately_past_them(
+) {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    for i in 0..4 {
+        let r = conn.call(send_request("RawTopic", 0, format!("m{i}").into_bytes())).await;
+        assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    }
+    let mut pull = pull_request("tag_group", "RawTopic", 0, 0, 300, SUB_AND_SUSPEND);
+    pull.ext_fields.insert("subscription", "TagB || TagC");
+    let r = conn.call(pull).await;
+    assert_eq!(
+        r.code,
+        code::PULL_RETRY_IMMEDIATELY,
+        "messages that all miss the filter are skipped: {r:?}"
+    );
+    assert_eq!(
+        r.ext_fields.get("nextBeginOffset"),
+        Some("4"),
+        "the next pull starts past them: {r:?}"
+    );
+    assert!(r.body.is_empty(), "no message is delivered");
+    let mut pull = pull_request("tag_group", "RawTopic", 0, 0, 300, SUB_AND_SUSPEND);
+    pull.ext_fields.insert("subscription", "TagB || TagA");
+    let r = conn.call(pull).await;
+    assert_eq!(r.code, code::SUCCESS, "a matching tag is delivered: {r:?}");
+    assert_eq!(decode_records(&r.body).expect("a valid pull body").len(), 4, "all four match TagA");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_negative_pull_offset_should_answer_pull_offset_moved_to_the_first_offset() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let r = conn.call(send_request("RawTopic", 0, &b"m"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    for queue in [0, 1] {
+        let r =
+            conn.call(pull_request("raw_group", "RawTopic", queue, -1, 300, SUB_AND_SUSPEND)).await;
+        assert_eq!(
+            r.code,
+            code::PULL_OFFSET_MOVED,
+            "an offset below the first one has moved (queue {queue}): {r:?}"
+        );
+        assert_eq!(
+            r.ext_fields.get("nextBeginOffset"),
+            Some("0"),
+            "the consumer is sent to the first offset: {r:?}"
+        );
+    }
+    assert_still_served(&mut conn, "RawTopic").await;
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_properties_over_32767_bytes_when_sending_should_answer_message_illegal() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let mut req = send_request("RawTopic", 0, &b"x"[..]);
+    let props = format!("TAGS\u{1}TagA\u{2}big\u{1}{}\u{2}", "p".repeat(40_000));
+    req.ext_fields.insert("properties", &props);
+    let r = conn.call(req).await;
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "properties over 32767 bytes are illegal: {r:?}");
+    assert_still_served(&mut conn, "RawTopic").await;
+    broker.shutdown().await;
+}
