@@ -971,3 +971,23 @@ async fn given_properties_over_32767_bytes_when_sending_should_answer_message_il
     assert_still_served(&mut conn, "RawTopic").await;
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_parked_pull_when_the_broker_shuts_down_should_answer_it_and_close() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let mut pull = pull_request("raw_group", "RawTopic", 0, 0, 20_000, SUB_AND_SUSPEND);
+    pull.opaque = 600;
+    conn.write(&pull).await;
+    assert!(
+        conn.response(600, Duration::from_millis(200)).await.is_none(),
+        "a pull of an empty queue is parked"
+    );
+    let stopping = tokio::spawn(broker.shutdown());
+    let (_, r) = conn.response(600, PATIENCE).await.expect("shutting down answers the parked pull");
+    assert_eq!(r.code, code::PULL_NOT_FOUND, "the parked pull found nothing: {r:?}");
+    assert!(conn.closed_within(PATIENCE).await, "then the broker closes the connection");
+    tokio::time::timeout(PATIENCE, stopping)
+        .await
+        .expect("the broker finishes shutting down")
+        .expect("the shutdown task");
+}

@@ -527,6 +527,9 @@ async fn given_a_subscription_to_tag_a_or_tag_b_when_mixed_tags_are_sent_should_
     // (it hashes " TagB" and "TagA "); the broker must filter by the tag names.
     let (c, mut rx) =
         fx.consumer("tags-m", &PushOptions::new(&group, &fx.topic, "TagA || TagB")).await;
+    // A second group takes what the first filters out, so reclaiming needs both.
+    let other = unique("tags_c_g");
+    let (c2, mut rx2) = fx.consumer("tags-c-m", &PushOptions::new(&other, &fx.topic, "TagC")).await;
     let mut sent = Vec::new();
     for i in 0..80 {
         let tag = [Some("TagA"), Some("TagB"), Some("TagC"), None][i % 4];
@@ -543,12 +546,18 @@ async fn given_a_subscription_to_tag_a_or_tag_b_when_mixed_tags_are_sent_should_
     let got = receive(&mut rx, wanted.len(), PATIENCE, "tag-filtered subscription").await;
     assert_exactly_once(&group, &wanted, &got);
     assert_queue_order(&group, &got);
+    let tag_c: Vec<Sent> =
+        sent.iter().filter(|s| s.tag.as_deref() == Some("TagC")).cloned().collect();
+    let got = receive(&mut rx2, tag_c.len(), PATIENCE, "TagC subscription").await;
+    assert_exactly_once(&other, &tag_c, &got);
     // Messages the filter skipped count as consumed: once the group committed past them they
     // are reclaimed too, and nothing else arrives.
     wait_reclaimed(&fx.broker, "filtered-out messages are reclaimed with the consumed ones").await;
     let extra = drain(&mut rx);
     assert!(extra.is_empty(), "a TagA || TagB subscription receives no other tag: {extra:?}");
-    fx.shutdown(vec![c]).await;
+    let extra = drain(&mut rx2);
+    assert!(extra.is_empty(), "a TagC subscription receives no other tag: {extra:?}");
+    fx.shutdown(vec![c, c2]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -723,9 +732,20 @@ async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_f
     let got = receive(&mut rx, N, PATIENCE, "late group").await;
     assert_exactly_once(&group, &sent, &got);
     assert_queue_order(&group, &got);
-    wait_reclaimed(&fx.broker, "the retained messages are reclaimed once the late group committed")
-        .await;
-    fx.shutdown(vec![c]).await;
+    // RocketMQ answers offset 0 to a new group while the queue was never trimmed, so even a
+    // group that asks for the LAST offset starts at the beginning.
+    let from_last = unique("late_last_g");
+    let mut opts = PushOptions::new(&from_last, &fx.topic, "*");
+    opts.from = ConsumeFromWhere::ConsumeFromLastOffset;
+    let (c2, mut rx2) = fx.consumer("late-last-m", &opts).await;
+    let got = receive(&mut rx2, N, PATIENCE, "late group consuming from the last offset").await;
+    assert_exactly_once(&from_last, &sent, &got);
+    wait_reclaimed(
+        &fx.broker,
+        "the retained messages are reclaimed once the late groups committed",
+    )
+    .await;
+    fx.shutdown(vec![c, c2]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1022,4 +1042,36 @@ async fn given_messages_every_group_consumed_when_a_new_group_subscribes_from_th
     assert!(drain(&mut second_rx).is_empty(), "the new group receives nothing twice");
     assert!(drain(&mut first_rx).is_empty(), "the first group receives nothing twice");
     fx.shutdown(vec![first, second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_consumer_started_before_its_topic_exists_when_a_producer_creates_it_should_receive_everything_sent(
+) {
+    const N: usize = 50;
+    let fx = Fixture::build("early", start_broker(|_| {}).await, client_runtime("early"), 2, false)
+        .await;
+    let group = unique("early_g");
+    let mut opts = PushOptions::new(&group, &fx.topic, "*");
+    // The consumer learns the new topic's route at its next route refresh.
+    opts.route_poll_ms = 10_000;
+    let (c, mut rx) = fx.consumer("early-m", &opts).await;
+    let mut sent = Vec::new();
+    for i in 0..N {
+        sent.push(
+            send_sync(
+                &fx.producer,
+                &fx.topic,
+                Some("TagE"),
+                &format!("early-{i}"),
+                &format!("early {i}"),
+            )
+            .await,
+        );
+    }
+    let got =
+        receive(&mut rx, N, PATIENCE, "a consumer that subscribed before the topic existed").await;
+    assert_exactly_once(&group, &sent, &got);
+    assert_queue_order(&group, &got);
+    wait_reclaimed(&fx.broker, "the messages are reclaimed once the early group committed").await;
+    fx.shutdown(vec![c]).await;
 }

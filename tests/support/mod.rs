@@ -243,6 +243,8 @@ pub(crate) struct PushOptions {
     pub(crate) from: ConsumeFromWhere,
     /// Messages per listener call.
     pub(crate) batch: u32,
+    /// How often the client refreshes topic routes, ms (the client allows 10 000 at least).
+    pub(crate) route_poll_ms: u32,
 }
 
 impl PushOptions {
@@ -253,6 +255,7 @@ impl PushOptions {
             subscriptions: vec![(topic.to_string(), expression.to_string())],
             from: ConsumeFromWhere::ConsumeFromFirstOffset,
             batch: 8,
+            route_poll_ms: 30_000,
         }
     }
 }
@@ -280,6 +283,7 @@ impl PushConsumer {
             .namesrv_addr(namesrv)
             .instance_name(member)
             .persist_consumer_offset_interval(1_000)
+            .poll_name_server_interval(opts.route_poll_ms)
             .build()
             .expect("a valid client config");
         let assignment = Assignment::default();
