@@ -1075,3 +1075,74 @@ async fn given_a_consumer_started_before_its_topic_exists_when_a_producer_create
     wait_reclaimed(&fx.broker, "the messages are reclaimed once the early group committed").await;
     fx.shutdown(vec![c]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_broker_restarted_empty_when_its_consumer_resynchronises_should_deliver_what_is_sent_next(
+) {
+    const N: usize = 40;
+    let fx = Fixture::new("restart_broker").await;
+    let group = unique("restart_broker_g");
+    let mut opts = PushOptions::new(&group, &fx.topic, "*");
+    // The new broker learns the group from its next heartbeat.
+    opts.heartbeat_ms = 10_000;
+    let (c, mut rx) = fx.consumer("restart-broker-m", &opts).await;
+    let mut before = Vec::new();
+    for i in 0..N {
+        before.push(
+            send_sync(
+                &fx.producer,
+                &fx.topic,
+                Some("TagB1"),
+                &format!("b1-{i}"),
+                &format!("first life {i}"),
+            )
+            .await,
+        );
+    }
+    let got = receive(&mut rx, N, PATIENCE, "before the broker restart").await;
+    assert_exactly_once(&group, &before, &got);
+
+    // The broker stops (its messages and offsets are gone) and a new one takes its ports.
+    let (broker_addr, namesrv_addr) = (fx.broker.broker_addr(), fx.broker.namesrv_addr());
+    let Fixture { broker, rt, ns, topic, producer: old_producer } = fx;
+    broker.shutdown().await;
+    let broker = start_broker(|c| {
+        c.listen = broker_addr.expect("the old broker's address");
+        c.namesrv_listen = namesrv_addr;
+    })
+    .await;
+    // A fresh producer (the old one's connections died with the broker: rocketmq-client-rust
+    // 1.0.0 sometimes keeps using a closed name-server connection until its requests time out).
+    let mut old_producer = old_producer;
+    let _ = tokio::time::timeout(PATIENCE, old_producer.shutdown()).await;
+    let mut producer = support::producer(&rt, &ns, 2).await;
+    create_topic(&mut producer, &topic, QUEUES).await;
+    let fx = Fixture { broker, rt, ns, topic, producer };
+    // The consumer still holds its old offsets; pulling beyond the new, empty queues moves it
+    // back to 0, which it commits. Only then can new messages not be skipped.
+    let store = fx.broker.store();
+    let what = format!("{group} moved back to offset 0 on every queue of the new broker");
+    wait_until(PATIENCE, &what, || {
+        let done = (0..QUEUES as u32).all(|q| store.committed(&group, &fx.topic, q) == Some(0));
+        async move { done }
+    })
+    .await;
+    let mut after = Vec::new();
+    for i in 0..N {
+        after.push(
+            send_sync(
+                &fx.producer,
+                &fx.topic,
+                Some("TagB2"),
+                &format!("b2-{i}"),
+                &format!("second life {i}"),
+            )
+            .await,
+        );
+    }
+    let got = receive(&mut rx, N, PATIENCE, "after the broker restart").await;
+    assert_exactly_once(&group, &after, &got);
+    assert_queue_order(&group, &got);
+    wait_reclaimed(&fx.broker, "the new broker reclaims what the consumer committed").await;
+    fx.shutdown(vec![c]).await;
+}

@@ -245,6 +245,8 @@ pub(crate) struct PushOptions {
     pub(crate) batch: u32,
     /// How often the client refreshes topic routes, ms (the client allows 10 000 at least).
     pub(crate) route_poll_ms: u32,
+    /// How often the client sends heartbeats to brokers, ms (10 000 at least).
+    pub(crate) heartbeat_ms: u32,
 }
 
 impl PushOptions {
@@ -256,6 +258,7 @@ impl PushOptions {
             from: ConsumeFromWhere::ConsumeFromFirstOffset,
             batch: 8,
             route_poll_ms: 30_000,
+            heartbeat_ms: 30_000,
         }
     }
 }
@@ -284,6 +287,7 @@ impl PushConsumer {
             .instance_name(member)
             .persist_consumer_offset_interval(1_000)
             .poll_name_server_interval(opts.route_poll_ms)
+            .heartbeat_broker_interval(opts.heartbeat_ms)
             .build()
             .expect("a valid client config");
         let assignment = Assignment::default();
