@@ -275,11 +275,10 @@ async fn given_two_groups_of_two_members_when_10000_tagged_keyed_messages_are_se
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_consumer_when_messages_are_sent_synchronously_should_receive_each_at_the_reported_queue_and_offset(
+async fn given_synchronously_sent_messages_when_a_group_consumes_them_should_receive_each_at_the_reported_queue_and_offset(
 ) {
     let mut fx = Fixture::new("sync").await;
     let group = unique("sync_g");
-    let (c, mut rx) = fx.consumer("sync-m", &PushOptions::new(&group, &fx.topic, "*")).await;
     let mut sent = Vec::new();
     for i in 0..50 {
         let key = format!("sync-{i}");
@@ -296,14 +295,8 @@ async fn given_a_consumer_when_messages_are_sent_synchronously_should_receive_ea
         let r = fx.producer.send(msg).await.expect("sync send").expect("a result");
         sent.push(Sent::from_result(&r, Some("TagS"), &key, &body));
     }
-    let got = receive(&mut rx, sent.len(), PATIENCE, "sync sends").await;
-    assert_exactly_once(&group, &sent, &got);
-    assert_queue_order(&group, &got);
-    let broker_addr = fx.broker.broker_addr().expect("a broker address").to_string();
-    for g in &got {
-        assert_eq!(g.store_host, broker_addr, "a message's store host is the broker clients reach");
-    }
-    // The offset msgId leads back to the message (VIEW_MESSAGE_BY_ID at the address it encodes).
+    // The offset msgId leads back to the message (VIEW_MESSAGE_BY_ID at the address it encodes),
+    // while the broker retains it: before any group consumed it.
     for s in sent.iter().take(5) {
         let m = fx.producer.view_message(&fx.topic, &s.offset_msg_id).await.unwrap_or_else(|e| {
             panic!("viewing message {} by its msgId succeeds: {e}", s.offset_msg_id)
@@ -313,6 +306,14 @@ async fn given_a_consumer_when_messages_are_sent_synchronously_should_receive_ea
             Some(s.body.as_bytes()),
             "the message viewed by its msgId is the one sent"
         );
+    }
+    let (c, mut rx) = fx.consumer("sync-m", &PushOptions::new(&group, &fx.topic, "*")).await;
+    let got = receive(&mut rx, sent.len(), PATIENCE, "sync sends").await;
+    assert_exactly_once(&group, &sent, &got);
+    assert_queue_order(&group, &got);
+    let broker_addr = fx.broker.broker_addr().expect("a broker address").to_string();
+    for g in &got {
+        assert_eq!(g.store_host, broker_addr, "a message's store host is the broker clients reach");
     }
     for g in &got {
         let i = g.keys.as_deref().and_then(|k| k.strip_prefix("sync-")).expect("a sync key");
