@@ -991,3 +991,115 @@ async fn given_a_parked_pull_when_the_broker_shuts_down_should_answer_it_and_clo
         .expect("the broker finishes shutting down")
         .expect("the shutdown task");
 }
+
+/// A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request with the short field names.
+fn send_v2_request(
+    code: i32,
+    topic: &str,
+    queue: i32,
+    body: impl Into<bytes::Bytes>,
+) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    for (k, v) in [
+        ("a", "raw_producer"),
+        ("b", topic),
+        ("c", "TBW102"),
+        ("d", "4"),
+        ("e", &queue.to_string()),
+        ("f", "0"),
+        ("g", "1700000000000"),
+        ("h", "0"),
+        ("i", "TAGS\u{1}TagV2\u{2}KEYS\u{1}k1 k2\u{2}"),
+        ("j", "0"),
+        ("k", "false"),
+        ("m", if code == rc::SEND_BATCH_MESSAGE { "true" } else { "false" }),
+    ] {
+        ext.insert(k, v);
+    }
+    request(code, ext).with_body(body)
+}
+
+#[tokio::test]
+async fn given_a_send_with_the_v2_header_should_store_the_message_with_its_properties() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let r = conn.call(send_v2_request(rc::SEND_MESSAGE_V2, "RawTopic", 1, &b"v2 body"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "a SEND_MESSAGE_V2 is stored: {r:?}");
+    assert_eq!(r.ext_fields.get("queueId"), Some("1"), "on the queue it named: {r:?}");
+    assert_eq!(r.ext_fields.get("queueOffset"), Some("0"), "at the queue's first offset: {r:?}");
+    let r = conn
+        .call(pull_request("raw_group", "RawTopic", 1, 0, 0, pull_sys_flag::SUBSCRIPTION))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "the message is pulled: {r:?}");
+    let msgs = decode_records(&r.body).expect("a valid pull body");
+    assert_eq!(msgs.len(), 1, "one message: {msgs:?}");
+    assert_eq!(&msgs[0].body[..], b"v2 body", "the body is kept");
+    let props = String::from_utf8_lossy(&msgs[0].properties).into_owned();
+    for p in ["TAGS\u{1}TagV2", "KEYS\u{1}k1 k2", "UNIQ_KEY\u{1}"] {
+        assert!(
+            props.contains(p),
+            "the stored properties have {p:?} (the broker adds UNIQ_KEY): {props:?}"
+        );
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_batch_to_a_retry_topic_should_answer_message_illegal() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let mut body = BytesMut::new();
+    for i in 0..3 {
+        baiji::remoting::message::encode_batch_entry(&mut body, 0, format!("b{i}").as_bytes(), b"")
+            .expect("an encodable entry");
+    }
+    let r = conn
+        .call(send_v2_request(
+            rc::SEND_BATCH_MESSAGE,
+            "%RETRY%some_group",
+            0,
+            body.clone().freeze(),
+        ))
+        .await;
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "a batch may not go to a retry topic: {r:?}");
+    let r = conn.call(send_v2_request(rc::SEND_BATCH_MESSAGE, "RawTopic", 2, body.freeze())).await;
+    assert_eq!(r.code, code::SUCCESS, "the same batch to a normal topic is stored: {r:?}");
+    assert_eq!(
+        r.ext_fields.get("queueOffset"),
+        Some("0"),
+        "the batch starts at the queue's first offset: {r:?}"
+    );
+    let ids = r.ext_fields.get("msgId").unwrap_or_default();
+    assert_eq!(
+        ids.split(',').count(),
+        3,
+        "the reply has the id of every message of the batch: {ids}"
+    );
+    let r = conn.call(max_offset_request("RawTopic", 2)).await;
+    assert_eq!(
+        r.ext_fields.get("offset"),
+        Some("3"),
+        "the batch took three consecutive offsets: {r:?}"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_pull_with_max_msg_nums_should_return_at_most_that_many_and_continue_after_them() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    for i in 0..5 {
+        let r = conn.call(send_request("RawTopic", 0, format!("m{i}").into_bytes())).await;
+        assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    }
+    let mut pull = pull_request("raw_group", "RawTopic", 0, 1, 0, pull_sys_flag::SUBSCRIPTION);
+    pull.ext_fields.insert("maxMsgNums", "2");
+    let r = conn.call(pull).await;
+    assert_eq!(r.code, code::SUCCESS, "the pull finds messages: {r:?}");
+    let msgs = decode_records(&r.body).expect("a valid pull body");
+    let offsets: Vec<i64> = msgs.iter().map(|m| m.queue_offset).collect();
+    assert_eq!(offsets, [1, 2], "at most maxMsgNums messages, from the offset asked");
+    assert_eq!(
+        r.ext_fields.get("nextBeginOffset"),
+        Some("3"),
+        "the next pull continues after them: {r:?}"
+    );
+    broker.shutdown().await;
+}
