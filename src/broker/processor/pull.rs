@@ -23,6 +23,7 @@ use bytes::BytesMut;
 use super::{bad_header, queue_id, store_error};
 use crate::broker::clients::{filter_of, Subscription};
 use crate::broker::record::{self, Placement};
+use crate::broker::topics::perm;
 use crate::broker::{reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::MessageModel;
 use crate::remoting::code::response_code;
@@ -147,6 +148,13 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", h.topic),
         ));
     };
+    if s.topics.get_perm(h.topic).is_some_and(|p| p & perm::READ == 0) {
+        return Pulled::Reply(reply_error(
+            req,
+            response_code::NO_PERMISSION,
+            format!("the topic[{}] pulling message is forbidden", h.topic),
+        ));
+    }
     let queue = match queue_id(req, h.queue_id, h.topic, topic.queue_count()) {
         Ok(q) => q,
         Err(r) => return Pulled::Reply(r),
@@ -156,11 +164,11 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         Err(r) => return Pulled::Reply(r),
     };
     let Ok(offset) = u64::try_from(h.queue_offset) else {
-        return Pulled::Reply(reply_error(
-            req,
-            response_code::SYSTEM_ERROR,
-            format!("queueOffset[{}] is illegal: negative", h.queue_offset),
-        ));
+        // Below every offset: RocketMQ's OFFSET_TOO_SMALL, sent to the first retained one.
+        return Pulled::Reply(match topic.offsets(queue) {
+            Ok((min, max)) => offset_too_small(req, h.queue_offset, min, max),
+            Err(e) => store_error(req, &e),
+        });
     };
     if allow_suspend {
         match model {
@@ -255,4 +263,22 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             Some(format!("the offset {offset} is illegal: queue range is [{min}, {max}]"));
     }
     Pulled::Reply(Reply::now(resp))
+}
+
+/// `PULL_OFFSET_MOVED` to `min` for an offset below the queue's first (a negative one).
+fn offset_too_small(req: &RemotingCommand, asked: i64, min: u64, max: u64) -> Reply {
+    let header = PullMessageResponseHeader {
+        next_begin_offset: min,
+        min_offset: min,
+        max_offset: max,
+        ..PullMessageResponseHeader::default()
+    };
+    Reply::now(
+        RemotingCommand::response_to(
+            req,
+            response_code::PULL_OFFSET_MOVED,
+            Some(format!("the offset {asked} is illegal: queue range is [{min}, {max}]")),
+        )
+        .with_ext_fields(header.to_ext_fields()),
+    )
 }
