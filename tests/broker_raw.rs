@@ -603,19 +603,21 @@ async fn given_an_empty_queue_when_a_suspended_pull_times_out_should_answer_pull
 }
 
 #[tokio::test]
-async fn given_a_queue_with_messages_when_pulling_beyond_its_end_should_answer_pull_offset_moved_to_the_end(
+async fn given_a_never_trimmed_queue_when_pulling_beyond_its_end_should_answer_pull_offset_moved_to_the_start(
 ) {
     let (broker, mut conn) = broker_with_topic("RawTopic").await;
     for i in 0..3 {
         let r = conn.call(send_request("RawTopic", 1, format!("m{i}").into_bytes())).await;
         assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
     }
+    // RocketMQ's rule for an offset beyond the end of a queue that was never trimmed: back to
+    // 0 (what clients need after an in-memory broker restarted under them).
     let r = conn.call(pull_request("raw_group", "RawTopic", 1, 10, 300, SUB_AND_SUSPEND)).await;
     assert_eq!(r.code, code::PULL_OFFSET_MOVED, "an offset beyond the end has moved: {r:?}");
     assert_eq!(
         r.ext_fields.get("nextBeginOffset"),
-        Some("3"),
-        "the consumer is sent to the end: {r:?}"
+        Some("0"),
+        "a never-trimmed queue sends the consumer back to its start: {r:?}"
     );
     assert_eq!(r.ext_fields.get("maxOffset"), Some("3"), "the reply carries the max offset: {r:?}");
     assert_eq!(r.ext_fields.get("minOffset"), Some("0"), "the reply carries the min offset: {r:?}");
@@ -633,6 +635,49 @@ async fn given_a_queue_with_messages_when_pulling_beyond_its_end_should_answer_p
         r.ext_fields.get("nextBeginOffset"),
         Some("3"),
         "the next pull starts after them: {r:?}"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_trimmed_queue_when_pulling_beyond_its_end_should_answer_pull_offset_moved_to_the_end(
+) {
+    let broker = start_broker(|c| c.retention_secs = 0).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(create_topic_request("RawTopic", 4)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    let hb = conn.call(heartbeat_request("127.0.0.1@raw", "trim_group", "RawTopic")).await;
+    assert_eq!(hb.code, code::SUCCESS, "the heartbeat is accepted: {hb:?}");
+    for i in 0..3 {
+        let r = conn.call(send_request("RawTopic", 1, format!("m{i}").into_bytes())).await;
+        assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    }
+    let mut commit = ExtFields::new();
+    commit.insert("consumerGroup", "trim_group");
+    commit.insert("topic", "RawTopic");
+    commit.insert("queueId", "1");
+    commit.insert("commitOffset", "3");
+    let r = conn.call(request(rc::UPDATE_CONSUMER_OFFSET, commit)).await;
+    assert_eq!(r.code, code::SUCCESS, "the commit is stored: {r:?}");
+    // The reaper reclaims what the only group committed: the queue is trimmed to 3.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut ext = ExtFields::new();
+        ext.insert("topic", "RawTopic");
+        ext.insert("queueId", "1");
+        let r = conn.call(request(rc::GET_MIN_OFFSET, ext)).await;
+        if r.ext_fields.get("offset") == Some("3") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "committed messages are reclaimed: {r:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = conn.call(pull_request("trim_group", "RawTopic", 1, 10, 300, SUB_AND_SUSPEND)).await;
+    assert_eq!(r.code, code::PULL_OFFSET_MOVED, "an offset beyond the end has moved: {r:?}");
+    assert_eq!(
+        r.ext_fields.get("nextBeginOffset"),
+        Some("3"),
+        "a trimmed queue sends the consumer to its end: {r:?}"
     );
     broker.shutdown().await;
 }

@@ -10,7 +10,7 @@
 //! | queue never written (max 0) | `PULL_NOT_FOUND` if asked 0, else `PULL_OFFSET_MOVED` | 0 |
 //! | asked the next offset to be written | `PULL_NOT_FOUND` (held first, if suspend is allowed) | the same |
 //! | asked below the first retained offset | `PULL_OFFSET_MOVED` | first retained |
-//! | asked beyond the end | `PULL_OFFSET_MOVED` | the end |
+//! | asked beyond the end | `PULL_OFFSET_MOVED` | 0 if the queue was never trimmed, else the end |
 
 use std::future::Future;
 use std::pin::Pin;
@@ -179,7 +179,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
                 }
             }
             _ => {
-                if h.has_commit_offset() && h.has_suspend() {
+                // RocketMQ stores it on the first processing of the request, whatever its
+                // suspend flag says.
+                if h.has_commit_offset() {
                     if let Ok(c) = u64::try_from(h.commit_offset) {
                         let _ = s.store.commit(h.consumer_group, h.topic, queue, c);
                     }
@@ -231,7 +233,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
     } else if offset == max {
         (response_code::PULL_NOT_FOUND, offset)
     } else if offset > max {
-        (response_code::PULL_OFFSET_MOVED, max)
+        // RocketMQ's rule: back to the start when the queue was never trimmed (a restarted
+        // in-memory broker lands here with the clients' old offsets), else to the end.
+        (response_code::PULL_OFFSET_MOVED, if min == 0 { 0 } else { max })
     } else {
         (response_code::PULL_RETRY_IMMEDIATELY, out.next_offset)
     };
