@@ -762,131 +762,120 @@ async fn all_committed(addr: std::net::SocketAddr, group: &str, topic: &str, sen
     assert!(ok, "the group commits every consumed message");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_member_waiting_in_long_poll_when_its_process_is_killed_should_rebalance_to_the_survivor_without_loss_or_duplicates(
-) {
-    if run_as_child().await {
-        return;
-    }
-    let b = start_broker(|_| {}).await;
-    let rt = client_runtime("killed");
-    let (topic, group) = ("killed_topic", "killed_group");
-    let mut p = producer(&rt, &b.namesrv, "killed_producer").await;
-    create_topic(&mut p, topic, 4).await;
-    let log = Log::default();
-    let mut a = push_consumer(&rt, &b.namesrv, group, "killed-a").build();
-    a.subscribe(topic, "*").await.expect("subscribe");
-    a.register_message_listener_concurrently(recording_listener("killed-a", &log));
-    a.start().await.expect("A starts");
-    let spec = ChildSpec {
-        namesrv: b.namesrv.clone(),
-        group: group.into(),
-        topic: topic.into(),
-        instance: "killed-b".into(),
-        broadcasting: false,
-        orderly: false,
-    };
-    let mut child = ChildConsumer::spawn(
-        &test_path("given_member_waiting_in_long_poll_when_its_process_is_killed_should_rebalance_to_the_survivor_without_loss_or_duplicates"),
-        &spec,
-        &log,
-    );
-    let mut sent = [0i64; 4];
-    let owners = settle_two_members(&p, topic, &log, &mut sent).await;
-    let one = send_round(&p, topic, 4, 5, "one").await;
-    sent.iter_mut().for_each(|n| *n += 5);
-    assert!(
-        eventually(Duration::from_secs(10), || all_delivered(&log, &one)).await,
-        "batch 1 is consumed"
-    );
-    all_committed(b.addr, group, topic, &sent).await;
-
-    // B now waits in suspended pulls on its queues. Killed there: no UNREGISTER_CLIENT; the
-    // broker sees the connection close.
-    child.kill();
-    let two = send_round(&p, topic, 4, 5, "two").await;
-    assert!(
-        eventually(Duration::from_secs(20), || all_delivered(&log, &two)).await,
-        "every message sent after the kill reaches the survivor (B owned {:?})",
-        owners
-    );
-    for (id, n) in delivery_counts(&log, &[one, two.clone()].concat()) {
-        assert_eq!(n, 1, "message {id} is delivered once: nothing was in flight");
-    }
-    assert!(
-        log.snapshot().iter().filter(|d| two.contains(&d.uniq)).all(|d| d.consumer == "killed-a"),
-        "only the survivor consumes after the kill"
-    );
-
-    a.shutdown().await;
-    p.shutdown().await;
-    b.broker.shutdown().await;
+/// How the second member dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Death {
+    /// `SIGKILL` while it waits in suspended pulls: no `UNREGISTER_CLIENT`, no `UNLOCK_BATCH_MQ`;
+    /// the kernel closes its connection.
+    Kill,
+    /// `SIGSTOP`: its connection stays open but it stops heartbeating (and renewing locks), so
+    /// the broker must expire it.
+    Freeze,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_member_frozen_without_unregistering_when_its_channel_expires_should_rebalance_to_the_survivor_without_loss_or_duplicates(
-) {
-    if run_as_child().await {
-        return;
-    }
-    // The Rust client heartbeats every 10 s at the fastest, so 15 s is the shortest expiry
-    // under which a live client stays.
-    let b = start_broker(|c| c.client_expiry_secs = 15).await;
-    let rt = client_runtime("frozen");
-    let (topic, group) = ("frozen_topic", "frozen_group");
-    let mut p = producer(&rt, &b.namesrv, "frozen_producer").await;
+/// Client expiry of the freeze scenarios. The Rust client heartbeats every 10 s at the fastest,
+/// so 15 s is about the shortest expiry under which a live client stays.
+const FREEZE_EXPIRY_SECS: u64 = 15;
+
+/// Two members of one clustering group (A in this process, B in a child) settle on two queues
+/// each and commit everything; B dies; everything sent afterwards reaches A exactly once.
+async fn member_dies(test: &str, label: &str, death: Death, orderly: bool) {
+    let b = start_broker(|c| {
+        // A kill must be noticed by the connection closing, long before the default expiry.
+        c.client_expiry_secs = if death == Death::Freeze { FREEZE_EXPIRY_SECS } else { 120 };
+    })
+    .await;
+    let rt = client_runtime("dying");
+    let (topic, group) = (format!("{label}_topic"), format!("{label}_group"));
+    let (topic, group) = (topic.as_str(), group.as_str());
+    let (a_name, b_name) = (format!("{label}-a"), format!("{label}-b"));
+    let mut p = producer(&rt, &b.namesrv, &format!("{label}_producer")).await;
     create_topic(&mut p, topic, 4).await;
     let log = Log::default();
-    let mut a = push_consumer(&rt, &b.namesrv, group, "frozen-a").build();
+    let mut a = push_consumer(&rt, &b.namesrv, group, &a_name).build();
     a.subscribe(topic, "*").await.expect("subscribe");
-    a.register_message_listener_concurrently(recording_listener("frozen-a", &log));
+    if orderly {
+        a.register_message_listener_orderly(recording_orderly_listener(&a_name, &log));
+    } else {
+        a.register_message_listener_concurrently(recording_listener(&a_name, &log));
+    }
     a.start().await.expect("A starts");
     let spec = ChildSpec {
         namesrv: b.namesrv.clone(),
         group: group.into(),
         topic: topic.into(),
-        instance: "frozen-b".into(),
+        instance: b_name.clone(),
         broadcasting: false,
-        orderly: false,
+        orderly,
     };
-    let child = ChildConsumer::spawn(
-        &test_path("given_member_frozen_without_unregistering_when_its_channel_expires_should_rebalance_to_the_survivor_without_loss_or_duplicates"),
-        &spec,
-        &log,
-    );
+    let mut child = ChildConsumer::spawn(&test_path(test), &spec, &log);
     let mut sent = [0i64; 4];
     let owners = settle_two_members(&p, topic, &log, &mut sent).await;
+    let b_queues: Vec<i32> =
+        owners.iter().filter(|(_, o)| **o == b_name).map(|(q, _)| *q).collect();
     let one = send_round(&p, topic, 4, 5, "one").await;
     sent.iter_mut().for_each(|n| *n += 5);
     assert!(
         eventually(Duration::from_secs(10), || all_delivered(&log, &one)).await,
         "batch 1 is consumed"
     );
+    // Settled: nothing in flight, so nothing may be delivered twice.
     all_committed(b.addr, group, topic, &sent).await;
+    let addr = b.addr;
+    let spy = |queues: &[i32]| {
+        tokio::task::block_in_place(|| try_lock(addr, group, "127.0.0.1@spy", topic, queues))
+    };
+    if orderly {
+        let granted = spy(&b_queues);
+        assert!(granted.is_empty(), "B's queues are locked by B: {granted:?}");
+    }
 
-    // Frozen: its connection stays open, it stops heartbeating and pulling.
-    child.freeze();
-    let frozen_at = Instant::now();
+    // B waits in suspended pulls on its queues (everything is consumed) when it dies.
+    match death {
+        Death::Kill => child.kill(),
+        Death::Freeze => child.freeze(),
+    }
+    let died = Instant::now();
     let two = send_round(&p, topic, 4, 5, "two").await;
     assert!(
-        eventually(Duration::from_secs(40), || all_delivered(&log, &two)).await,
-        "after the frozen member's channel expires its queues go to the survivor (B owned {:?})",
-        owners
+        eventually(Duration::from_secs(45), || all_delivered(&log, &two)).await,
+        "every message sent after B died reaches the survivor (B owned {b_queues:?})"
     );
-    let took = frozen_at.elapsed();
-    assert!(took >= Duration::from_secs(5), "B's queues wait for its expiry, not less ({took:?})");
+    let took = died.elapsed();
+    eprintln!("{label}: B's queues taken over {took:?} after it died");
+    match death {
+        Death::Kill => assert!(
+            took < Duration::from_secs(15),
+            "a killed member's queues{} are taken over once its connection closes, took {took:?}",
+            if orderly { " and locks" } else { "" }
+        ),
+        Death::Freeze => {
+            assert!(took >= Duration::from_secs(5), "B's queues wait for its expiry ({took:?})");
+            // B last renewed its locks at most 20 s before it froze; the 60 s lock expiry
+            // alone could not free them before 40 s.
+            assert!(
+                took < Duration::from_secs(35),
+                "an expired member's queues{} are freed with its channel, took {took:?}",
+                if orderly { " and locks" } else { "" }
+            );
+            assert_eq!(
+                tokio::task::block_in_place(|| consumer_ids(addr, group)),
+                vec![client_id(&a_name)],
+                "the expired member left the group"
+            );
+        }
+    }
     for (id, n) in delivery_counts(&log, &[one, two.clone()].concat()) {
         assert_eq!(n, 1, "message {id} is delivered once: nothing was in flight");
     }
     assert!(
-        log.snapshot().iter().filter(|d| two.contains(&d.uniq)).all(|d| d.consumer == "frozen-a"),
-        "only the survivor consumes after the freeze"
+        log.snapshot().iter().filter(|d| two.contains(&d.uniq)).all(|d| d.consumer == a_name),
+        "only the survivor consumes after B died"
     );
-    assert_eq!(
-        tokio::task::block_in_place(|| consumer_ids(b.addr, group)),
-        vec![client_id("frozen-a")],
-        "the expired member left the group"
-    );
+    if orderly {
+        let granted = spy(&[0, 1, 2, 3]);
+        assert!(granted.is_empty(), "the survivor holds every lock: {granted:?}");
+    }
 
     drop(child);
     a.shutdown().await;
@@ -895,71 +884,61 @@ async fn given_member_frozen_without_unregistering_when_its_channel_expires_shou
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_member_waiting_in_long_poll_when_its_process_is_killed_should_rebalance_to_the_survivor_without_loss_or_duplicates(
+) {
+    if run_as_child().await {
+        return;
+    }
+    member_dies(
+        "given_member_waiting_in_long_poll_when_its_process_is_killed_should_rebalance_to_the_survivor_without_loss_or_duplicates",
+        "killed",
+        Death::Kill,
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_member_frozen_without_unregistering_when_its_channel_expires_should_rebalance_to_the_survivor_without_loss_or_duplicates(
+) {
+    if run_as_child().await {
+        return;
+    }
+    member_dies(
+        "given_member_frozen_without_unregistering_when_its_channel_expires_should_rebalance_to_the_survivor_without_loss_or_duplicates",
+        "frozen",
+        Death::Freeze,
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_orderly_member_holding_queue_locks_when_its_process_is_killed_should_free_its_locks_for_the_survivor_at_once(
 ) {
     if run_as_child().await {
         return;
     }
-    let b = start_broker(|_| {}).await;
-    let rt = client_runtime("orderly-killed");
-    let (topic, group) = ("orderly_killed_topic", "orderly_killed_group");
-    let mut p = producer(&rt, &b.namesrv, "orderly_killed_producer").await;
-    create_topic(&mut p, topic, 4).await;
-    let log = Log::default();
-    let mut a = push_consumer(&rt, &b.namesrv, group, "locker-a").build();
-    a.subscribe(topic, "*").await.expect("subscribe");
-    a.register_message_listener_orderly(recording_orderly_listener("locker-a", &log));
-    a.start().await.expect("A starts");
-    let spec = ChildSpec {
-        namesrv: b.namesrv.clone(),
-        group: group.into(),
-        topic: topic.into(),
-        instance: "locker-b".into(),
-        broadcasting: false,
-        orderly: true,
-    };
-    let mut child = ChildConsumer::spawn(
-        &test_path("given_orderly_member_holding_queue_locks_when_its_process_is_killed_should_free_its_locks_for_the_survivor_at_once"),
-        &spec,
-        &log,
-    );
-    let mut sent = [0i64; 4];
-    let owners = settle_two_members(&p, topic, &log, &mut sent).await;
-    all_committed(b.addr, group, topic, &sent).await;
-    let b_queues: Vec<i32> =
-        owners.iter().filter(|(_, o)| o.as_str() == "locker-b").map(|(q, _)| *q).collect();
-    let addr = b.addr;
-    let spy =
-        tokio::task::block_in_place(|| try_lock(addr, group, "127.0.0.1@spy", topic, &b_queues));
-    assert!(spy.is_empty(), "B's queues are locked by B: {spy:?}");
+    member_dies(
+        "given_orderly_member_holding_queue_locks_when_its_process_is_killed_should_free_its_locks_for_the_survivor_at_once",
+        "lock_killed",
+        Death::Kill,
+        true,
+    )
+    .await;
+}
 
-    // Killed: no UNLOCK_BATCH_MQ, no UNREGISTER_CLIENT. Its locks go with its connection, not
-    // after the 60 s lock expiry.
-    child.kill();
-    let killed_at = Instant::now();
-    let after = send_round(&p, topic, 4, 3, "after").await;
-    assert!(
-        eventually(Duration::from_secs(20), || all_delivered(&log, &after)).await,
-        "the survivor locks and consumes the killed member's queues {b_queues:?}"
-    );
-    let took = killed_at.elapsed();
-    assert!(
-        took < Duration::from_secs(20),
-        "the killed member's locks are released with its connection ({took:?}), not after 60 s"
-    );
-    for (id, n) in delivery_counts(&log, &after) {
-        assert_eq!(n, 1, "message {id} is delivered once");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_orderly_member_frozen_without_unregistering_when_its_channel_expires_should_free_its_locks_for_the_survivor(
+) {
+    if run_as_child().await {
+        return;
     }
-    assert!(
-        log.snapshot().iter().filter(|d| after.contains(&d.uniq)).all(|d| d.consumer == "locker-a"),
-        "only the survivor consumes after the kill"
-    );
-    let spy = tokio::task::block_in_place(|| {
-        try_lock(addr, group, "127.0.0.1@spy", topic, &[0, 1, 2, 3])
-    });
-    assert!(spy.is_empty(), "the survivor holds every lock: {spy:?}");
-
-    a.shutdown().await;
-    p.shutdown().await;
-    b.broker.shutdown().await;
+    member_dies(
+        "given_orderly_member_frozen_without_unregistering_when_its_channel_expires_should_free_its_locks_for_the_survivor",
+        "lock_frozen",
+        Death::Freeze,
+        true,
+    )
+    .await;
 }
