@@ -1166,3 +1166,12 @@ async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_l
     assert_queue_order(&group, &got);
     fx.shutdown(vec![c]).await;
 }
+
+// Retries, dead letters, delay levels, orderly locks, broadcasting, ali-ons and dying members
+// (the "broker completeness" scenarios). `#[path]`: a test target's root looks for modules in
+// `tests/`, where cargo would also take them for test targets of their own.
+#[path = "rocketmq_client/completeness_support.rs"]
+mod completeness_support;
+
+#[path = "rocketmq_client/completeness.rs"]
+mod completeness;
