@@ -2,6 +2,8 @@
 //! given), `namesrv` (a standalone name server) and `bench` (a load generator for any RocketMQ
 //! name server).
 
+mod alloc_trim;
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -228,7 +230,9 @@ fn main() -> ExitCode {
         let running = match cli.command {
             Command::Broker(args) => {
                 let config = broker_config(*args)?;
-                broker::start(config).await.map_err(|e| e.to_string())?
+                let running = broker::start(config).await.map_err(|e| e.to_string())?;
+                alloc_trim::spawn(running.store());
+                running
             }
             Command::Namesrv(args) => {
                 let mut listen = args.listen;
