@@ -109,6 +109,9 @@ brokerIp1 = "127.0.0.1"
 storePathRootDir = "$SYS_DIR/store"
 namesrvAddr = "127.0.0.1:$RMQ_NS"
 
+[broker.brokerServerConfig]
+bindAddress = "127.0.0.1"
+
 [broker.brokerIdentity]
 brokerName = "rmq-a"
 brokerClusterName = "DefaultCluster"
@@ -161,8 +164,13 @@ bench_cmd() { # system driver
   esac
 }
 
-drivers_for() {
-  case "$1" in baiji|rocketmq-rust) echo "$DRIVERS" ;; *) echo "$1" ;; esac
+drivers_for() { # system workload
+  # The client driver's push consumer starts consuming as soon as it joins, so it cannot hold
+  # a backlog: workload d (broker memory, the driver does not matter) uses the raw driver.
+  case "$1" in
+    baiji|rocketmq-rust) if [ "$2" = d ]; then echo raw; else echo "$DRIVERS"; fi ;;
+    *) echo "$1" ;;
+  esac
 }
 
 write_meta() {
@@ -199,7 +207,7 @@ main() {
     for w in $WORKLOADS; do
       for i in $(seq 0 $((n - 1))); do
         local s=${systems[$(((i + rep - 1) % n))]}
-        for d in $(drivers_for "$s"); do
+        for d in $(drivers_for "$s" "$w"); do
           local tag="$w-$s-$d-r$rep"
           log "run $tag"
           start_system "$s" "$OUT/logs/$tag.broker.log"

@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::payload::now_ns;
 use super::{BenchError, BenchResult, Consumer, Driver, Producer, Received, Workload};
 use crate::remoting::body::{
     ClusterInfo, ConsumeFromWhere, ConsumeType, ConsumerData, ExpressionType, HeartbeatData,
@@ -455,6 +456,7 @@ async fn pull_loop(
                 continue;
             }
         };
+        let received_ns = now_ns();
         let next = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
             .ok()
             .and_then(|h| i64::try_from(h.next_begin_offset).ok());
@@ -465,8 +467,10 @@ async fn pull_loop(
                     continue;
                 };
                 let last = records.last().map(|r| r.queue_offset + 1);
-                let batch: Vec<Received> =
-                    records.into_iter().map(|r| Received { queue, payload: r.body }).collect();
+                let batch: Vec<Received> = records
+                    .into_iter()
+                    .map(|r| Received { queue, payload: r.body, received_ns })
+                    .collect();
                 offset = next.or(last).unwrap_or(offset);
                 if tx.send(batch).await.is_err() {
                     return;

@@ -379,7 +379,8 @@ async fn consume<C: Consumer>(
                 Some(s) => {
                     seen.record(r.queue, s);
                     if s.sent_ns >= measure_start_ns {
-                        let _ = e2e.record(now.saturating_sub(s.sent_ns).max(1));
+                        let at = if r.received_ns > 0 { r.received_ns } else { now };
+                        let _ = e2e.record(at.saturating_sub(s.sent_ns).max(1));
                     }
                 }
                 None => seen.foreign += 1,

@@ -120,6 +120,7 @@ impl Consumer for NatsConsumer {
             Ok(Some(m)) => m,
             Ok(None) | Err(_) => return Ok(()),
         };
+        let received_ns = baiji::bench::now_ns();
         let mut got = vec![first];
         while got.len() < 256 {
             match stream.next().now_or_never() {
@@ -131,7 +132,7 @@ impl Consumer for NatsConsumer {
             let m = m.map_err(|e| err("message", e))?;
             m.ack().await.map_err(|e| err("ack", e))?;
             let queue = m.subject.get(self.prefix_len..).and_then(|q| q.parse().ok()).unwrap_or(0);
-            out.push(Received { queue, payload: m.payload.clone() });
+            out.push(Received { queue, payload: m.payload.clone(), received_ns });
         }
         Ok(())
     }

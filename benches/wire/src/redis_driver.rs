@@ -176,6 +176,7 @@ impl Consumer for RedisConsumer {
             read.arg(">");
         }
         let reply: Vec<Value> = p.query_async(&mut self.conn).await.map_err(|e| err("XREADGROUP", e))?;
+        let received_ns = baiji::bench::now_ns();
         let Some(streams) = reply.into_iter().last() else { return Ok(()) };
         // RESP2: [[key, [[id, [field, value, ...]], ...]], ...]; RESP3 may use a map.
         let per_stream: Vec<(Value, Value)> = match streams {
@@ -201,7 +202,7 @@ impl Consumer for RedisConsumer {
                 let [id, fields] = array(e) else { continue };
                 let Some(id) = bytes_of(id) else { continue };
                 if let Some(payload) = array(fields).get(1).and_then(bytes_of) {
-                    out.push(Received { queue, payload: Bytes::copy_from_slice(payload) });
+                    out.push(Received { queue, payload: Bytes::copy_from_slice(payload), received_ns });
                 }
                 self.unacked.push((idx, id.to_vec()));
             }

@@ -300,7 +300,11 @@ fn plot_latency(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w: &
         .x_labels(6)
         .x_label_formatter(&|x| {
             let p = 100.0 * (1.0 - 10f64.powf(-x));
-            if p < 1.0 { "0".into() } else { format!("{p}") }
+            if p < 1.0 {
+                "0".into()
+            } else {
+                format!("{:.*}", (x.round() as usize).saturating_sub(2), p)
+            }
         })
         .draw()
         .map_err(err)?;
@@ -332,6 +336,12 @@ fn plot_latency(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w: &
     root.present().map_err(err)
 }
 
+/// The samples up to the last second anything was sent or received, plus one.
+fn active(r: &BenchReport) -> &[baiji::bench::SecondSample] {
+    let last = r.series.iter().rposition(|s| s.sent > 0 || s.received > 0).map_or(0, |i| i + 2);
+    &r.series[..last.min(r.series.len())]
+}
+
 /// The run whose throughput is the median of its cell.
 fn median_run<'a>(runs: &[&'a BenchReport]) -> &'a BenchReport {
     let mut v: Vec<&BenchReport> = runs.to_vec();
@@ -344,10 +354,10 @@ fn plot_throughput(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w
     let root = SVGBackend::new(&path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let picked: Vec<(&Key, &BenchReport)> = keys.iter().map(|k| (*k, median_run(&cells[*k].runs))).collect();
-    let tmax = picked.iter().flat_map(|(_, r)| r.series.iter().map(|s| s.t)).fold(1.0f64, f64::max);
+    let tmax = picked.iter().flat_map(|(_, r)| active(r).iter().map(|s| s.t)).fold(1.0f64, f64::max);
     let ymax = picked
         .iter()
-        .flat_map(|(_, r)| r.series.iter().map(|s| s.sent.max(s.received) as f64))
+        .flat_map(|(_, r)| active(r).iter().map(|s| s.sent.max(s.received) as f64))
         .fold(1.0f64, f64::max);
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("workload {w}: messages per second (solid: acknowledged sends, dashed: deliveries, all groups)"), ("sans-serif", 18))
@@ -360,12 +370,12 @@ fn plot_throughput(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w
     for (i, (k, r)) in picked.into_iter().enumerate() {
         let color = palette(i);
         chart
-            .draw_series(LineSeries::new(r.series.iter().map(|s| (s.t, s.sent as f64)), color.stroke_width(2)))
+            .draw_series(LineSeries::new(active(r).iter().map(|s| (s.t, s.sent as f64)), color.stroke_width(2)))
             .map_err(err)?
             .label(label(k))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         chart
-            .draw_series(DashedLineSeries::new(r.series.iter().map(|s| (s.t, s.received as f64)), 6, 4, color.stroke_width(1)))
+            .draw_series(DashedLineSeries::new(active(r).iter().map(|s| (s.t, s.received as f64)), 6, 4, color.stroke_width(1)))
             .map_err(err)?;
     }
     chart
