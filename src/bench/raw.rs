@@ -449,14 +449,13 @@ async fn pull_loop(
             max_msg_bytes: None,
         };
         let cmd = RemotingCommand::request(rc::PULL_MESSAGE, 0).with_ext_fields(h.to_ext_fields());
-        let resp = match mux.call(cmd).await {
+        let (resp, received_ns) = match mux.call_stamped(cmd).await {
             Ok(r) => r,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let received_ns = now_ns();
         let next = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
             .ok()
             .and_then(|h| i64::try_from(h.next_begin_offset).ok());
@@ -543,7 +542,8 @@ impl Direct {
     }
 }
 
-type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
+/// Waiters by opaque; each gets the response and when the reader decoded it ([`now_ns`]).
+type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<(RemotingCommand, u64)>>>>;
 
 /// A pipelined connection: any number of requests in flight, answers matched by opaque.
 #[derive(Debug)]
@@ -597,6 +597,7 @@ impl Mux {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
                     }
+                    let at = now_ns();
                     loop {
                         match RemotingCommand::decode(&mut buf) {
                             Ok(Some(cmd)) if cmd.is_response() => {
@@ -605,7 +606,7 @@ impl Mux {
                                     .unwrap_or_else(|p| p.into_inner())
                                     .remove(&cmd.opaque);
                                 if let Some(w) = waiter {
-                                    let _ = w.send(cmd);
+                                    let _ = w.send((cmd, at));
                                 }
                             }
                             Ok(Some(cmd)) => {
@@ -637,7 +638,15 @@ impl Mux {
         Ok(Mux { out, pending, next: AtomicI32::new(1), tasks: [writer, reader] })
     }
 
-    pub(crate) async fn call(&self, mut cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
+    pub(crate) async fn call(&self, cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
+        self.call_stamped(cmd).await.map(|(resp, _)| resp)
+    }
+
+    /// As [`Mux::call`], also returning when the response came off the socket.
+    pub(crate) async fn call_stamped(
+        &self,
+        mut cmd: RemotingCommand,
+    ) -> BenchResult<(RemotingCommand, u64)> {
         // Relaxed: request ids only need to differ.
         cmd.opaque = self.next.fetch_add(1, Ordering::Relaxed);
         let mut b = BytesMut::with_capacity(256 + cmd.body.len());

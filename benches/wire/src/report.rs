@@ -15,8 +15,8 @@ use plotters::prelude::*;
 /// Arguments of `baiji-wire report`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {
-    /// Directory holding `raw/*.json` (one file per run) and optionally `meta.md` and
-    /// `profile.md`.
+    /// Directory holding `raw/*.json` (one file per run) and optionally `meta.md`,
+    /// `summary.md` and `profile.md`, which are included.
     #[arg(long)]
     results: PathBuf,
     /// Where to write REPORT.md and the SVGs (default: the results directory).
@@ -101,6 +101,10 @@ pub(crate) fn write(args: &ReportArgs) -> Result<(), String> {
     let _ = writeln!(md, "# baiji over the wire: side-by-side benchmark\n");
     if let Ok(meta) = std::fs::read_to_string(args.results.join("meta.md")) {
         let _ = writeln!(md, "{meta}\n");
+    }
+    // The reader's conclusions (targets met or missed), written after looking at the run.
+    if let Ok(summary) = std::fs::read_to_string(args.results.join("summary.md")) {
+        let _ = writeln!(md, "{summary}\n");
     }
     let _ = writeln!(
         md,
