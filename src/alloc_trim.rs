@@ -1,19 +1,24 @@
 //! Giving the memory of consumed messages back to the operating system.
 //!
-//! The engine frees a message once every group has acknowledged it, but glibc's malloc keeps
-//! freed chunks in its arenas: after a backlog of 1M 128-byte messages was consumed, the
-//! broker's RSS stayed at its peak (320 MiB) although the store held nothing; one
-//! `malloc_trim(0)` brought it back to 6 MiB, next to the 5.7 MiB of an idle broker
-//! (measured with `baiji bench --backlog`, see benches/results/REPORT.md).
+//! The engine frees a message once every group has acknowledged it, but the allocator keeps
+//! freed memory for reuse: after a backlog of 1M 128-byte messages was consumed, the broker's
+//! RSS stayed well above that of an idle broker although the store held nothing (measured with
+//! `baiji bench --backlog`, see benches/results/REPORT.md). The binary's allocator is mimalloc
+//! (see `main.rs`); a message's memory belongs to the runtime worker that read it from the
+//! socket, and the reaper's frees only queue it on that worker's pages. mimalloc gives such
+//! pages back when their owning thread collects, which an idle worker never does.
 //!
-//! So once a second the broker looks at the store's accounted bytes and trims when they have
-//! fallen by at least [`TRIM_STEP`] since the last trim, or when they have settled (no change
-//! for a second) at less than half of what they were: steady traffic, whose accounted bytes
-//! stay flat, never pays for a trim; a backlog being drained pays once per step and once when
-//! it is gone. The trim walks every arena and can take milliseconds, so it runs on a blocking
-//! thread, never on a runtime worker. Other allocators and C libraries get no trim (they
-//! return memory their own way).
+//! So once a second the broker looks at the store's accounted bytes and asks for a trim when
+//! they have fallen by at least [`TRIM_STEP`] since the last one, or when they have settled (no
+//! change for a second) at less than half of what they were: steady traffic, whose accounted
+//! bytes stay flat, never pays for a trim; a backlog being drained pays once per step and once
+//! when it is gone. A trim request bumps a generation number; every runtime worker, when it
+//! next parks (it has nothing to run, so the collection delays no request), sees the new
+//! generation and runs `mi_collect(true)` on its own heap: thread-freed blocks are taken back,
+//! empty pages are freed and their memory purged.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,22 +27,35 @@ use baiji::store::Store;
 /// Fall of the store's accounted bytes since the last trim that triggers the next one.
 const TRIM_STEP: u64 = 32 << 20;
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() {
-    extern "C" {
-        /// glibc: releases free memory at the top of the heap and, since 2.8, free pages
-        /// inside every arena; returns 1 if any memory was released.
-        fn malloc_trim(pad: usize) -> std::ffi::c_int;
-    }
-    // SAFETY: malloc_trim takes no pointers and only walks the allocator's own state under
-    // its arena locks; it is safe to call from any thread at any time.
-    let _ = unsafe { malloc_trim(0) };
+/// Trim requests so far; a worker collects when it has not seen the latest.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The generation this thread last collected for.
+    static SEEN: Cell<u64> = const { Cell::new(0) };
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}
+extern "C" {
+    /// mimalloc (linked in by the `mimalloc` crate, the global allocator): collects the calling
+    /// thread's heap; `force` also frees and purges every empty page and abandoned segment.
+    fn mi_collect(force: bool);
+}
 
-/// Watches `store` until the runtime stops, trimming after large drops.
+/// Runtime hook (`on_thread_park`): collects this worker's heap once per trim request. Costs a
+/// load and a compare on every park when nothing was requested.
+pub(crate) fn on_park() {
+    // Relaxed: the generation carries no data; a worker that sees a bump late collects at its
+    // next park, and mi_collect synchronises with the allocator's own state by itself.
+    let wanted = GENERATION.load(Ordering::Relaxed);
+    if SEEN.with(|s| s.replace(wanted)) != wanted {
+        // SAFETY: mi_collect takes no pointers and touches only the calling thread's heap and
+        // the allocator's shared segment state under its own synchronisation; it may be called
+        // from any thread at any time.
+        unsafe { mi_collect(true) };
+    }
+}
+
+/// Watches `store` until the runtime stops, asking the workers to trim after large drops.
 pub(crate) fn spawn(store: Arc<dyn Store>) {
     tokio::spawn(async move {
         let mut high = store.memory().bytes_used;
@@ -51,7 +69,8 @@ pub(crate) fn spawn(store: Arc<dyn Store>) {
             last = used;
             if high - used >= TRIM_STEP || settled_low {
                 high = used;
-                let _ = tokio::task::spawn_blocking(trim).await;
+                // Relaxed: see `on_park`.
+                GENERATION.fetch_add(1, Ordering::Relaxed);
             }
         }
     });

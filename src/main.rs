@@ -11,6 +11,12 @@ use std::process::ExitCode;
 use baiji::broker::{self, BrokerConfig};
 use clap::{Args, Parser, Subcommand};
 
+/// Messages are allocated on connection threads and freed by the engine's reaper: mimalloc's
+/// cross-thread frees cost about a tenth of glibc's here (measured by the engine benches:
+/// 1-producer throughput doubled), and it returns freed memory to the system sooner.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// baiji: an in-memory message broker that RocketMQ clients cannot tell from a persistent one.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
@@ -209,7 +215,11 @@ fn main() -> ExitCode {
             },
         ))
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(alloc_trim::on_park)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("baiji: cannot start the runtime: {e}");

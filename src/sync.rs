@@ -98,6 +98,12 @@ impl<T> Published<T> {
 #[derive(Debug)]
 pub(crate) struct Published<T>(loom::cell::UnsafeCell<T>);
 
+// SAFETY: a `Published` value is only written through `get_mut` (`&mut self`, before the node
+// is shared) and only read afterwards, exactly like a plain field of a `Sync` struct; the loom
+// cell adds causality tracking, not interior mutability reachable from `&self`.
+#[cfg(loom)]
+unsafe impl<T: Send + Sync> Sync for Published<T> {}
+
 #[cfg(loom)]
 impl<T> Published<T> {
     pub(crate) fn new(v: T) -> Self {

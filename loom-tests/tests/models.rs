@@ -110,6 +110,52 @@ fn two_producers_append() {
     });
 }
 
+/// Invariant 1 for batches: a two-message batch racing a single append gets two consecutive
+/// offsets (nothing lands between them), and the queue stays dense with correct `prev` links.
+#[test]
+fn batch_vs_single_append() {
+    model(|| {
+        let alive = Arc::new(());
+        let collector = Collector::new();
+        let q = Arc::new(Queue::new(0, Reclaimer::new()));
+        let batch = {
+            let (q, c, alive) = (Arc::clone(&q), collector.clone(), Arc::clone(&alive));
+            thread::spawn(move || {
+                let h = c.register();
+                let g = h.pin();
+                let msgs = vec![(payload(1, &alive), 0, 0), (payload(2, &alive), 0, 0)];
+                q.append_batch(msgs, &g).map(|a| a.offset)
+            })
+        };
+        let single = {
+            let h = collector.register();
+            let g = h.pin();
+            q.append(payload(9, &alive), 0, 0, &g).offset
+        };
+        let first = batch.join().unwrap().expect("a non-empty batch is appended");
+        assert!(
+            single == 0 && first == 1 || single == 2 && first == 0,
+            "invariant 1: batch offsets are consecutive"
+        );
+        let h = collector.register();
+        let g = h.pin();
+        let mut prev = q.head(&g);
+        let mut values = Vec::new();
+        while let Some(n) = prev.next(&g) {
+            assert_eq!(n.offset(), values.len() as u64, "invariant 1: dense");
+            assert_eq!(
+                n.prev(&g).map(|p| p.end()),
+                Some(prev.end()),
+                "prev links follow next links"
+            );
+            values.push(value(n.payload()));
+            prev = n;
+        }
+        let want = if first == 0 { vec![1, 2, 9] } else { vec![9, 1, 2] };
+        assert_eq!(values, want, "the batch keeps its order and stays together");
+    });
+}
+
 /// Invariants 1 and 2: a reader racing with a producer sees a gap-free prefix of offsets with
 /// fully written payloads.
 #[test]

@@ -169,7 +169,7 @@ impl Consumer {
                 return Ok(out);
             }
             if now < spin_until {
-                spin_hint();
+                self.spin_for_next(spin_until);
                 continue;
             }
             let me = Wakeup::Thread(crate::sync::thread::current());
@@ -180,6 +180,37 @@ impl Consumer {
             }
             self.cancel(&mut waits);
             ready?;
+        }
+    }
+
+    /// Spins until a message is linked behind one of this member's cursors, its assignment
+    /// changes, or `until` passes. One atomic load per assigned queue per round, no lock: the
+    /// cheap part of the spin-then-park wait that latency-critical threads rely on.
+    fn spin_for_next(&mut self, until: Instant) {
+        let guard = self.inner.pin();
+        let nodes: Vec<_> = self
+            .queues
+            .iter()
+            .filter_map(|&q| self.sub.wait_node(self.id, q, &guard).ok().flatten())
+            .collect();
+        if nodes.is_empty() {
+            return;
+        }
+        let version = self.version;
+        let mut rounds = 0u32;
+        loop {
+            if nodes.iter().any(|n| n.has_next(&guard)) {
+                return;
+            }
+            rounds = rounds.wrapping_add(1);
+            // Reading the clock costs more than a round: look at it every 64 rounds.
+            if rounds % 64 == 0 {
+                // Acquire: pairs with the Release increment in `Sub::rebalance`.
+                if self.sub.version.load(Ordering::Acquire) != version || Instant::now() >= until {
+                    return;
+                }
+            }
+            spin_hint();
         }
     }
 

@@ -81,8 +81,12 @@ pub const MAX_QUEUES: u32 = 1024;
 /// Most nodes one reaper pass unlinks from one queue (keeps the head lock short).
 const REAP_BATCH: u64 = if cfg!(loom) { 4 } else { 8192 };
 
+/// Milliseconds since the Unix epoch (0 if the clock is before it). Avoids `as_millis`'s
+/// 128-bit arithmetic: this runs on every append.
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() * 1000 + u64::from(d.subsec_millis()))
 }
 
 /// Shared state behind every handle.
@@ -594,6 +598,14 @@ fn spawn_reaper(inner: &Arc<Inner>) -> Result<std::thread::JoinHandle<()>, Engin
             // Acquire: pairs with the Release store in `Engine::drop`.
             while !inner.closed.load(PlainOrdering::Acquire) {
                 let n = inner.reap_pass();
+                if n >= REAP_BATCH {
+                    // A pass stopped at its batch cap: more is reclaimable now. Go again at
+                    // once (after yielding the core), or reclamation would be capped at
+                    // REAP_BATCH per queue per interval and fall behind fast producers.
+                    pause = min;
+                    std::thread::yield_now();
+                    continue;
+                }
                 pause = if n > 0 { min } else { (pause * 2).min(max) };
                 std::thread::park_timeout(pause);
             }

@@ -94,6 +94,7 @@
 //! in by the caller, never the global one) supplies the SeqCst fences that make "unlinked, then
 //! deferred" safe against every guard pinned before the unlink.
 
+mod pool;
 pub(crate) mod wait;
 
 use std::fmt;
@@ -225,6 +226,14 @@ impl Node {
         // pinned was itself linked then, and any unlink of it is deferred until the guard is
         // dropped (invariant 4).
         unsafe { next.as_ref() }
+    }
+
+    /// Whether a successor has been linked (one atomic load; for spinning waiters).
+    #[inline]
+    pub fn has_next(&self, guard: &Guard) -> bool {
+        self.check_live();
+        // Acquire: pairs with the publishing CAS (the caller reads the successor next).
+        !self.next.load(Ordering::Acquire, guard).is_null()
     }
 
     /// The previous node, if it is still linked (the dummy's `prev` is cleared).
@@ -394,7 +403,7 @@ impl Queue {
 
     /// Appends a message and returns its offset. Lock-free; wakes waiters only if some wait.
     pub fn append(&self, payload: Bytes, timestamp: u64, tag: u32, guard: &Guard) -> Appended {
-        let mut new = Owned::new(Node::new(payload, timestamp, tag, 0));
+        let new = pool::alloc(Node::new(payload, timestamp, tag, 0));
         loop {
             // Acquire: pairs with the Release tail CASes (the tail is a published node).
             let t = self.tail.load(Ordering::Acquire, guard);
@@ -413,27 +422,32 @@ impl Queue {
                 );
                 continue;
             }
-            // Relaxed: published by the AcqRel CAS below (invariant 2).
-            new.prev.store(t, Ordering::Relaxed);
-            *new.end.get_mut() = tail.end() + 1;
+            {
+                // SAFETY: `new` is private to this call until the CAS below succeeds.
+                let node = unsafe { &mut *new };
+                // Relaxed: published by the AcqRel CAS below (invariant 2).
+                node.prev.store(t, Ordering::Relaxed);
+                *node.end.get_mut() = tail.end() + 1;
+            }
             // Expect exactly what we loaded: plain null, or null tagged WAITING by a waiter.
             // AcqRel: Release publishes the node; Acquire sees the waiter's registration.
-            match tail.next.compare_exchange(next, new, Ordering::AcqRel, Ordering::Acquire, guard)
+            let linked = Shared::from(new as *const Node);
+            if tail
+                .next
+                .compare_exchange(next, linked, Ordering::AcqRel, Ordering::Acquire, guard)
+                .is_ok()
             {
-                Ok(linked) => {
-                    // Release: pairs with Acquire tail loads. Failure means someone helped.
-                    let _ = self.tail.compare_exchange(
-                        t,
-                        linked,
-                        Ordering::Release,
-                        Ordering::Relaxed,
-                        guard,
-                    );
-                    let offset = tail.end();
-                    let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
-                    return Appended { offset, woke };
-                }
-                Err(e) => new = e.new,
+                // Release: pairs with Acquire tail loads. Failure means someone helped.
+                let _ = self.tail.compare_exchange(
+                    t,
+                    linked,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                    guard,
+                );
+                let offset = tail.end();
+                let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
+                return Appended { offset, woke };
             }
         }
     }
@@ -448,7 +462,7 @@ impl Queue {
     {
         let nodes: Vec<*mut Node> = messages
             .into_iter()
-            .map(|(p, ts, tag)| Box::into_raw(Box::new(Node::new(p, ts, tag, 0))))
+            .map(|(p, ts, tag)| pool::alloc(Node::new(p, ts, tag, 0)))
             .collect();
         let (&first, &last) = (nodes.first()?, nodes.last()?);
         for w in nodes.windows(2) {
@@ -717,16 +731,21 @@ impl Chain {
     /// freed only once.
     #[cfg(not(loom))]
     unsafe fn free(self) {
+        let mut freed = Vec::with_capacity(self.len as usize);
         // SAFETY: the caller guarantees nobody else can reach the chain.
         let guard = unsafe { crossbeam_epoch::unprotected() };
         let mut cur = self.first;
         for _ in 0..self.len {
             // SAFETY: the chain has exactly `len` nodes linked by `next`, each allocated by
-            // `Owned::new` in `Queue::append` (or the sentinel), each freed only here.
-            let owned = unsafe { Owned::from_raw(cur) };
-            cur = owned.next.load(Ordering::Relaxed, guard).with_tag(0).as_raw() as *mut Node;
-            drop(owned);
+            // `pool::alloc` (or the sentinel's `Owned::new`), each dropped only here.
+            let next = unsafe { &*cur }.next.load(Ordering::Relaxed, guard).with_tag(0);
+            // SAFETY: as above; after this the memory holds no value and is handed to the pool.
+            unsafe { std::ptr::drop_in_place(cur) };
+            freed.push(cur);
+            cur = next.as_raw() as *mut Node;
         }
+        // SAFETY: every pointer came from a node allocation whose value was just dropped.
+        unsafe { pool::recycle(freed) };
     }
 }
 

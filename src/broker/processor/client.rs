@@ -6,7 +6,9 @@ use std::sync::Arc;
 use super::bad_header;
 use crate::broker::topics::{perm, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
-use crate::remoting::body::{ConsumerListBody, HeartbeatData, JsonBody, TopicConfig};
+use crate::remoting::body::{
+    CheckClientConfigBody, ConsumerListBody, ExpressionType, HeartbeatData, JsonBody, TopicConfig,
+};
 use crate::remoting::code::response_code;
 use crate::remoting::header::{
     FromExtFields, GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader,
@@ -79,8 +81,19 @@ pub(crate) fn get_consumer_list_by_group(
     }
 }
 
-/// `CHECK_CLIENT_CONFIG` (46): baiji filters by tag only; other expression types are
-/// accepted and match everything (clients re-filter tags themselves).
+/// `CHECK_CLIENT_CONFIG` (46): baiji filters by tag; other expression types (SQL92) are
+/// refused, as a RocketMQ broker without `enablePropertyFilter` refuses them.
 pub(crate) fn check_client_config(_s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    Reply::now(ok(&req, ExtFields::new()))
+    let body = match CheckClientConfigBody::from_json_slice(&req.body) {
+        Ok(b) => b,
+        Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, format!("bad body: {e}")),
+    };
+    match body.subscription_data.expression_type {
+        ExpressionType::Tag => Reply::now(ok(&req, ExtFields::new())),
+        other => reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("The broker does not support consumer to filter message by {}", other.as_str()),
+        ),
+    }
 }

@@ -10,7 +10,7 @@
 //! | queue never written (max 0) | `PULL_NOT_FOUND` if asked 0, else `PULL_OFFSET_MOVED` | 0 |
 //! | asked the next offset to be written | `PULL_NOT_FOUND` (held first, if suspend is allowed) | the same |
 //! | asked below the first retained offset | `PULL_OFFSET_MOVED` | first retained |
-//! | asked beyond the end | `PULL_OFFSET_MOVED` | the end |
+//! | asked beyond the end | `PULL_OFFSET_MOVED` | 0 if the queue was never trimmed, else the end |
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,6 +23,7 @@ use bytes::BytesMut;
 use super::{bad_header, queue_id, store_error};
 use crate::broker::clients::{filter_of, Subscription};
 use crate::broker::record::{self, Placement};
+use crate::broker::topics::perm;
 use crate::broker::{reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::MessageModel;
 use crate::remoting::code::response_code;
@@ -147,6 +148,13 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", h.topic),
         ));
     };
+    if s.topics.get_perm(h.topic).is_some_and(|p| p & perm::READ == 0) {
+        return Pulled::Reply(reply_error(
+            req,
+            response_code::NO_PERMISSION,
+            format!("the topic[{}] pulling message is forbidden", h.topic),
+        ));
+    }
     let queue = match queue_id(req, h.queue_id, h.topic, topic.queue_count()) {
         Ok(q) => q,
         Err(r) => return Pulled::Reply(r),
@@ -156,11 +164,11 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         Err(r) => return Pulled::Reply(r),
     };
     let Ok(offset) = u64::try_from(h.queue_offset) else {
-        return Pulled::Reply(reply_error(
-            req,
-            response_code::SYSTEM_ERROR,
-            format!("queueOffset[{}] is illegal: negative", h.queue_offset),
-        ));
+        // Below every offset: RocketMQ's OFFSET_TOO_SMALL, sent to the first retained one.
+        return Pulled::Reply(match topic.offsets(queue) {
+            Ok((min, max)) => offset_too_small(req, h.queue_offset, min, max),
+            Err(e) => store_error(req, &e),
+        });
     };
     if allow_suspend {
         match model {
@@ -171,7 +179,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
                 }
             }
             _ => {
-                if h.has_commit_offset() && h.has_suspend() {
+                // RocketMQ stores it on the first processing of the request, whatever its
+                // suspend flag says.
+                if h.has_commit_offset() {
                     if let Ok(c) = u64::try_from(h.commit_offset) {
                         let _ = s.store.commit(h.consumer_group, h.topic, queue, c);
                     }
@@ -223,7 +233,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
     } else if offset == max {
         (response_code::PULL_NOT_FOUND, offset)
     } else if offset > max {
-        (response_code::PULL_OFFSET_MOVED, max)
+        // RocketMQ's rule: back to the start when the queue was never trimmed (a restarted
+        // in-memory broker lands here with the clients' old offsets), else to the end.
+        (response_code::PULL_OFFSET_MOVED, if min == 0 { 0 } else { max })
     } else {
         (response_code::PULL_RETRY_IMMEDIATELY, out.next_offset)
     };
@@ -255,4 +267,22 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             Some(format!("the offset {offset} is illegal: queue range is [{min}, {max}]"));
     }
     Pulled::Reply(Reply::now(resp))
+}
+
+/// `PULL_OFFSET_MOVED` to `min` for an offset below the queue's first (a negative one).
+fn offset_too_small(req: &RemotingCommand, asked: i64, min: u64, max: u64) -> Reply {
+    let header = PullMessageResponseHeader {
+        next_begin_offset: min,
+        min_offset: min,
+        max_offset: max,
+        ..PullMessageResponseHeader::default()
+    };
+    Reply::now(
+        RemotingCommand::response_to(
+            req,
+            response_code::PULL_OFFSET_MOVED,
+            Some(format!("the offset {asked} is illegal: queue range is [{min}, {max}]")),
+        )
+        .with_ext_fields(header.to_ext_fields()),
+    )
 }

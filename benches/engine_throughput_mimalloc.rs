@@ -1,0 +1,18 @@
+//! `engine_throughput` again, with mimalloc as the global allocator.
+//!
+//! Why a second bench target rather than a cargo feature or an environment variable: the global
+//! allocator is fixed at link time, so one binary cannot run both; a second target runs the very
+//! same source (`engine_throughput.rs`, included as a module) in the same `cargo bench`
+//! invocation, without touching the library's `[features]` or `[dependencies]` (mimalloc is a
+//! dev-dependency only). The benchmark group is named `engine_throughput_mimalloc`.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[path = "engine_throughput.rs"]
+mod body;
+
+fn main() {
+    body::ALLOCATOR.set("mimalloc").expect("the allocator name is set once");
+    body::main();
+}
