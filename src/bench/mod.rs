@@ -152,7 +152,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub extra_pid: Vec<u32>,
     /// Loopback TCP round trips (size-byte ping-pong against an in-process echo thread)
-    /// measured before the run as the floor; 0 skips.
+    /// measured before the run as the floor, back to back and, for a paced workload, at its
+    /// rate; 0 skips.
     #[arg(long, default_value_t = 2000)]
     pub tcp_probe: usize,
     /// Seconds a backlog run waits after consumption before sampling RSS again.

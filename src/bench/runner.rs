@@ -65,10 +65,17 @@ pub async fn run<D: Driver>(args: &BenchArgs, driver: D) -> BenchResult<BenchRep
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let _ = now_ns(); // fix the clock anchor before anything is stamped
-    let tcp = if args.tcp_probe > 0 {
-        Percentiles::of(&tcp_probe::measure(args.tcp_probe, w.size).await?)
+    let (tcp, tcp_burst) = if args.tcp_probe > 0 {
+        let burst = Percentiles::of(&tcp_probe::measure(args.tcp_probe, w.size, None).await?);
+        let paced = if w.rate > 0 {
+            let every = std::time::Duration::from_nanos(1_000_000_000 / w.rate);
+            Percentiles::of(&tcp_probe::measure(args.tcp_probe, w.size, Some(every)).await?)
+        } else {
+            burst.clone()
+        };
+        (paced, burst)
     } else {
-        Percentiles::default()
+        (Percentiles::default(), Percentiles::default())
     };
     driver.prepare(&w).await?;
     let mut pids: Vec<u32> = args.broker_pid.into_iter().collect();
@@ -267,6 +274,7 @@ pub async fn run<D: Driver>(args: &BenchArgs, driver: D) -> BenchResult<BenchRep
         send_rtt: Percentiles::of(&rtt),
         e2e: Percentiles::of(&e2e),
         tcp_rtt: tcp,
+        tcp_rtt_burst: tcp_burst,
         groups,
         series,
         broker,

@@ -226,8 +226,12 @@ pub struct BenchReport {
     pub send_rtt: Percentiles,
     /// End-to-end latency (stamp → consumer receipt), µs, messages sent in the measured window.
     pub e2e: Percentiles,
-    /// Loopback TCP round trip of the same size, µs, measured just before the run.
+    /// Loopback TCP round trip of the same size, µs, measured just before the run at the
+    /// workload's rate (back to back for a max-rate workload): the floor.
     pub tcp_rtt: Percentiles,
+    /// The same round trip back to back (hot threads), µs.
+    #[serde(default)]
+    pub tcp_rtt_burst: Percentiles,
     /// Per group checks.
     pub groups: Vec<GroupReport>,
     /// Per second throughput.
@@ -270,6 +274,9 @@ impl BenchReport {
         row(&mut s, "send rtt", &self.send_rtt, self.sent_per_s);
         row(&mut s, "end-to-end", &self.e2e, self.received_per_s);
         row(&mut s, "tcp rtt", &self.tcp_rtt, 0.0);
+        if self.tcp_rtt_burst != self.tcp_rtt {
+            row(&mut s, "tcp rtt burst", &self.tcp_rtt_burst, 0.0);
+        }
         for g in &self.groups {
             let _ = writeln!(
                 s,

@@ -25,7 +25,8 @@ impl NatsDriver {
     }
 
     async fn context(&self) -> BenchResult<jetstream::Context> {
-        let client = async_nats::connect(self.addr.as_str()).await.map_err(|e| err("connect", e))?;
+        let client =
+            async_nats::connect(self.addr.as_str()).await.map_err(|e| err("connect", e))?;
         Ok(jetstream::new(client))
     }
 }
@@ -52,10 +53,17 @@ impl Driver for NatsDriver {
     async fn producer(&self, w: &Workload, _id: usize) -> BenchResult<Vec<NatsProducer>> {
         let js = self.context().await?;
         let subjects: Vec<String> = (0..w.queues).map(|q| format!("{}.{q}", w.topic)).collect();
-        Ok((0..w.lanes).map(|_| NatsProducer { js: js.clone(), subjects: subjects.clone() }).collect())
+        Ok((0..w.lanes)
+            .map(|_| NatsProducer { js: js.clone(), subjects: subjects.clone() })
+            .collect())
     }
 
-    async fn consumer(&self, w: &Workload, group: usize, _member: usize) -> BenchResult<NatsConsumer> {
+    async fn consumer(
+        &self,
+        w: &Workload,
+        group: usize,
+        _member: usize,
+    ) -> BenchResult<NatsConsumer> {
         let js = self.context().await?;
         let s = js.get_stream(&w.topic).await.map_err(|e| err("get stream", e))?;
         let name = w.group_name(group);
@@ -92,7 +100,9 @@ impl Producer for NatsProducer {
         let subject = self.subjects[queue as usize % self.subjects.len()].clone();
         let mut acks = Vec::with_capacity(msgs.len());
         for m in msgs {
-            acks.push(self.js.publish(subject.clone(), m.clone()).await.map_err(|e| err("publish", e))?);
+            acks.push(
+                self.js.publish(subject.clone(), m.clone()).await.map_err(|e| err("publish", e))?,
+            );
         }
         for a in acks {
             a.await.map_err(|e| err("publish ack", e))?;

@@ -24,10 +24,16 @@ impl RedisDriver {
         RedisDriver { url: format!("redis://{addr}/") }
     }
 
-    async fn connect(&self, response_timeout: Option<Duration>) -> BenchResult<MultiplexedConnection> {
+    async fn connect(
+        &self,
+        response_timeout: Option<Duration>,
+    ) -> BenchResult<MultiplexedConnection> {
         let client = redis::Client::open(self.url.as_str()).map_err(|e| err("client", e))?;
         let cfg = AsyncConnectionConfig::new().set_response_timeout(response_timeout);
-        client.get_multiplexed_async_connection_with_config(&cfg).await.map_err(|e| err("connect", e))
+        client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await
+            .map_err(|e| err("connect", e))
     }
 }
 
@@ -42,7 +48,11 @@ impl Driver for RedisDriver {
     async fn prepare(&self, w: &Workload) -> BenchResult<()> {
         let mut c = self.connect(Some(Duration::from_secs(10))).await?;
         for q in 0..w.queues {
-            let _: Value = redis::cmd("DEL").arg(key(w, q)).query_async(&mut c).await.map_err(|e| err("DEL", e))?;
+            let _: Value = redis::cmd("DEL")
+                .arg(key(w, q))
+                .query_async(&mut c)
+                .await
+                .map_err(|e| err("DEL", e))?;
         }
         Ok(())
     }
@@ -53,11 +63,18 @@ impl Driver for RedisDriver {
         Ok((0..w.lanes).map(|_| RedisProducer { conn: c.clone(), keys: keys.clone() }).collect())
     }
 
-    async fn consumer(&self, w: &Workload, group: usize, member: usize) -> BenchResult<RedisConsumer> {
+    async fn consumer(
+        &self,
+        w: &Workload,
+        group: usize,
+        member: usize,
+    ) -> BenchResult<RedisConsumer> {
         let mut conn = self.connect(None).await?;
         let group_name = w.group_name(group);
-        let keys: Vec<(u32, String)> =
-            (0..w.queues).filter(|q| *q as usize % w.members == member).map(|q| (q, key(w, q))).collect();
+        let keys: Vec<(u32, String)> = (0..w.queues)
+            .filter(|q| *q as usize % w.members == member)
+            .map(|q| (q, key(w, q)))
+            .collect();
         for (_, k) in &keys {
             let r: redis::RedisResult<Value> = redis::cmd("XGROUP")
                 .arg("CREATE")
@@ -85,7 +102,8 @@ impl Driver for RedisDriver {
     async fn cleanup(&self, w: &Workload) {
         if let Ok(mut c) = self.connect(Some(Duration::from_secs(10))).await {
             for q in 0..w.queues {
-                let _: redis::RedisResult<Value> = redis::cmd("DEL").arg(key(w, q)).query_async(&mut c).await;
+                let _: redis::RedisResult<Value> =
+                    redis::cmd("DEL").arg(key(w, q)).query_async(&mut c).await;
             }
         }
     }
@@ -113,7 +131,8 @@ impl Producer for RedisProducer {
             for m in msgs {
                 p.cmd("XADD").arg(k).arg("*").arg("d").arg(m.as_ref());
             }
-            let _: Vec<Value> = p.query_async(&mut self.conn).await.map_err(|e| err("XADD pipeline", e))?;
+            let _: Vec<Value> =
+                p.query_async(&mut self.conn).await.map_err(|e| err("XADD pipeline", e))?;
         }
         Ok(())
     }
@@ -151,8 +170,12 @@ impl Consumer for RedisConsumer {
         let acks = !self.unacked.is_empty();
         if acks {
             for (i, (_, k)) in self.keys.iter().enumerate() {
-                let ids: Vec<&[u8]> =
-                    self.unacked.iter().filter(|(s, _)| *s == i).map(|(_, id)| id.as_slice()).collect();
+                let ids: Vec<&[u8]> = self
+                    .unacked
+                    .iter()
+                    .filter(|(s, _)| *s == i)
+                    .map(|(_, id)| id.as_slice())
+                    .collect();
                 if !ids.is_empty() {
                     p.cmd("XACK").arg(k).arg(&self.group).arg(ids).ignore();
                 }
@@ -175,7 +198,8 @@ impl Consumer for RedisConsumer {
         for _ in &self.keys {
             read.arg(">");
         }
-        let reply: Vec<Value> = p.query_async(&mut self.conn).await.map_err(|e| err("XREADGROUP", e))?;
+        let reply: Vec<Value> =
+            p.query_async(&mut self.conn).await.map_err(|e| err("XREADGROUP", e))?;
         let received_ns = baiji::bench::now_ns();
         let Some(streams) = reply.into_iter().last() else { return Ok(()) };
         // RESP2: [[key, [[id, [field, value, ...]], ...]], ...]; RESP3 may use a map.
@@ -196,13 +220,19 @@ impl Consumer for RedisConsumer {
         };
         for (k, entries) in per_stream {
             let Some(kb) = bytes_of(&k) else { continue };
-            let Some(idx) = self.keys.iter().position(|(_, name)| name.as_bytes() == kb) else { continue };
+            let Some(idx) = self.keys.iter().position(|(_, name)| name.as_bytes() == kb) else {
+                continue;
+            };
             let queue = self.keys[idx].0;
             for e in array(&entries) {
                 let [id, fields] = array(e) else { continue };
                 let Some(id) = bytes_of(id) else { continue };
                 if let Some(payload) = array(fields).get(1).and_then(bytes_of) {
-                    out.push(Received { queue, payload: Bytes::copy_from_slice(payload), received_ns });
+                    out.push(Received {
+                        queue,
+                        payload: Bytes::copy_from_slice(payload),
+                        received_ns,
+                    });
                 }
                 self.unacked.push((idx, id.to_vec()));
             }

@@ -110,7 +110,7 @@ pub(crate) fn write(args: &ReportArgs) -> Result<(), String> {
         md,
         "All figures are **medians over the alternating repetitions** (the *n* column); latencies in µs. \
          *send* = send round trip (request written → acknowledgement read); *e2e* = producer stamp → consumer receipt; \
-         *tcp* = a loopback TCP round trip of the same size measured by the same process just before the run (the floor). \
+         *tcp* = a loopback TCP round trip of the same size measured by the same process just before the run, at the workload's rate (paced workloads: every round trip starts from idle threads, as a paced message does) — the floor; *tcp burst* = the same round trip back to back (hot threads). \
          *clean* = runs in which every group received every acknowledged message exactly once and in queue order.\n"
     );
     for (w, title) in WORKLOADS {
@@ -140,7 +140,8 @@ pub(crate) fn write(args: &ReportArgs) -> Result<(), String> {
                     fmt(b(|p| p.rss_full_kb.map_or(f64::NAN, |x| x as f64)) / 1024.0),
                     fmt(b(|p| p.bytes_per_retained_msg.unwrap_or(f64::NAN))),
                     fmt(after / 1024.0),
-                    fmt(c.med(|r| r.broker.as_ref().map_or(f64::NAN, |p| p.rss_after_kb as f64 / p.rss_idle_kb.max(1) as f64))),
+                    fmt(c.med(|r| r.broker.as_ref().map_or(f64::NAN, |p| p.rss_after_kb as f64
+                        / p.rss_idle_kb.max(1) as f64))),
                     c.runs.iter().filter(|r| r.clean).count(),
                     c.runs.len()
                 );
@@ -150,13 +151,13 @@ pub(crate) fn write(args: &ReportArgs) -> Result<(), String> {
             let _ = writeln!(md, "![broker RSS over time](rss_d.svg)\n");
             continue;
         }
-        let _ = writeln!(md, "| system (driver) | n | send p50 | send p90 | send p99 | send p99.9 | e2e p50 | e2e p90 | e2e p99 | e2e p99.9 | tcp p50 | sent msg/s | recv msg/s/group | broker CPU µs/msg | clean |");
-        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(md, "| system (driver) | n | send p50 | send p90 | send p99 | send p99.9 | e2e p50 | e2e p90 | e2e p99 | e2e p99.9 | tcp p50 | tcp burst p50 | sent msg/s | recv msg/s/group | broker CPU µs/msg | clean |");
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for k in &keys {
             let c = &cells[*k];
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
                 label(k),
                 c.runs.len(),
                 fmt(c.med(|r| r.send_rtt.p50)),
@@ -168,6 +169,7 @@ pub(crate) fn write(args: &ReportArgs) -> Result<(), String> {
                 fmt(c.med(|r| r.e2e.p99)),
                 fmt(c.med(|r| r.e2e.p999)),
                 fmt(c.med(|r| r.tcp_rtt.p50)),
+                fmt(c.med(|r| r.tcp_rtt_burst.p50)),
                 fmt(c.med(|r| r.sent_per_s)),
                 fmt(c.med(|r| r.received_per_s)),
                 fmt(c.med(|r| r.broker.as_ref().map_or(f64::NAN, |b| b.cpu_us_per_msg))),
@@ -221,7 +223,10 @@ fn ratios(md: &mut String, cells: &BTreeMap<Key, Cell<'_>>, w: &str) {
     if baiji.is_empty() || peers.is_empty() {
         return;
     }
-    let _ = writeln!(md, "Ratios baiji / peer (below 1 = baiji lower; for msg/s above 1 = baiji higher):\n");
+    let _ = writeln!(
+        md,
+        "Ratios baiji / peer (below 1 = baiji lower; for msg/s above 1 = baiji higher):\n"
+    );
     let _ = writeln!(md, "| baiji (driver) / peer (driver) | send p50 | send p99 | e2e p50 | e2e p99 | sent msg/s | broker CPU/msg |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     for b in &baiji {
@@ -241,6 +246,24 @@ fn ratios(md: &mut String, cells: &BTreeMap<Key, Cell<'_>>, w: &str) {
                 r(|x| x.broker.as_ref().map_or(f64::NAN, |b| b.cpu_us_per_msg))
             );
         }
+    }
+    let _ = writeln!(md);
+    let _ = writeln!(md, "baiji against the TCP floor of its own runs (medians over the runs):\n");
+    let _ = writeln!(md, "| baiji (driver) | send p50 / tcp p50 | e2e p50 / tcp p50 | send p50 / tcp burst p50 | e2e p50 / tcp burst p50 |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for b in &baiji {
+        let c = &cells[*b];
+        let (send, e2e) = (c.med(|x| x.send_rtt.p50), c.med(|x| x.e2e.p50));
+        let (tcp, burst) = (c.med(|x| x.tcp_rtt.p50), c.med(|x| x.tcp_rtt_burst.p50));
+        let _ = writeln!(
+            md,
+            "| baiji ({}) | {} | {} | {} | {} |",
+            b.2,
+            fmt(send / tcp),
+            fmt(e2e / tcp),
+            fmt(send / burst),
+            fmt(e2e / burst)
+        );
     }
     let _ = writeln!(md);
 }
@@ -264,7 +287,10 @@ fn err<E: std::fmt::Debug>(e: E) -> String {
 }
 
 /// Pointwise median of the runs' percentile curves.
-fn median_curve(runs: &[&BenchReport], pick: fn(&BenchReport) -> &baiji::bench::Percentiles) -> Vec<(f64, f64)> {
+fn median_curve(
+    runs: &[&BenchReport],
+    pick: fn(&BenchReport) -> &baiji::bench::Percentiles,
+) -> Vec<(f64, f64)> {
     let n = runs.iter().map(|r| pick(r).curve.len()).min().unwrap_or(0);
     (0..n)
         .map(|i| {
@@ -275,7 +301,12 @@ fn median_curve(runs: &[&BenchReport], pick: fn(&BenchReport) -> &baiji::bench::
         .collect()
 }
 
-fn plot_latency(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w: &str) -> Result<(), String> {
+fn plot_latency(
+    out: &Path,
+    cells: &BTreeMap<Key, Cell<'_>>,
+    keys: &[&Key],
+    w: &str,
+) -> Result<(), String> {
     let path = out.join(format!("latency_{w}.svg"));
     let root = SVGBackend::new(&path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
@@ -291,7 +322,12 @@ fn plot_latency(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w: &
         return Ok(());
     }
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("workload {w}: latency by percentile (solid: send round trip, dashed: end-to-end)"), ("sans-serif", 18))
+        .caption(
+            format!(
+                "workload {w}: latency by percentile (solid: send round trip, dashed: end-to-end)"
+            ),
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
@@ -321,13 +357,13 @@ fn plot_latency(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w: &
                 .draw_series(DashedLineSeries::new(pts, 6, 4, style))
                 .map_err(err)?
                 .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(1)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(1))
+                });
         } else {
-            chart
-                .draw_series(LineSeries::new(pts, style))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            chart.draw_series(LineSeries::new(pts, style)).map_err(err)?.label(name).legend(
+                move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)),
+            );
         }
     }
     chart
@@ -353,12 +389,19 @@ fn median_run<'a>(runs: &[&'a BenchReport]) -> &'a BenchReport {
     v[v.len() / 2]
 }
 
-fn plot_throughput(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w: &str) -> Result<(), String> {
+fn plot_throughput(
+    out: &Path,
+    cells: &BTreeMap<Key, Cell<'_>>,
+    keys: &[&Key],
+    w: &str,
+) -> Result<(), String> {
     let path = out.join(format!("throughput_{w}.svg"));
     let root = SVGBackend::new(&path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let picked: Vec<(&Key, &BenchReport)> = keys.iter().map(|k| (*k, median_run(&cells[*k].runs))).collect();
-    let tmax = picked.iter().flat_map(|(_, r)| active(r).iter().map(|s| s.t)).fold(1.0f64, f64::max);
+    let picked: Vec<(&Key, &BenchReport)> =
+        keys.iter().map(|k| (*k, median_run(&cells[*k].runs))).collect();
+    let tmax =
+        picked.iter().flat_map(|(_, r)| active(r).iter().map(|s| s.t)).fold(1.0f64, f64::max);
     let ymax = picked
         .iter()
         .flat_map(|(_, r)| active(r).iter().map(|s| s.sent.max(s.received) as f64))
@@ -370,16 +413,31 @@ fn plot_throughput(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key], w
         .y_label_area_size(80)
         .build_cartesian_2d(0f64..tmax, 0f64..ymax * 1.1)
         .map_err(err)?;
-    chart.configure_mesh().x_desc("seconds since the first send (warm-up included)").y_desc("msg/s").draw().map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first send (warm-up included)")
+        .y_desc("msg/s")
+        .draw()
+        .map_err(err)?;
     for (i, (k, r)) in picked.into_iter().enumerate() {
         let color = palette(i);
         chart
-            .draw_series(LineSeries::new(active(r).iter().map(|s| (s.t, s.sent as f64)), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                active(r).iter().map(|s| (s.t, s.sent as f64)),
+                color.stroke_width(2),
+            ))
             .map_err(err)?
             .label(label(k))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart
-            .draw_series(DashedLineSeries::new(active(r).iter().map(|s| (s.t, s.received as f64)), 6, 4, color.stroke_width(1)))
+            .draw_series(DashedLineSeries::new(
+                active(r).iter().map(|s| (s.t, s.received as f64)),
+                6,
+                4,
+                color.stroke_width(1),
+            ))
             .map_err(err)?;
     }
     chart
@@ -396,20 +454,29 @@ fn plot_rss(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key]) -> Resul
     let path = out.join("rss_d.svg");
     let root = SVGBackend::new(&path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let picked: Vec<(&Key, &BenchReport)> = keys.iter().map(|k| (*k, median_run(&cells[*k].runs))).collect();
+    let picked: Vec<(&Key, &BenchReport)> =
+        keys.iter().map(|k| (*k, median_run(&cells[*k].runs))).collect();
     let tmax = picked.iter().flat_map(|(_, r)| r.series.iter().map(|s| s.t)).fold(1.0f64, f64::max);
     let ymax = picked
         .iter()
         .flat_map(|(_, r)| r.series.iter().filter_map(|s| s.rss_kb).map(|x| x as f64 / 1024.0))
         .fold(1.0f64, f64::max);
     let mut chart = ChartBuilder::on(&root)
-        .caption("workload d: broker RSS while 1M messages are sent, then consumed", ("sans-serif", 18))
+        .caption(
+            "workload d: broker RSS while 1M messages are sent, then consumed",
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(0f64..tmax, 0f64..ymax * 1.1)
         .map_err(err)?;
-    chart.configure_mesh().x_desc("seconds since the first send").y_desc("RSS MiB").draw().map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first send")
+        .y_desc("RSS MiB")
+        .draw()
+        .map_err(err)?;
     for (i, (k, r)) in picked.into_iter().enumerate() {
         let color = palette(i);
         chart
@@ -419,7 +486,9 @@ fn plot_rss(out: &Path, cells: &BTreeMap<Key, Cell<'_>>, keys: &[&Key]) -> Resul
             ))
             .map_err(err)?
             .label(label(k))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()
