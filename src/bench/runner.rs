@@ -67,11 +67,12 @@ pub async fn run<D: Driver>(args: &BenchArgs, driver: D) -> BenchResult<BenchRep
     let _ = now_ns(); // fix the clock anchor before anything is stamped
     let (tcp, tcp_burst) = if args.tcp_probe > 0 {
         let burst = Percentiles::of(&tcp_probe::measure(args.tcp_probe, w.size, None).await?);
-        let paced = if w.rate > 0 {
-            let every = std::time::Duration::from_nanos(1_000_000_000 / w.rate);
-            Percentiles::of(&tcp_probe::measure(args.tcp_probe, w.size, Some(every)).await?)
-        } else {
-            burst.clone()
+        let paced = match 1_000_000_000u64.checked_div(w.rate) {
+            Some(ns) => {
+                let every = Some(std::time::Duration::from_nanos(ns));
+                Percentiles::of(&tcp_probe::measure(args.tcp_probe, w.size, every).await?)
+            }
+            None => burst.clone(),
         };
         (paced, burst)
     } else {
