@@ -17,6 +17,8 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "bench")]
+pub mod bench;
 #[cfg(feature = "broker")]
 pub mod broker;
 pub mod engine;

@@ -1,5 +1,8 @@
 //! The baiji command line: `broker` (with an embedded name server unless `--namesrv-addr` is
-//! given) and `namesrv` (a standalone name server).
+//! given), `namesrv` (a standalone name server) and `bench` (a load generator for any RocketMQ
+//! name server).
+
+mod alloc_trim;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -28,6 +31,11 @@ enum Command {
     Broker(Box<BrokerArgs>),
     /// Runs a standalone name server that brokers (baiji or RocketMQ) register with.
     Namesrv(NamesrvArgs),
+    /// Load generator: drives any RocketMQ name server (baiji, rocketmq-broker, Java) with the
+    /// raw protocol driver or rocketmq-client-rust, checks every delivery and reports latency
+    /// percentiles and throughput.
+    #[cfg(feature = "bench")]
+    Bench(Box<baiji::bench::BenchArgs>),
 }
 
 /// Broker flags. Each overrides the same key of the `--config` TOML file.
@@ -197,23 +205,44 @@ async fn wait_for_signal() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(
+            |_| {
+                #[cfg(feature = "bench")]
+                if matches!(cli.command, Command::Bench(_)) {
+                    return tracing_subscriber::EnvFilter::new("warn");
+                }
+                tracing_subscriber::EnvFilter::new("info")
+            },
+        ))
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(alloc_trim::on_park)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("baiji: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
+    #[cfg(feature = "bench")]
+    if let Command::Bench(args) = &cli.command {
+        return match runtime.block_on(baiji::bench::run_cli(args)) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("baiji bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = runtime.block_on(async {
         let running = match cli.command {
             Command::Broker(args) => {
                 let config = broker_config(*args)?;
-                broker::start(config).await.map_err(|e| e.to_string())?
+                let running = broker::start(config).await.map_err(|e| e.to_string())?;
+                alloc_trim::spawn(running.store());
+                running
             }
             Command::Namesrv(args) => {
                 let mut listen = args.listen;
@@ -222,6 +251,8 @@ fn main() -> ExitCode {
                 }
                 broker::start_namesrv(listen).await.map_err(|e| e.to_string())?
             }
+            #[cfg(feature = "bench")]
+            Command::Bench(_) => return Ok(()),
         };
         wait_for_signal().await;
         running.shutdown().await;

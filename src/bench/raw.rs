@@ -1,0 +1,668 @@
+//! The raw driver: RocketMQ's remoting protocol spoken directly with baiji's own codec, the same
+//! minimal client for every RocketMQ broker (baiji, rocketmq-broker, a Java broker).
+//!
+//! * Setup: `GET_BROKER_CLUSTER_INFO` on the name server, `UPDATE_AND_CREATE_TOPIC` on the
+//!   first master, then `GET_ROUTEINFO_BY_TOPIC` until the route shows the topic.
+//! * Producers: `SEND_MESSAGE_V2` (one message) or `SEND_BATCH_MESSAGE`, V2 header, to the
+//!   queue the runner picks. A producer with one lane owns its socket and does a plain
+//!   write-then-read per request; with several lanes they share one pipelined connection.
+//! * Consumers: `HEART_BEAT` with the subscription (as a push consumer), queues divided among
+//!   members by `queue % members`, start offset from `QUERY_CONSUMER_OFFSET` or else
+//!   `GET_MAX_OFFSET`, then one long-polling `PULL_MESSAGE` loop per queue (suspend 15 s, 32
+//!   messages, consumed offset committed in the next pull), all pipelined on the member's
+//!   connection, as the real clients do.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::payload::now_ns;
+use super::{BenchError, BenchResult, Consumer, Driver, Producer, Received, Workload};
+use crate::remoting::body::{
+    ClusterInfo, ConsumeFromWhere, ConsumeType, ConsumerData, ExpressionType, HeartbeatData,
+    JsonBody, MessageModel, SubscriptionData, TopicRouteData, MASTER_ID,
+};
+use crate::remoting::code::{request_code as rc, response_code};
+use crate::remoting::header::{
+    pull_sys_flag, CreateTopicRequestHeader, FromExtFields, GetMaxOffsetRequestHeader,
+    GetRouteInfoRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, SendHeaderVersion,
+    SendMessageRequestHeader, ToExtFields, UnregisterClientRequestHeader,
+};
+use crate::remoting::message::{decode_records, encode_batch_entry};
+use crate::remoting::{ExtFields, RemotingCommand};
+
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+const SUSPEND_MS: i64 = 15_000;
+const PULL_BATCH: i32 = 32;
+const PRODUCER_GROUP: &str = "bench_producer";
+/// Properties of every sent message: what a client sends at least.
+const PROPERTIES: &str = "WAIT\u{1}true";
+
+/// The raw protocol driver for one name server.
+#[derive(Debug)]
+pub struct RawDriver {
+    namesrv: String,
+    route: Mutex<Option<BrokerRoute>>,
+}
+
+#[derive(Debug, Clone)]
+struct BrokerRoute {
+    addr: String,
+    name: String,
+}
+
+impl RawDriver {
+    /// A driver for the name server at `namesrv` (`host:port`).
+    #[must_use]
+    pub fn new(namesrv: &str) -> Self {
+        RawDriver { namesrv: namesrv.to_string(), route: Mutex::new(None) }
+    }
+
+    /// Name of the broker [`Driver::prepare`] found.
+    ///
+    /// # Errors
+    ///
+    /// [`BenchError::Protocol`] before a successful `prepare`.
+    pub fn broker_name(&self) -> BenchResult<String> {
+        self.broker().map(|b| b.name)
+    }
+
+    fn broker(&self) -> BenchResult<BrokerRoute> {
+        self.route
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| BenchError::Protocol("prepare() has not found a broker".into()))
+    }
+}
+
+fn expect_ok(resp: &RemotingCommand, what: &str) -> BenchResult<()> {
+    if resp.code == response_code::SUCCESS {
+        Ok(())
+    } else {
+        Err(BenchError::Protocol(format!(
+            "{what}: code {} {}",
+            resp.code,
+            resp.remark.as_deref().unwrap_or("")
+        )))
+    }
+}
+
+fn header_err(what: &str, e: impl std::fmt::Display) -> BenchError {
+    BenchError::Protocol(format!("{what}: {e}"))
+}
+
+impl Driver for RawDriver {
+    type Producer = RawProducer;
+    type Consumer = RawConsumer;
+
+    async fn prepare(&self, w: &Workload) -> BenchResult<()> {
+        let mut ns = Direct::connect(&self.namesrv).await?;
+        // A broker that just started may not have registered yet: ask for up to a minute.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let (name, addr) = loop {
+            let info = ns.call(RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 0)).await?;
+            expect_ok(&info, "GET_BROKER_CLUSTER_INFO")?;
+            let info = ClusterInfo::from_json_slice(&info.body)
+                .map_err(|e| header_err("cluster info body", e))?;
+            let master = info.broker_addr_table.values().find_map(|b| {
+                b.broker_addrs.get(&MASTER_ID).map(|a| (b.broker_name.clone(), a.clone()))
+            });
+            match master {
+                Some(m) => break m,
+                None if tokio::time::Instant::now() > deadline => {
+                    return Err(BenchError::Timeout(
+                        "no broker registered with the name server".into(),
+                    ))
+                }
+                None => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        };
+        let mut broker = Direct::connect(&addr).await?;
+        let create = CreateTopicRequestHeader {
+            topic: &w.topic,
+            default_topic: Some("TBW102"),
+            read_queue_nums: i32::try_from(w.queues).unwrap_or(i32::MAX),
+            write_queue_nums: i32::try_from(w.queues).unwrap_or(i32::MAX),
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG",
+            topic_sys_flag: 0,
+            order: false,
+            attributes: None,
+            force: false,
+        };
+        let resp = broker
+            .call(
+                RemotingCommand::request(rc::UPDATE_AND_CREATE_TOPIC, 0)
+                    .with_ext_fields(create.to_ext_fields()),
+            )
+            .await?;
+        expect_ok(&resp, "UPDATE_AND_CREATE_TOPIC")?;
+        // The broker tells the name server; wait until the route shows the topic.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let h = GetRouteInfoRequestHeader { topic: &w.topic, accept_standard_json_only: true };
+            let r = ns
+                .call(
+                    RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC, 0)
+                        .with_ext_fields(h.to_ext_fields()),
+                )
+                .await?;
+            if r.code == response_code::SUCCESS {
+                let route = TopicRouteData::from_json_slice(&r.body)
+                    .map_err(|e| header_err("route body", e))?;
+                if route.queue_datas.iter().any(|q| q.write_queue_nums >= w.queues) {
+                    let addr = route
+                        .broker_datas
+                        .iter()
+                        .find_map(|b| b.broker_addrs.get(&MASTER_ID).cloned())
+                        .unwrap_or(addr);
+                    *self.route.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(BrokerRoute { addr, name });
+                    return Ok(());
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(BenchError::Timeout(format!(
+                    "route of topic {} never appeared",
+                    w.topic
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn producer(&self, w: &Workload, _id: usize) -> BenchResult<Vec<RawProducer>> {
+        let b = self.broker()?;
+        let base = SendBase { topic: w.topic.clone(), broker_name: b.name.clone() };
+        if w.lanes == 1 {
+            let conn = Direct::connect(&b.addr).await?;
+            return Ok(vec![RawProducer { conn: ProducerConn::Direct(conn), base }]);
+        }
+        let mux = Arc::new(Mux::connect(&b.addr).await?);
+        Ok((0..w.lanes)
+            .map(|_| RawProducer { conn: ProducerConn::Mux(Arc::clone(&mux)), base: base.clone() })
+            .collect())
+    }
+
+    async fn consumer(
+        &self,
+        w: &Workload,
+        group: usize,
+        member: usize,
+    ) -> BenchResult<RawConsumer> {
+        let b = self.broker()?;
+        let mux = Arc::new(Mux::connect(&b.addr).await?);
+        let group_name = w.group_name(group);
+        let client_id = format!("127.0.0.1@bench-{}-g{group}-m{member}", std::process::id());
+        let sub_version = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0),
+        )
+        .unwrap_or(0);
+        let hb = HeartbeatData {
+            client_id: client_id.clone(),
+            producer_data_set: Vec::new(),
+            consumer_data_set: vec![ConsumerData {
+                group_name: group_name.clone(),
+                consume_type: ConsumeType::ConsumePassively,
+                message_model: MessageModel::Clustering,
+                consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
+                subscription_data_set: vec![SubscriptionData {
+                    class_filter_mode: false,
+                    topic: w.topic.clone(),
+                    sub_string: "*".into(),
+                    tags_set: Vec::new(),
+                    code_set: Vec::new(),
+                    sub_version,
+                    expression_type: ExpressionType::Tag,
+                }],
+                unit_mode: false,
+            }],
+            heartbeat_fingerprint: 0,
+            without_sub: false,
+        };
+        let hb_body = hb.to_json_bytes().map_err(|e| header_err("heartbeat body", e))?;
+        let heartbeat = RemotingCommand::request(rc::HEART_BEAT, 0).with_body(hb_body);
+        expect_ok(&mux.call(heartbeat.clone()).await?, "HEART_BEAT")?;
+        let keepalive = {
+            let mux = Arc::clone(&mux);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    if mux.call(heartbeat.clone()).await.is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        let mut queues = Vec::new();
+        for q in (0..w.queues).filter(|q| *q as usize % w.members == member) {
+            let qid = i32::try_from(q).unwrap_or(i32::MAX);
+            let h = QueryConsumerOffsetRequestHeader {
+                consumer_group: &group_name,
+                topic: &w.topic,
+                queue_id: qid,
+                set_zero_if_not_found: false,
+            };
+            let r = mux
+                .call(
+                    RemotingCommand::request(rc::QUERY_CONSUMER_OFFSET, 0)
+                        .with_ext_fields(h.to_ext_fields()),
+                )
+                .await?;
+            let offset = if r.code == response_code::SUCCESS {
+                OffsetResponseHeader::from_ext_fields(&r.ext_fields)
+                    .map_err(|e| header_err("QUERY_CONSUMER_OFFSET", e))?
+                    .offset
+            } else {
+                let h =
+                    GetMaxOffsetRequestHeader { topic: &w.topic, queue_id: qid, committed: true };
+                let r = mux
+                    .call(
+                        RemotingCommand::request(rc::GET_MAX_OFFSET, 0)
+                            .with_ext_fields(h.to_ext_fields()),
+                    )
+                    .await?;
+                expect_ok(&r, "GET_MAX_OFFSET")?;
+                OffsetResponseHeader::from_ext_fields(&r.ext_fields)
+                    .map_err(|e| header_err("GET_MAX_OFFSET", e))?
+                    .offset
+            };
+            queues.push((q, offset.max(0)));
+        }
+        let (tx, rx) = mpsc::channel(64);
+        Ok(RawConsumer {
+            mux,
+            spec: Arc::new(PullSpec { topic: w.topic.clone(), group: group_name, sub_version }),
+            client_id,
+            queues,
+            tx: Some(tx),
+            rx,
+            tasks: vec![keepalive],
+        })
+    }
+
+    async fn cleanup(&self, _w: &Workload) {}
+}
+
+#[derive(Debug, Clone)]
+struct SendBase {
+    topic: String,
+    broker_name: String,
+}
+
+impl SendBase {
+    fn command(&self, queue: u32, msgs: &[Bytes]) -> RemotingCommand {
+        let born = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(0))
+            .unwrap_or(0);
+        let batch = msgs.len() > 1;
+        let h = SendMessageRequestHeader {
+            producer_group: PRODUCER_GROUP,
+            topic: &self.topic,
+            default_topic: "TBW102",
+            default_topic_queue_nums: 4,
+            queue_id: i32::try_from(queue).unwrap_or(0),
+            sys_flag: 0,
+            born_timestamp: born,
+            flag: 0,
+            properties: PROPERTIES,
+            reconsume_times: 0,
+            unit_mode: false,
+            max_reconsume_times: None,
+            batch,
+            broker_name: Some(&self.broker_name),
+        };
+        let mut ext = ExtFields::with_capacity(14, 128);
+        h.write_ext_fields_as(&mut ext, SendHeaderVersion::V2);
+        let (code, body) = if batch {
+            let mut body = BytesMut::with_capacity(msgs.iter().map(|m| m.len() + 40).sum());
+            for m in msgs {
+                // Lengths are bounded by --size, far below i32::MAX; an error cannot happen.
+                let _ = encode_batch_entry(&mut body, 0, m, PROPERTIES.as_bytes());
+            }
+            (rc::SEND_BATCH_MESSAGE, body.freeze())
+        } else {
+            (rc::SEND_MESSAGE_V2, msgs.first().cloned().unwrap_or_default())
+        };
+        RemotingCommand::request(code, 0).with_ext_fields(ext).with_body(body)
+    }
+}
+
+/// One producer lane of the raw driver.
+#[derive(Debug)]
+pub struct RawProducer {
+    conn: ProducerConn,
+    base: SendBase,
+}
+
+#[derive(Debug)]
+enum ProducerConn {
+    Direct(Direct),
+    Mux(Arc<Mux>),
+}
+
+impl Producer for RawProducer {
+    async fn send(&mut self, queue: u32, msgs: &[Bytes]) -> BenchResult<()> {
+        let cmd = self.base.command(queue, msgs);
+        let resp = match &mut self.conn {
+            ProducerConn::Direct(d) => d.call(cmd).await?,
+            ProducerConn::Mux(m) => m.call(cmd).await?,
+        };
+        expect_ok(&resp, "send")
+    }
+
+    async fn close(self) {}
+}
+
+struct PullSpec {
+    topic: String,
+    group: String,
+    sub_version: i64,
+}
+
+/// One consumer group member of the raw driver.
+pub struct RawConsumer {
+    mux: Arc<Mux>,
+    spec: Arc<PullSpec>,
+    client_id: String,
+    /// Assigned queues and where to start; pull loops start at the first poll.
+    queues: Vec<(u32, i64)>,
+    tx: Option<mpsc::Sender<Vec<Received>>>,
+    rx: mpsc::Receiver<Vec<Received>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RawConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawConsumer").field("client_id", &self.client_id).finish_non_exhaustive()
+    }
+}
+
+impl Consumer for RawConsumer {
+    async fn poll(&mut self, out: &mut Vec<Received>, wait: Duration) -> BenchResult<()> {
+        if let Some(tx) = self.tx.take() {
+            for &(q, offset) in &self.queues {
+                let (mux, spec, tx) = (Arc::clone(&self.mux), Arc::clone(&self.spec), tx.clone());
+                self.tasks.push(tokio::spawn(pull_loop(mux, spec, q, offset, tx)));
+            }
+        }
+        if let Ok(Some(batch)) = tokio::time::timeout(wait, self.rx.recv()).await {
+            out.extend(batch);
+            while let Ok(more) = self.rx.try_recv() {
+                out.extend(more);
+            }
+        }
+        Ok(())
+    }
+
+    async fn close(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let h = UnregisterClientRequestHeader {
+            client_id: &self.client_id,
+            producer_group: None,
+            consumer_group: Some(&self.spec.group),
+        };
+        let cmd =
+            RemotingCommand::request(rc::UNREGISTER_CLIENT, 0).with_ext_fields(h.to_ext_fields());
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.mux.call(cmd)).await;
+    }
+}
+
+async fn pull_loop(
+    mux: Arc<Mux>,
+    spec: Arc<PullSpec>,
+    queue: u32,
+    mut offset: i64,
+    tx: mpsc::Sender<Vec<Received>>,
+) {
+    let qid = i32::try_from(queue).unwrap_or(0);
+    loop {
+        let sys_flag =
+            pull_sys_flag::SUSPEND | if offset > 0 { pull_sys_flag::COMMIT_OFFSET } else { 0 };
+        let h = PullMessageRequestHeader {
+            consumer_group: &spec.group,
+            topic: &spec.topic,
+            queue_id: qid,
+            queue_offset: offset,
+            max_msg_nums: PULL_BATCH,
+            sys_flag,
+            commit_offset: offset,
+            suspend_timeout_millis: SUSPEND_MS,
+            subscription: None,
+            sub_version: spec.sub_version,
+            expression_type: "TAG",
+            max_msg_bytes: None,
+        };
+        let cmd = RemotingCommand::request(rc::PULL_MESSAGE, 0).with_ext_fields(h.to_ext_fields());
+        let (resp, received_ns) = match mux.call_stamped(cmd).await {
+            Ok(r) => r,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let next = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
+            .ok()
+            .and_then(|h| i64::try_from(h.next_begin_offset).ok());
+        match resp.code {
+            response_code::SUCCESS => {
+                let Ok(records) = decode_records(&resp.body) else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                let last = records.last().map(|r| r.queue_offset + 1);
+                let batch: Vec<Received> = records
+                    .into_iter()
+                    .map(|r| Received { queue, payload: r.body, received_ns })
+                    .collect();
+                offset = next.or(last).unwrap_or(offset);
+                if tx.send(batch).await.is_err() {
+                    return;
+                }
+            }
+            response_code::PULL_NOT_FOUND
+            | response_code::PULL_RETRY_IMMEDIATELY
+            | response_code::PULL_OFFSET_MOVED => {
+                offset = next.unwrap_or(offset);
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A connection with one request in flight: write, then read until the answer.
+#[derive(Debug)]
+pub(crate) struct Direct {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    opaque: i32,
+}
+
+impl Direct {
+    pub(crate) async fn connect(addr: &str) -> BenchResult<Self> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| BenchError::io(format!("connecting to {addr}"), e))?;
+        stream.set_nodelay(true).map_err(|e| BenchError::io("nodelay", e))?;
+        Ok(Direct {
+            stream,
+            rbuf: BytesMut::with_capacity(64 * 1024),
+            wbuf: BytesMut::with_capacity(4096),
+            opaque: 0,
+        })
+    }
+
+    pub(crate) async fn call(&mut self, mut cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
+        self.opaque = self.opaque.wrapping_add(1);
+        cmd.opaque = self.opaque;
+        self.wbuf.clear();
+        cmd.encode(&mut self.wbuf).map_err(|e| header_err("encode", e))?;
+        let io = async {
+            self.stream.write_all(&self.wbuf).await.map_err(|e| BenchError::io("write", e))?;
+            loop {
+                while let Some(resp) =
+                    RemotingCommand::decode(&mut self.rbuf).map_err(|e| header_err("decode", e))?
+                {
+                    if resp.is_response() && resp.opaque == self.opaque {
+                        return Ok(resp);
+                    }
+                }
+                if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+                    self.rbuf.reserve(64 * 1024);
+                }
+                let n = self
+                    .stream
+                    .read_buf(&mut self.rbuf)
+                    .await
+                    .map_err(|e| BenchError::io("read", e))?;
+                if n == 0 {
+                    return Err(BenchError::Protocol("connection closed by the broker".into()));
+                }
+            }
+        };
+        tokio::time::timeout(RPC_TIMEOUT, io)
+            .await
+            .map_err(|_| BenchError::Timeout(format!("no answer to request code {}", cmd.code)))?
+    }
+}
+
+/// Waiters by opaque; each gets the response and when the reader decoded it ([`now_ns`]).
+type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<(RemotingCommand, u64)>>>>;
+
+/// A pipelined connection: any number of requests in flight, answers matched by opaque.
+#[derive(Debug)]
+pub(crate) struct Mux {
+    out: mpsc::UnboundedSender<Bytes>,
+    pending: Pending,
+    next: AtomicI32,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Mux {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Mux {
+    pub(crate) async fn connect(addr: &str) -> BenchResult<Self> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| BenchError::io(format!("connecting to {addr}"), e))?;
+        stream.set_nodelay(true).map_err(|e| BenchError::io("nodelay", e))?;
+        let (mut rd, mut wr) = stream.into_split();
+        let (out, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        let pending: Pending = Arc::default();
+        let writer = tokio::spawn(async move {
+            let mut buf = BytesMut::with_capacity(64 * 1024);
+            while let Some(first) = rx.recv().await {
+                buf.clear();
+                buf.extend_from_slice(&first);
+                while let Ok(more) = rx.try_recv() {
+                    buf.extend_from_slice(&more);
+                }
+                if wr.write_all(&buf).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let reader = {
+            let pending = Arc::clone(&pending);
+            let out = out.clone();
+            tokio::spawn(async move {
+                let mut buf = BytesMut::with_capacity(256 * 1024);
+                loop {
+                    if buf.capacity() - buf.len() < 16 * 1024 {
+                        buf.reserve(256 * 1024);
+                    }
+                    match rd.read_buf(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    let at = now_ns();
+                    loop {
+                        match RemotingCommand::decode(&mut buf) {
+                            Ok(Some(cmd)) if cmd.is_response() => {
+                                let waiter = pending
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .remove(&cmd.opaque);
+                                if let Some(w) = waiter {
+                                    let _ = w.send((cmd, at));
+                                }
+                            }
+                            Ok(Some(cmd)) => {
+                                // A broker → client request (NOTIFY_CONSUMER_IDS_CHANGED, …).
+                                if !cmd.is_oneway() {
+                                    let resp = RemotingCommand::response_to(
+                                        &cmd,
+                                        response_code::REQUEST_CODE_NOT_SUPPORTED,
+                                        Some("bench client".into()),
+                                    );
+                                    let mut b = BytesMut::new();
+                                    if resp.encode(&mut b).is_ok() {
+                                        let _ = out.send(b.freeze());
+                                    }
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(_) => {
+                                pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                                return;
+                            }
+                        }
+                    }
+                }
+                // Closed: wake every waiter with an error (their senders drop).
+                pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            })
+        };
+        Ok(Mux { out, pending, next: AtomicI32::new(1), tasks: [writer, reader] })
+    }
+
+    pub(crate) async fn call(&self, cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
+        self.call_stamped(cmd).await.map(|(resp, _)| resp)
+    }
+
+    /// As [`Mux::call`], also returning when the response came off the socket.
+    pub(crate) async fn call_stamped(
+        &self,
+        mut cmd: RemotingCommand,
+    ) -> BenchResult<(RemotingCommand, u64)> {
+        // Relaxed: request ids only need to differ.
+        cmd.opaque = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut b = BytesMut::with_capacity(256 + cmd.body.len());
+        cmd.encode(&mut b).map_err(|e| header_err("encode", e))?;
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cmd.opaque, tx);
+        if self.out.send(b.freeze()).is_err() {
+            return Err(BenchError::Protocol("connection closed".into()));
+        }
+        match tokio::time::timeout(RPC_TIMEOUT, rx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(BenchError::Protocol("connection closed by the broker".into())),
+            Err(_) => {
+                self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cmd.opaque);
+                Err(BenchError::Timeout(format!("no answer to request code {}", cmd.code)))
+            }
+        }
+    }
+}
