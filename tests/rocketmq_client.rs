@@ -1178,7 +1178,7 @@ mod completeness;
 
 // Cluster membership: baiji brokers under a real rocketmq-namesrv and under baiji's own name
 // server (issue 6).
-#[path = "rocketmq_client/cluster_support.rs"]
-mod cluster_support;
 #[path = "rocketmq_client/cluster.rs"]
 mod cluster;
+#[path = "rocketmq_client/cluster_support.rs"]
+mod cluster_support;
