@@ -42,11 +42,19 @@ say "$("$broker_bin" --version | tr '\n' ' ')/ $("$namesrv_bin" --version | tr '
 say "building baiji (release) and the checker (debug example)"
 nice -n 5 cargo build --release --quiet --bin baiji
 nice -n 5 cargo build --quiet --example cluster_check
-baiji="$repo/target/release/baiji"
-check="$repo/target/debug/examples/cluster_check"
+target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+baiji="$target_dir/release/baiji"
+check="$target_dir/debug/examples/cluster_check"
 
 # --- processes ----------------------------------------------------------------------------
 work="$(mktemp -d "${TMPDIR:-/tmp}/baiji-mixed.XXXXXX")"
+# rocketmq-broker 1.0.0 refuses to start when the disk holding its store is 75 % full or more
+# (diskMaxUsedSpaceRatio): it registers, then rolls its startup back, logging only "disk
+# capacity requires reclaim" and "Service lifecycle operation failed". Say so up front.
+used_pct=$(df --output=pcent "$work" | tail -1 | tr -dc '0-9')
+if [[ -n "$used_pct" && "$used_pct" -ge 75 ]]; then
+    say "WARNING: the disk under $work is ${used_pct}% full; rocketmq-broker will not start at 75% or more"
+fi
 pids=()
 stop_pid() { # pid: SIGTERM, then up to 10 s to exit, then SIGKILL
     kill -TERM "$1" 2>/dev/null || return 0
