@@ -198,7 +198,7 @@ write_meta() {
     echo '```sh'
     for w in $WORKLOADS; do
       echo "# workload $w"
-      echo "baiji bench --driver raw --namesrv <addr> --broker-pid <pid> --system baiji --workload $w $(workload_args "$w")"
+      echo "baiji bench --driver raw|client --namesrv <addr> --broker-pid <pid> --system baiji|rocketmq-rust --workload $w $(workload_args "$w")"
       echo "baiji-wire bench --driver redis|nats --namesrv <addr> --broker-pid <pid> --workload $w $(workload_args "$w")"
     done
     echo '```'
