@@ -89,6 +89,13 @@ struct BrokerArgs {
     /// Bytes per queue of messages no consumer group holds to keep; suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     retention_bytes: Option<u64>,
+    /// Seconds a dead-letter topic (%DLQ%<group>) keeps messages nobody consumed (default 72 h,
+    /// RocketMQ's fileReservedTime).
+    #[arg(long)]
+    dlq_retention_secs: Option<u64>,
+    /// Bytes per dead-letter queue kept (default 64m); suffixes accepted.
+    #[arg(long, value_parser = parse_size)]
+    dlq_retention_bytes: Option<u64>,
     /// Seconds after which a clustering group without members stops holding messages (0: never).
     #[arg(long)]
     group_idle_secs: Option<u64>,
@@ -169,6 +176,12 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.retention_bytes {
         c.retention_bytes = v;
+    }
+    if let Some(v) = a.dlq_retention_secs {
+        c.dlq_retention_secs = v;
+    }
+    if let Some(v) = a.dlq_retention_bytes {
+        c.dlq_retention_bytes = v;
     }
     if let Some(v) = a.group_idle_secs {
         c.group_idle_secs = v;

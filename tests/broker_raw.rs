@@ -1148,3 +1148,43 @@ async fn given_a_pull_with_max_msg_nums_should_return_at_most_that_many_and_cont
     );
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_dead_letters_when_unheld_messages_expire_should_keep_the_dlq_for_its_own_retention()
+{
+    // Messages no group holds expire at once here; dead letters must not (72 h by default).
+    let broker = start_broker(|c| c.retention_secs = 0).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let hb = conn.call(heartbeat_request("127.0.0.1@raw", "dlq_group", "RawTopic")).await;
+    assert_eq!(hb.code, code::SUCCESS, "the heartbeat creates %RETRY%dlq_group: {hb:?}");
+    // A retry past the group's maximum, as a client sends it when its send-back failed.
+    let mut dead = send_request("%RETRY%dlq_group", 0, &b"poison"[..]);
+    dead.ext_fields.insert("reconsumeTimes", "17");
+    let r = conn.call(dead).await;
+    assert_eq!(r.code, code::SUCCESS, "the dead letter is stored: {r:?}");
+    let r = conn.call(create_topic_request("PlainTopic", 1)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    let r = conn.call(send_request("PlainTopic", 0, &b"unheld"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    // Wait for a reaper pass that saw both: the unheld plain message is gone.
+    let min_offset = |topic: &str| {
+        let mut ext = ExtFields::new();
+        ext.insert("topic", topic);
+        ext.insert("queueId", "0");
+        request(rc::GET_MIN_OFFSET, ext)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = conn.call(min_offset("PlainTopic")).await;
+        if r.ext_fields.get("offset") == Some("1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "unheld messages expire: {r:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = conn.call(min_offset("%DLQ%dlq_group")).await;
+    assert_eq!(r.ext_fields.get("offset"), Some("0"), "the dead letter is still there: {r:?}");
+    let r = conn.call(max_offset_request("%DLQ%dlq_group", 0)).await;
+    assert_eq!(r.ext_fields.get("offset"), Some("1"), "one dead letter: {r:?}");
+    broker.shutdown().await;
+}

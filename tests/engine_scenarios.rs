@@ -461,3 +461,42 @@ fn given_stateless_reader_when_reading_should_see_offsets_and_filtered_scan() {
     assert_eq!(t.get(0, 1, |m| m.payload.clone()).unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(t.get(0, 7, |_| ()).unwrap(), None);
 }
+
+#[test]
+fn given_topic_retention_override_when_reaping_should_keep_that_topic_longer_and_bound_its_bytes() {
+    // The engine keeps nothing unheld; one topic (a dead-letter topic, say) keeps an hour's
+    // worth, at most 3 messages' worth of bytes per queue.
+    let e = engine_with(EngineConfig {
+        retention: Retention { time: Duration::ZERO, bytes: 0 },
+        ..config()
+    });
+    e.create_topic("PLAIN", 1).unwrap();
+    e.create_topic("KEPT", 1).unwrap();
+    let kept = e.topic("KEPT").unwrap();
+    assert_eq!(
+        kept.retention(),
+        Retention { time: Duration::ZERO, bytes: 0 },
+        "engine default first"
+    );
+    let per_message = (1 + NODE_SIZE) as u64;
+    let long = Retention { time: Duration::from_secs(3600), bytes: 3 * per_message };
+    kept.set_retention(long);
+    assert_eq!(kept.retention(), long);
+    let mut plain = e.producer("PLAIN").unwrap();
+    let mut p = e.producer("KEPT").unwrap();
+    for i in 0..5u8 {
+        plain.send(Message::new(Bytes::from(vec![i]))).unwrap();
+        p.send(Message::new(Bytes::from(vec![i]))).unwrap();
+    }
+    e.reap();
+    let q = |t: &str| {
+        let s = e.topic(t).unwrap().queue_stats(0).unwrap();
+        (s.min_offset, s.max_offset)
+    };
+    assert_eq!(q("PLAIN"), (5, 5), "the engine's retention reclaims the plain topic");
+    assert_eq!(q("KEPT"), (2, 5), "the override keeps the newest 3 (its byte bound)");
+    // A group reading the kept topic from the first offset still sees them.
+    let mut c = e.subscribe("G", "KEPT", first()).unwrap().join().unwrap();
+    let got: Vec<u8> = c.poll(10).unwrap().iter().map(|d| d.payload[0]).collect();
+    assert_eq!(got, vec![2, 3, 4]);
+}

@@ -45,6 +45,12 @@ pub struct BrokerConfig {
     pub retention_secs: u64,
     /// Per queue, bytes of messages no group holds that are kept.
     pub retention_bytes: u64,
+    /// How long a dead-letter topic (`%DLQ%<group>`) keeps messages nobody consumes, seconds
+    /// (RocketMQ keeps them on disk for `fileReservedTime`, 72 h); bounded per queue by
+    /// `dlq_retention_bytes` and by the memory budget.
+    pub dlq_retention_secs: u64,
+    /// Per queue, bytes of unconsumed dead letters kept (the oldest go first).
+    pub dlq_retention_bytes: u64,
     /// A client that has not sent a heartbeat for this long is dropped, seconds.
     pub client_expiry_secs: u64,
     /// A clustering group without members stops holding messages after this long, seconds
@@ -74,6 +80,8 @@ impl Default for BrokerConfig {
             max_message_size: 4 * 1024 * 1024,
             retention_secs: 60,
             retention_bytes: 64 * 1024 * 1024,
+            dlq_retention_secs: 72 * 3600,
+            dlq_retention_bytes: 64 * 1024 * 1024,
             client_expiry_secs: 120,
             group_idle_secs: 1800,
             long_poll_max_ms: 25_000,

@@ -248,14 +248,14 @@ impl Inner {
         released
     }
 
-    /// Reclaims what is reclaimable in one queue. Returns the number of messages unlinked.
-    fn reap_queue(&self, eq: &EQueue, now: u64) -> u64 {
+    /// Reclaims what is reclaimable in one queue (`retention`: its topic's). Returns the
+    /// number of messages unlinked.
+    fn reap_queue(&self, eq: &EQueue, retention: Retention, now: u64) -> u64 {
         let mut head = eq.q.lock_head();
         let guard = self.pin();
         let first = eq.q.first_offset(&guard);
         let mut holds = lock(&eq.holds);
         holds.retain(|h| h.end > first);
-        let retention = self.config.retention;
         let deadline = now.saturating_sub(retention.time.as_millis() as u64);
         let mut live = eq.live_bytes();
         let u = head.unlink_while(REAP_BATCH, &guard, |n| {
@@ -285,8 +285,9 @@ impl Inner {
         let now = now_ms();
         let mut n = 0;
         for t in &topics {
+            let retention = t.retention(self.config.retention);
             for eq in t.queues.iter() {
-                n += self.reap_queue(eq, now);
+                n += self.reap_queue(eq, retention, now);
             }
         }
         // Push this thread's deferred functions to the collector and let it advance.
@@ -630,6 +631,18 @@ impl TopicHandle {
     /// The topic's name.
     pub fn name(&self) -> &str {
         &self.topic.name
+    }
+
+    /// Sets how long this topic keeps messages no group holds, overriding the engine's
+    /// [`EngineConfig::retention`] (e.g. a dead-letter topic kept for days, bounded in bytes).
+    /// Takes effect at the reaper's next pass; messages still count against the memory budget.
+    pub fn set_retention(&self, retention: Retention) {
+        self.topic.set_retention(retention);
+    }
+
+    /// This topic's retention of messages no group holds (its own, or the engine's).
+    pub fn retention(&self) -> Retention {
+        self.topic.retention(self.inner.config.retention)
     }
 
     /// Its number of queues.

@@ -4,6 +4,7 @@
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 
+use super::config::Retention;
 use super::types::StartFrom;
 use crate::queue::{Queue, Reclaimer, NODE_SIZE};
 use crate::sync::plain::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -121,6 +122,11 @@ pub(crate) struct Topic {
     pub(crate) deleted: AtomicBool,
     /// Round-robin position for appends that name no queue.
     pub(crate) rr: AtomicU32,
+    /// This topic's retention of unheld messages, milliseconds and bytes per queue;
+    /// `u64::MAX` in `retention_ms` means the engine's default. A setting, not part of any
+    /// protocol: plain atomics, read once per queue by each reaper pass.
+    retention_ms: AtomicU64,
+    retention_bytes: AtomicU64,
 }
 
 impl Topic {
@@ -131,6 +137,29 @@ impl Topic {
             subs: RwLock::new(Vec::new()),
             deleted: AtomicBool::new(false),
             rr: AtomicU32::new(0),
+            retention_ms: AtomicU64::new(u64::MAX),
+            retention_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Overrides the engine's retention for this topic.
+    pub(crate) fn set_retention(&self, r: Retention) {
+        let ms = u64::try_from(r.time.as_millis()).unwrap_or(u64::MAX - 1).min(u64::MAX - 1);
+        // Relaxed: a setting; the reaper picks it up at its next pass (bytes first, so a pass
+        // that sees the new time sees the new bytes too, or at worst one pass late).
+        self.retention_bytes.store(r.bytes, Ordering::Relaxed);
+        self.retention_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// This topic's retention: its own if set, else `default`.
+    pub(crate) fn retention(&self, default: Retention) -> Retention {
+        // Relaxed: see `set_retention`.
+        match self.retention_ms.load(Ordering::Relaxed) {
+            u64::MAX => default,
+            ms => Retention {
+                time: std::time::Duration::from_millis(ms),
+                bytes: self.retention_bytes.load(Ordering::Relaxed),
+            },
         }
     }
 

@@ -12,7 +12,7 @@ use super::{
     StoredRef, TopicStore, WaitId,
 };
 use crate::engine::{
-    Engine, EngineConfig, EngineError, Filter, MemberId, Message, Mode, StartFrom,
+    Engine, EngineConfig, EngineError, Filter, MemberId, Message, Mode, Retention, StartFrom,
     SubscribeOptions, TopicHandle,
 };
 
@@ -48,6 +48,10 @@ impl TopicStore for MemTopic {
 
     fn queue_count(&self) -> u32 {
         self.handle.queue_count()
+    }
+
+    fn set_retention(&self, retention: Retention) {
+        self.handle.set_retention(retention);
     }
 
     fn is_deleted(&self) -> bool {

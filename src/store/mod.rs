@@ -129,6 +129,9 @@ pub trait TopicStore: Send + Sync + std::fmt::Debug {
     fn queue_count(&self) -> u32;
     /// Whether it has been deleted since this handle was taken.
     fn is_deleted(&self) -> bool;
+    /// Overrides how long this topic keeps records no group holds (the store's default comes
+    /// from its configuration); the records still count against the memory budget.
+    fn set_retention(&self, retention: Retention);
     /// Appends one record; returns its offset.
     ///
     /// # Errors

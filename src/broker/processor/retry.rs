@@ -10,6 +10,7 @@
 //! never pin the original queue.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{bad_header, store_error};
 use crate::broker::record::{self, split_physical_offset, NewRecord};
@@ -22,7 +23,7 @@ use crate::remoting::code::response_code;
 use crate::remoting::header::{ConsumerSendMsgBackRequestHeader, FromExtFields};
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::{properties, ExtFields, RemotingCommand};
-use crate::store::{StoreError, TopicStore};
+use crate::store::{Retention, StoreError, TopicStore};
 
 /// Clients older than this ignore `maxReconsumeTimes` (RocketMQ `V3_4_9`).
 const VERSION_WITH_MAX_RECONSUME: i32 = 121;
@@ -38,14 +39,23 @@ pub(crate) fn max_reconsume(req: &RemotingCommand, asked: Option<i32>) -> i32 {
     }
 }
 
-/// The one-queue topic `%RETRY%<group>` or `%DLQ%<group>`, created on demand.
+/// The one-queue topic `%RETRY%<group>` or `%DLQ%<group>`, created on demand. A dead-letter
+/// topic keeps what nobody consumes for `dlq_retention_secs` (72 h), not the 60 s of other
+/// unheld topics: dead letters are there to be looked at later.
 pub(crate) fn group_topic(s: &Shared, name: &str) -> Result<Arc<dyn TopicStore>, StoreError> {
     if s.topics.get_perm(name).is_none() {
         let mut c = TopicConfig::new(name, 1, 1);
         c.perm = perm::RW;
         s.create_topic(c)?;
     }
-    s.store.ensure_topic(name, 1)
+    let topic = s.store.ensure_topic(name, 1)?;
+    if name.starts_with(DLQ_PREFIX) {
+        topic.set_retention(Retention {
+            time: Duration::from_secs(s.config.dlq_retention_secs),
+            bytes: s.config.dlq_retention_bytes,
+        });
+    }
+    Ok(topic)
 }
 
 /// `CONSUMER_SEND_MSG_BACK` (36).
