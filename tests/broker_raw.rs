@@ -131,18 +131,7 @@ fn request(code: i32, ext: ExtFields) -> RemotingCommand {
 }
 
 fn create_topic_request(topic: &str, queues: i32) -> RemotingCommand {
-    let h = CreateTopicRequestHeader {
-        topic,
-        default_topic: Some("TBW102"),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG",
-        topic_sys_flag: 0,
-        order: false,
-        attributes: None,
-        force: false,
-    };
+    let h = CreateTopicRequestHeader::read_write(topic, queues);
     request(rc::UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())
 }
 

@@ -83,6 +83,22 @@ async fn send_sync(
     Sent::from_result(&r, tag, key, body)
 }
 
+/// Sends `n` messages one after the other, the `i`-th with key `{key}{i}` and body `{body}{i}`.
+async fn send_series(
+    p: &DefaultMQProducer,
+    topic: &str,
+    tag: Option<&str>,
+    key: &str,
+    body: &str,
+    n: usize,
+) -> Vec<Sent> {
+    let mut sent = Vec::with_capacity(n);
+    for i in 0..n {
+        sent.push(send_sync(p, topic, tag, &format!("{key}{i}"), &format!("{body}{i}")).await);
+    }
+    sent
+}
+
 /// Checks that what a group received is exactly what was sent: each message once, at the queue
 /// and offset its send reported, with its tag, key and body.
 fn assert_exactly_once(group: &str, sent: &[Sent], got: &[Got]) {
@@ -567,19 +583,7 @@ async fn given_sent_messages_when_a_lite_pull_consumer_polls_and_commits_should_
     const N: usize = 120;
     let fx = Fixture::new("lite").await;
     let group = unique("lite_g");
-    let mut sent = Vec::new();
-    for i in 0..N {
-        sent.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagLite"),
-                &format!("lite-{i}"),
-                &format!("lite {i}"),
-            )
-            .await,
-        );
-    }
+    let sent = send_series(&fx.producer, &fx.topic, Some("TagLite"), "lite-", "lite ", N).await;
     let consumer = DefaultLitePullConsumer::builder(Arc::clone(&fx.rt))
         .consumer_group(group.as_str())
         .name_server_addr(fx.ns.as_str())
@@ -636,38 +640,14 @@ async fn given_a_group_that_committed_when_its_consumer_restarts_should_resume_a
     let opts = PushOptions::new(&group, &fx.topic, "*");
 
     let (first, mut rx) = fx.consumer("restart-m1", &opts).await;
-    let mut before = Vec::new();
-    for i in 0..N {
-        before.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagR"),
-                &format!("before-{i}"),
-                &format!("before {i}"),
-            )
-            .await,
-        );
-    }
+    let before = send_series(&fx.producer, &fx.topic, Some("TagR"), "before-", "before ", N).await;
     let got_before = receive(&mut rx, N, PATIENCE, "before the restart").await;
     assert_exactly_once(&group, &before, &got_before);
     wait_committed_to_end(&fx.broker, &group, &fx.topic).await;
     first.shutdown().await;
     assert!(drain(&mut rx).is_empty(), "nothing is redelivered before the restart");
 
-    let mut after = Vec::new();
-    for i in 0..N {
-        after.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagR"),
-                &format!("after-{i}"),
-                &format!("after {i}"),
-            )
-            .await,
-        );
-    }
+    let after = send_series(&fx.producer, &fx.topic, Some("TagR"), "after-", "after ", N).await;
     // A new member of the same group (ConsumeFromFirstOffset: a broker that forgot the commits
     // would make it start over).
     let (second, mut rx) = fx.consumer("restart-m2", &opts).await;
@@ -704,19 +684,7 @@ async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_f
     // client's defaultTopicQueueNums).
     let fx =
         Fixture::build("late", start_broker(|_| {}).await, client_runtime("late"), 2, false).await;
-    let mut sent = Vec::new();
-    for i in 0..N {
-        sent.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagL"),
-                &format!("late-{i}"),
-                &format!("late {i}"),
-            )
-            .await,
-        );
-    }
+    let sent = send_series(&fx.producer, &fx.topic, Some("TagL"), "late-", "late ", N).await;
     let queues: BTreeSet<i32> = sent.iter().map(|s| s.queue).collect();
     assert_eq!(
         queues.len(),
@@ -982,19 +950,7 @@ async fn given_messages_every_group_consumed_when_a_new_group_subscribes_from_th
     let first_group = unique("reclaimed_a");
     let (first, mut first_rx) =
         fx.consumer("reclaimed-a", &PushOptions::new(&first_group, &fx.topic, "*")).await;
-    let mut old = Vec::new();
-    for i in 0..N {
-        old.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagO"),
-                &format!("old-{i}"),
-                &format!("old {i}"),
-            )
-            .await,
-        );
-    }
+    let old = send_series(&fx.producer, &fx.topic, Some("TagO"), "old-", "old ", N).await;
     let got = receive(&mut first_rx, N, PATIENCE, "the first group").await;
     assert_exactly_once(&first_group, &old, &got);
     wait_reclaimed(&fx.broker, "the only group committed everything").await;
@@ -1010,19 +966,7 @@ async fn given_messages_every_group_consumed_when_a_new_group_subscribes_from_th
         async move { all }
     })
     .await;
-    let mut new = Vec::new();
-    for i in 0..N {
-        new.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagN"),
-                &format!("new-{i}"),
-                &format!("new {i}"),
-            )
-            .await,
-        );
-    }
+    let new = send_series(&fx.producer, &fx.topic, Some("TagN"), "new-", "new ", N).await;
     let got = receive(&mut second_rx, N, PATIENCE, "the new group").await;
     assert_exactly_once(&second_group, &new, &got);
     assert_queue_order(&second_group, &got);
@@ -1045,19 +989,7 @@ async fn given_a_consumer_started_before_its_topic_exists_when_a_producer_create
     // The consumer learns the new topic's route at its next route refresh.
     opts.route_poll_ms = 10_000;
     let (c, mut rx) = fx.consumer("early-m", &opts).await;
-    let mut sent = Vec::new();
-    for i in 0..N {
-        sent.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagE"),
-                &format!("early-{i}"),
-                &format!("early {i}"),
-            )
-            .await,
-        );
-    }
+    let sent = send_series(&fx.producer, &fx.topic, Some("TagE"), "early-", "early ", N).await;
     let got =
         receive(&mut rx, N, PATIENCE, "a consumer that subscribed before the topic existed").await;
     assert_exactly_once(&group, &sent, &got);
@@ -1076,19 +1008,7 @@ async fn given_a_broker_restarted_empty_when_its_consumer_resynchronises_should_
     // The new broker learns the group from its next heartbeat.
     opts.heartbeat_ms = 10_000;
     let (c, mut rx) = fx.consumer("restart-broker-m", &opts).await;
-    let mut before = Vec::new();
-    for i in 0..N {
-        before.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagB1"),
-                &format!("b1-{i}"),
-                &format!("first life {i}"),
-            )
-            .await,
-        );
-    }
+    let before = send_series(&fx.producer, &fx.topic, Some("TagB1"), "b1-", "first life ", N).await;
     let got = receive(&mut rx, N, PATIENCE, "before the broker restart").await;
     assert_exactly_once(&group, &before, &got);
 
@@ -1117,19 +1037,7 @@ async fn given_a_broker_restarted_empty_when_its_consumer_resynchronises_should_
         async move { done }
     })
     .await;
-    let mut after = Vec::new();
-    for i in 0..N {
-        after.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagB2"),
-                &format!("b2-{i}"),
-                &format!("second life {i}"),
-            )
-            .await,
-        );
-    }
+    let after = send_series(&fx.producer, &fx.topic, Some("TagB2"), "b2-", "second life ", N).await;
     let got = receive(&mut rx, N, PATIENCE, "after the broker restart").await;
     assert_exactly_once(&group, &after, &got);
     assert_queue_order(&group, &got);
@@ -1144,19 +1052,7 @@ async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_l
     // trimmed, so even a group that asks for the LAST offset starts at the beginning.
     const N: usize = 40;
     let fx = Fixture::new("late_last").await;
-    let mut sent = Vec::new();
-    for i in 0..N {
-        sent.push(
-            send_sync(
-                &fx.producer,
-                &fx.topic,
-                Some("TagLL"),
-                &format!("ll-{i}"),
-                &format!("from last {i}"),
-            )
-            .await,
-        );
-    }
+    let sent = send_series(&fx.producer, &fx.topic, Some("TagLL"), "ll-", "from last ", N).await;
     let group = unique("late_last_g");
     let mut opts = PushOptions::new(&group, &fx.topic, "*");
     opts.from = ConsumeFromWhere::ConsumeFromLastOffset;

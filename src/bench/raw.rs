@@ -127,18 +127,10 @@ impl Driver for RawDriver {
             }
         };
         let mut broker = Direct::connect(&addr).await?;
-        let create = CreateTopicRequestHeader {
-            topic: &w.topic,
-            default_topic: Some("TBW102"),
-            read_queue_nums: i32::try_from(w.queues).unwrap_or(i32::MAX),
-            write_queue_nums: i32::try_from(w.queues).unwrap_or(i32::MAX),
-            perm: 6,
-            topic_filter_type: "SINGLE_TAG",
-            topic_sys_flag: 0,
-            order: false,
-            attributes: None,
-            force: false,
-        };
+        let create = CreateTopicRequestHeader::read_write(
+            &w.topic,
+            i32::try_from(w.queues).unwrap_or(i32::MAX),
+        );
         let resp = broker
             .call(
                 RemotingCommand::request(rc::UPDATE_AND_CREATE_TOPIC, 0)

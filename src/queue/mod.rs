@@ -220,11 +220,11 @@ impl Node {
         self.check_live();
         // Acquire: pairs with the publishing CAS, so the successor's fields are visible (inv. 2).
         let next = self.next.load(Ordering::Acquire, guard);
-        // SAFETY: `self` is alive under `guard` (callers only reach it through the head, the
-        // tail, a validated `NodeRef` or another node's link while pinned). Nodes are freed
-        // strictly from the head, so a successor of a node that was linked after the guard was
-        // pinned was itself linked then, and any unlink of it is deferred until the guard is
-        // dropped (invariant 4).
+        // `self` is alive under `guard` (callers only reach it through the head, the tail, a
+        // validated `NodeRef` or another node's link while pinned), and nodes are freed
+        // strictly from the head.
+        // SAFETY: so the successor of a node reachable under `guard` is reachable too; its
+        // unlink is deferred until the guard is dropped (invariant 4).
         unsafe { next.as_ref() }
     }
 
@@ -295,10 +295,10 @@ impl NodeRef {
         if self.queue != queue.id || queue.head(guard).end() > self.end {
             return None;
         }
-        // SAFETY: the head was loaded under `guard` and its `end` is not above ours, so our node
-        // is the head or comes after it: it was linked after `guard` was pinned and cannot be
-        // freed before the guard is dropped (invariant 4). `end`s are unique within a queue, so
-        // a reused address cannot pass this check.
+        // The head was loaded under `guard` and its `end` is not above ours; `end`s are unique
+        // within a queue, so a reused address cannot pass this check.
+        // SAFETY: our node is the head or after it, so it cannot be freed before the guard is
+        // dropped (invariant 4).
         Some(unsafe { &*self.ptr })
     }
 }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baiji::broker::{BrokerConfig, RunningBroker};
@@ -20,16 +20,15 @@ use baiji::remoting::{ExtFields, RemotingCommand};
 use bytes::BytesMut;
 use cheetah_string::CheetahString;
 use rocketmq_client_rust::{
-    AllocateMessageQueueStrategy, ClientConfig, ClientRuntime, ClientRuntimeConfig,
-    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer,
-    DefaultMQPushConsumer, MQPushConsumer, SendStatus, TelemetryHandle,
+    AllocateMessageQueueStrategy, ClientRuntime, ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer,
+    SendStatus,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -411,46 +410,7 @@ pub(crate) async fn route_queues(ns: SocketAddr, topic: &str) -> BTreeMap<String
 // ---------------------------------------------------------------------------------------------
 // The Rust client
 
-/// The client's runtime owner (its own tokio runtime). Listeners run on its `metadata_io`
-/// lane, raised from the 2-core default so several consumers in one process do not queue.
-static OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    let mut config = RuntimeConfig::for_parallelism("cluster-client", 4);
-    config.blocking_lane_policies.metadata_io.max_concurrency = 8;
-    config.blocking_lane_policies.metadata_io.max_queue_depth = 256;
-    RuntimeOwner::plan(config).expect("runtime plan").build().expect("client runtime builds")
-});
-
-/// A client runtime. The periodic rebalance is shortened to 2 s (the clients read it when an
-/// instance is created); membership changes still rebalance at once through
-/// NOTIFY_CONSUMER_IDS_CHANGED.
-pub(crate) fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
-    static ENV: Once = Once::new();
-    ENV.call_once(|| {
-        if std::env::var_os("rocketmq.client.rebalance.waitInterval").is_none() {
-            std::env::set_var("rocketmq.client.rebalance.waitInterval", "2000");
-        }
-    });
-    ClientRuntime::try_new(
-        OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-    )
-    .expect("client runtime")
-}
-
-/// Client settings: only the name server's address, loopback client ip, and the shortest
-/// route poll the client accepts (10 s).
-pub(crate) fn client_config(namesrv: &str, instance: &str) -> ClientConfig {
-    ClientConfig::builder()
-        .namesrv_addr(namesrv)
-        .client_ip("127.0.0.1")
-        .instance_name(instance)
-        .poll_name_server_interval(10_000)
-        .heartbeat_broker_interval(10_000)
-        .persist_consumer_offset_interval(1_000)
-        .build()
-        .expect("client config")
-}
+pub(crate) use crate::support::{client_config, client_runtime};
 
 /// A started producer that knows only the name server; retries on another broker (2 retries,
 /// as RocketMQ's default) and avoids brokers that failed (sendLatencyFaultEnable).

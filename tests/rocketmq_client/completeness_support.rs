@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baiji::broker::{BrokerConfig, RunningBroker};
@@ -23,50 +23,18 @@ use baiji::remoting::code::request_code;
 use baiji::remoting::{ExtFields, RemotingCommand};
 use bytes::BytesMut;
 use rocketmq_client_rust::{
-    ClientConfig, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
-    ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus, DefaultMQProducer,
-    DefaultMQPushConsumer, DefaultMQPushConsumerBuilder, MQPushConsumer, TelemetryHandle,
+    ClientRuntime, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext,
+    ConsumeOrderlyStatus, DefaultMQProducer, DefaultMQPushConsumer, DefaultMQPushConsumerBuilder,
+    MQPushConsumer,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 
 /// The broker name every test broker has (`BrokerConfig::default()`).
 pub(crate) const BROKER_NAME: &str = "baiji-a";
 
-/// The client runtime every client of this process runs on. Listeners run on its
-/// `metadata_io` blocking lane, shared by every consumer of every test running in parallel,
-/// so the lane is sized well beyond the 2-core default (4 concurrent, 16 queued).
-///
-/// Client settings only read from the environment are set here, before any client exists
-/// (and children inherit them): the periodic rebalance every 2 s instead of 20 s (membership
-/// changes also rebalance at once, on `NOTIFY_CONSUMER_IDS_CHANGED`), and a private directory
-/// for the local offsets of broadcasting consumers.
-static OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    let offsets: PathBuf =
-        [env!("CARGO_TARGET_TMPDIR"), "rocketmq_offsets", &std::process::id().to_string()]
-            .iter()
-            .collect();
-    std::env::set_var("rocketmq.client.rebalance.waitInterval", "2000");
-    std::env::set_var("rocketmq.client.rebalance.minInterval", "200");
-    std::env::set_var("rocketmq.client.localOffsetStoreDir", offsets);
-    let mut config = RuntimeConfig::for_parallelism("baiji-test-client", 4);
-    config.max_blocking_threads = 96;
-    config.blocking_lane_policies.metadata_io.max_concurrency = 64;
-    config.blocking_lane_policies.metadata_io.max_queue_depth = 4096;
-    RuntimeOwner::plan(config).expect("valid runtime config").build().expect("client runtime")
-});
-
-/// A client runtime (one per test: its own client-instance pool).
-pub(crate) fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
-    ClientRuntime::try_new(
-        OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-    )
-    .expect("client runtime")
-}
+pub(crate) use crate::support::{client_config, client_runtime};
 
 /// Installs a log subscriber once (`RUST_LOG=warn,baiji=debug` to see what happens).
 pub(crate) fn init_logging() {
@@ -121,20 +89,6 @@ pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> TestB
     let namesrv = broker.namesrv_addr().expect("embedded name server").to_string();
     let addr = broker.broker_addr().expect("broker address");
     TestBroker { broker, namesrv, addr }
-}
-
-/// A client config: loopback client IP, an explicit instance name (so client ids are
-/// predictable and distinct), and the shortest timers the client accepts.
-pub(crate) fn client_config(namesrv: &str, instance: &str) -> ClientConfig {
-    ClientConfig::builder()
-        .namesrv_addr(namesrv)
-        .client_ip("127.0.0.1")
-        .instance_name(instance)
-        .poll_name_server_interval(10_000)
-        .heartbeat_broker_interval(10_000)
-        .persist_consumer_offset_interval(1_000)
-        .build()
-        .expect("valid client config")
 }
 
 /// The client id a client with `instance` has.

@@ -56,13 +56,21 @@ static OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
 
 static INIT: Once = Once::new();
 
-/// Process-wide set-up, done once before the first client exists: the rebalance period (the
-/// client's default is 20 s) and logging (`RUST_LOG`, default: errors only).
+/// Process-wide set-up, done once before the first client exists (every test module of this
+/// binary goes through it, and child consumer processes inherit it): the rebalance period
+/// (the client's default is 20 s; membership changes also rebalance at once, on
+/// `NOTIFY_CONSUMER_IDS_CHANGED`), a private directory for the local offsets of broadcasting
+/// consumers, and logging (`RUST_LOG`, default: errors only).
 pub(crate) fn init() {
     INIT.call_once(|| {
+        let offsets: std::path::PathBuf =
+            [env!("CARGO_TARGET_TMPDIR"), "rocketmq_offsets", &std::process::id().to_string()]
+                .iter()
+                .collect();
         // Edition 2021: set_var is safe; this runs before any client thread reads the env.
         std::env::set_var("rocketmq.client.rebalance.waitInterval", "1000");
         std::env::set_var("rocketmq.client.rebalance.minInterval", "200");
+        std::env::set_var("rocketmq.client.localOffsetStoreDir", offsets);
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
@@ -103,6 +111,21 @@ pub(crate) fn client_runtime(scope: &str) -> Arc<ClientRuntime> {
         TelemetryHandle::noop(),
     )
     .expect("a client runtime")
+}
+
+/// A client config: loopback client IP, an explicit instance name (so client ids are
+/// predictable and distinct), and the shortest timers the client accepts (10 s route poll and
+/// heartbeat, 1 s offset persistence).
+pub(crate) fn client_config(namesrv: &str, instance: &str) -> ClientConfig {
+    ClientConfig::builder()
+        .namesrv_addr(namesrv)
+        .client_ip("127.0.0.1")
+        .instance_name(instance)
+        .poll_name_server_interval(10_000)
+        .heartbeat_broker_interval(10_000)
+        .persist_consumer_offset_interval(1_000)
+        .build()
+        .expect("valid client config")
 }
 
 /// A client runtime whose commands use RocketMQ's binary header (serialize type 1) instead of

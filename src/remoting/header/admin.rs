@@ -174,6 +174,25 @@ pub struct CreateTopicRequestHeader<'a> {
     pub force: bool,
 }
 
+impl<'a> CreateTopicRequestHeader<'a> {
+    /// What a client's `createTopic` sends: `queues` read and write queues, read-write
+    /// permission, single-tag filtering, `TBW102` as the template.
+    pub fn read_write(topic: &'a str, queues: i32) -> Self {
+        CreateTopicRequestHeader {
+            topic,
+            default_topic: Some("TBW102"),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG",
+            topic_sys_flag: 0,
+            order: false,
+            attributes: None,
+            force: false,
+        }
+    }
+}
+
 impl<'a> FromExtFields<'a> for CreateTopicRequestHeader<'a> {
     fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
         Ok(Self {
