@@ -248,6 +248,17 @@ impl World {
             .iter()
             .map(|d| (d.queue, d.offset, u64::from_le_bytes(d.payload[..8].try_into().unwrap())))
             .collect();
+        // Within a queue a poll delivers in offset order (invariant 8); only the interleaving
+        // of queues is the engine's choice, so that is all the sort below may hide.
+        let mut last = [None::<u64>; QUEUES];
+        for &(q, offset, _) in &got {
+            let prev = last[q as usize].replace(offset);
+            assert!(
+                prev.map_or(true, |p| p < offset),
+                "{}: queue {q} delivered offset {offset} after {prev:?} in one poll",
+                self.ctx()
+            );
+        }
         got.sort();
         let mut want = Vec::new();
         for q in 0..QUEUES {

@@ -240,7 +240,9 @@ fn given_start_positions_when_subscribing_should_begin_where_asked() {
 #[test]
 fn given_no_group_when_retention_passes_should_keep_then_reclaim() {
     let e = engine_with(EngineConfig {
-        retention: Retention { time: Duration::from_millis(200), bytes: u64::MAX },
+        // Long enough that the first reap below surely runs inside it on a loaded machine;
+        // the reclamation after it is awaited as a condition, not a fixed sleep.
+        retention: Retention { time: Duration::from_secs(2), bytes: u64::MAX },
         ..config()
     });
     e.create_topic("T", 1).unwrap();
@@ -256,9 +258,15 @@ fn given_no_group_when_retention_passes_should_keep_then_reclaim() {
         "a late group from the first offset sees them"
     );
     g.unsubscribe();
-    std::thread::sleep(Duration::from_millis(250));
-    e.reap();
-    assert_eq!(e.stats().live_messages, 0, "and reclaimed once retention passed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        e.reap();
+        if e.stats().live_messages == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "reclaimed once retention passed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -376,8 +384,17 @@ fn given_waiting_consumers_when_appending_should_wake_blocking_and_async_receive
         std::thread::sleep(Duration::from_millis(50));
         e2.append_to("T", 1, msg("hello")).unwrap();
     });
-    let got = c.recv_timeout(8, Duration::from_secs(10)).unwrap();
+    // recv_timeout polls once more when its park times out, so a lost wake-up would still
+    // return the message — after the timeout. The timeout is 60 s and the check 20 s: only a
+    // real wake-up by the append (50 ms in) returns in time, however loaded the machine.
+    let waited = std::time::Instant::now();
+    let got = c.recv_timeout(8, Duration::from_secs(60)).unwrap();
     assert_eq!(got.len(), 1);
+    assert!(
+        waited.elapsed() < Duration::from_secs(20),
+        "the blocking receiver must be woken by the append, not by its timeout: {:?}",
+        waited.elapsed()
+    );
     producer.join().unwrap();
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();

@@ -60,11 +60,57 @@ impl Checker {
         batch.len() as u64
     }
 
+    /// Messages this member must have received once caught up with `ends` on every queue.
+    fn expected(&self, ends: &[u64]) -> u64 {
+        (0..QUEUES as usize).map(|q| ends[q] - self.starts[q]).sum()
+    }
+
+    /// Fails the test when a member polls nothing for 20 s after the producers finished: a
+    /// lost wake-up or a wedged queue must fail, not hang.
+    fn not_stuck(&self, done: bool, empty: bool, since: &mut Option<Instant>, engine: &Engine) {
+        if !(done && empty) {
+            return;
+        }
+        let since = *since.get_or_insert_with(Instant::now);
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "{}: stuck: next {:?} starts {:?} ends {:?}",
+            self.name,
+            self.next,
+            self.starts,
+            ends(engine)
+        );
+    }
+
     fn caught_up(&self, ends: &[u64], queues: &[u32]) -> bool {
         queues
             .iter()
             .all(|&q| self.next[q as usize].unwrap_or(self.starts[q as usize]) == ends[q as usize])
     }
+}
+
+/// Subscribes `name` from the first retained offset and checks where it starts: exactly at the
+/// head of each queue when it joined. The head only moves forward, and the new group's hold
+/// keeps it from moving past the group's start, so the start must equal the head read right
+/// after subscribing (and be at or past the head read before).
+fn subscribe_first(engine: &Engine, name: &str) -> Group {
+    let t = engine.topic("T").unwrap();
+    let heads = |t: &baiji::engine::TopicHandle| -> Vec<u64> {
+        (0..QUEUES).map(|q| t.queue_stats(q).unwrap().min_offset).collect()
+    };
+    let before = heads(&t);
+    let g = engine.subscribe(name, "T", first()).unwrap();
+    let after = heads(&t);
+    for q in 0..QUEUES {
+        let start = g.committed(q).unwrap();
+        assert!(
+            before[q as usize] <= start && start == after[q as usize],
+            "{name}: queue {q} must start at the head when joining: before {} start {start} after {}",
+            before[q as usize],
+            after[q as usize]
+        );
+    }
+    g
 }
 
 fn ends(engine: &Engine) -> Vec<u64> {
@@ -149,17 +195,18 @@ fn given_four_producers_and_three_groups_when_streaming_a_million_messages_shoul
             }
             drop(c);
             b.unsubscribe();
-            let b = engine.subscribe("B", "T", first()).unwrap();
+            let b = subscribe_first(&engine, "B");
             let mut c = b.join().unwrap();
             let mut check = Checker::new("B again", &b);
+            let mut stuck_since = None;
             loop {
                 let batch = c.recv_timeout(512, Duration::from_millis(20)).unwrap();
                 check.take(&c, &batch);
-                if batch.is_empty()
-                    && done.load(Ordering::Acquire)
-                    && check.caught_up(&ends(&engine), &all)
-                {
-                    return check.received;
+                let fin = done.load(Ordering::Acquire);
+                check.not_stuck(fin, batch.is_empty(), &mut stuck_since, &engine);
+                let ends = ends(&engine);
+                if batch.is_empty() && fin && check.caught_up(&ends, &all) {
+                    return (check.received, check.expected(&ends));
                 }
             }
         })
@@ -172,19 +219,20 @@ fn given_four_producers_and_three_groups_when_streaming_a_million_messages_shoul
     }
     let c_thread = {
         let (engine, done) = (Arc::clone(&engine), Arc::clone(&done));
-        let g = engine.subscribe("C", "T", first()).unwrap();
+        let g = subscribe_first(&engine, "C");
         thread::spawn(move || {
             let all: Vec<u32> = (0..QUEUES).collect();
             let mut c = g.join().unwrap();
             let mut check = Checker::new("C", &g);
+            let mut stuck_since = None;
             loop {
                 let batch = c.recv_timeout(512, Duration::from_millis(20)).unwrap();
                 check.take(&c, &batch);
-                if batch.is_empty()
-                    && done.load(Ordering::Acquire)
-                    && check.caught_up(&ends(&engine), &all)
-                {
-                    return check.received;
+                let fin = done.load(Ordering::Acquire);
+                check.not_stuck(fin, batch.is_empty(), &mut stuck_since, &engine);
+                let ends = ends(&engine);
+                if batch.is_empty() && fin && check.caught_up(&ends, &all) {
+                    return (check.received, check.expected(&ends));
                 }
             }
         })
@@ -200,7 +248,12 @@ fn given_four_producers_and_three_groups_when_streaming_a_million_messages_shoul
     let b_received = b_thread.join().unwrap();
     let c_received = c_thread.join().unwrap();
     assert_eq!(a_received, MESSAGES, "group A receives every message exactly once");
-    assert!(b_received > 0 && c_received > 0);
+    // The late incarnations started where subscribe_first checked; from there each must have
+    // received exactly every offset up to the end of each queue (take() checked no gap and no
+    // repeat, so the count pins "exactly once").
+    assert_eq!(b_received.0, b_received.1, "B again receives everything from its start");
+    assert_eq!(c_received.0, c_received.1, "C receives everything from its start");
+    assert!(c_received.1 > 0, "C joined before the producers finished");
     assert_eq!(ends(&engine).iter().sum::<u64>(), MESSAGES);
 
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -212,7 +265,9 @@ fn given_four_producers_and_three_groups_when_streaming_a_million_messages_shoul
         assert!(Instant::now() < deadline, "everything acknowledged must be reclaimed: {s:?}");
         thread::sleep(Duration::from_millis(10));
     }
-    for g in engine.groups() {
+    let groups = engine.groups();
+    assert_eq!(groups.len(), 3, "A, B and C are still subscribed");
+    for g in groups {
         let s = g.stats();
         assert_eq!((s.backlog, s.dropped), (0, 0), "{}: nothing left, nothing dropped", s.group);
     }
