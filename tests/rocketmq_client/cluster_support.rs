@@ -52,10 +52,27 @@ where
     }
 }
 
-/// A port nothing listens on right now.
+/// A port nothing listens on right now, for a child process (a real name server, a baiji
+/// binary) that must be told its port before it binds it.
+///
+/// The port comes from below the kernel's ephemeral range (Linux: 32768-60999 by default), so
+/// no socket of this or another test that binds port 0 can take it between this check and the
+/// child's bind: a pick-then-bind race is only possible with another process picking the same
+/// way, and the per-process start offset makes that unlikely too. Ports are never handed out
+/// twice by one test process.
 pub(crate) fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local address").port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const LOW: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = (std::process::id() % u32::from(SPAN)) as u16;
+    for _ in 0..SPAN {
+        let port = LOW + (base + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", LOW + SPAN)
 }
 
 async fn wait_listening(addr: SocketAddr, what: &str) {

@@ -135,17 +135,19 @@ async fn given_listener_answering_reconsume_later_when_retries_run_out_should_re
         );
         assert!(r.prop("DELAY").is_none(), "a delivered retry no longer carries DELAY");
     }
-    // Level = 3 + reconsume count: 10 s, then 30 s. The upper bound allows for the client's
-    // first route lookup of the retry topic (it polls routes every 10 s).
+    // Level = 3 + reconsume count: 10 s, then 30 s. The lower bounds are the semantics (never
+    // before due). The upper bounds only tell the level apart from the next one (level 4 is
+    // 30 s, level 5 is 60 s), leaving room for the client's route lookup of the retry topic
+    // (every 10 s) and for a loaded 2-core machine; they are not latency goals.
     let gap1 = d[1].at.duration_since(d[0].at);
     let gap2 = d[2].at.duration_since(d[1].at);
     assert!(
-        gap1 >= Duration::from_secs(10) && gap1 <= Duration::from_secs(15),
-        "the first retry comes after level 3 (10 s), took {gap1:?}"
+        gap1 >= Duration::from_secs(10) && gap1 < Duration::from_secs(30),
+        "the first retry comes after level 3 (10 s), before level 4 would (30 s); took {gap1:?}"
     );
     assert!(
-        gap2 >= Duration::from_secs(30) && gap2 <= Duration::from_secs(32),
-        "the second retry comes after level 4 (30 s), took {gap2:?}"
+        gap2 >= Duration::from_secs(30) && gap2 < Duration::from_secs(60),
+        "the second retry comes after level 4 (30 s), before level 5 would (60 s); took {gap2:?}"
     );
 
     // The third "reconsume later" reaches max reconsume times: the DLQ, created on demand,
@@ -239,14 +241,16 @@ async fn given_message_with_delay_level_2_when_sent_should_be_held_in_memory_and
         "a delayed message counts against the memory budget while it waits"
     );
     assert!(
-        eventually(Duration::from_secs(8), || log.uniq_set(None).contains(&uniq)).await,
+        eventually(Duration::from_secs(12), || log.uniq_set(None).contains(&uniq)).await,
         "the delayed message arrives"
     );
     let d = log.snapshot().into_iter().find(|d| d.uniq == uniq).expect("the delivery");
     let took = d.at.duration_since(before);
+    // Never before due (the semantics); the upper bound only tells level 2 from level 3
+    // (10 s) on a loaded machine, it is not a latency goal.
     assert!(
-        took >= Duration::from_secs(5) && took <= Duration::from_secs(6),
-        "level 2 (5 s) arrives no earlier than due and no later than 1 s after; took {took:?}"
+        took >= Duration::from_secs(5) && took < Duration::from_secs(10),
+        "level 2 (5 s) arrives no earlier than due, before level 3 would (10 s); took {took:?}"
     );
     assert_eq!((d.topic.as_str(), d.queue), (topic, 0), "delivered to its real topic and queue");
     assert!(d.prop("DELAY").is_none(), "the delivered message no longer carries DELAY");
@@ -845,8 +849,10 @@ async fn member_dies(test: &str, label: &str, death: Death, orderly: bool) {
     let took = died.elapsed();
     eprintln!("{label}: B's queues taken over {took:?} after it died");
     match death {
+        // Semantic bound: a kill is noticed when the connection closes, not at the channel
+        // expiry (120 s) or the lock expiry (60 s); the rest is rebalance time on 2 busy cores.
         Death::Kill => assert!(
-            took < Duration::from_secs(15),
+            took < Duration::from_secs(30),
             "a killed member's queues{} are taken over once its connection closes, took {took:?}",
             if orderly { " and locks" } else { "" }
         ),
