@@ -1,7 +1,7 @@
 //! baiji: an in-memory message broker transparent to Apache RocketMQ clients, and the
 //! lock-free message engine under it.
 //!
-//! Layers (dependencies point downwards only; see `shared/docs/design.md`):
+//! Layers (dependencies point downwards only; see `docs/design.md`):
 //!
 //! ```text
 //!  bin (CLI: broker, namesrv, bench)

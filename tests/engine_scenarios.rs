@@ -1,6 +1,6 @@
 //! Scenario tests of the engine's library API: one behaviour each, named
 //! `given_<state>_when_<action>_should_<outcome>`. Invariant numbers refer to
-//! `shared/docs/design.md`.
+//! `docs/design.md`.
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! loom, reclaimed nodes are poisoned instead of deallocated and every node accessor asserts it
 //! is not poisoned, so a use after reclamation fails the model (invariant 4).
 //!
-//! Invariant numbers refer to `shared/docs/design.md`.
+//! Invariant numbers refer to `docs/design.md`.
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //!
 //! This layer knows nothing of topics, consumer groups or RocketMQ. It is the part that
 //! `loom-tests/` checks exhaustively; the invariants it upholds are numbered as in
-//! `shared/docs/design.md` ("Invariants") and cited by number below and in the models.
+//! `docs/design.md` ("Invariants") and cited by number below and in the models.
 //!
 //! # The list
 //!

@@ -3,7 +3,7 @@
 //! baiji speaks this protocol so unmodified RocketMQ clients (rocketmq-client-rust, ali-ons,
 //! the Java client) can use it as their broker and name server. This module knows nothing of
 //! sockets, async runtimes or the engine: it turns bytes into typed values and back, and is
-//! fuzzed in isolation. `shared/docs/rocketmq-remoting.md` is the reference it implements.
+//! fuzzed in isolation. `docs/rocketmq-remoting.md` is the reference it implements.
 //!
 //! # Layers
 //!

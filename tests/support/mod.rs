@@ -2,7 +2,8 @@
 //! (`rocketmq-client-rust` 1.0.0): one broker per test on free ports, the client runtime, and
 //! helpers that record what consumers receive and which queues rebalancing gave them.
 //!
-//! Client facts these helpers rely on (see `/work/notes/clients.md`):
+//! Client facts these helpers rely on (observed with the real client; the Java and Go clients' wire
+//! facts are in `docs/client-wire-facts.md`):
 //! * every client needs a `ClientRuntime` built on a `RuntimeOwner`, which owns its own Tokio
 //!   runtime; one static owner serves the whole test binary;
 //! * push-consumer listeners run on the owner's `metadata_io` blocking lane. Its default size on
