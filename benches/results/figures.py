@@ -952,9 +952,10 @@ def summary_md(cells, targets, eng):
 
     w(f"<!-- {GENERATED} -->\n")
     w("## Targets (issue 5), met or missed\n\n")
+    reps = "/".join(str(n) for n in sorted({len(c.runs) for c in cells.values()}))
     w(
         wrap(
-            "Medians of the three runs of each system and driver below, raw driver unless stated; *floor* = "
+            f"Medians of the {reps} runs of each system and driver below, raw driver unless stated; *floor* = "
             "the loopback TCP round trip measured in the same run (paced at the workload's rate; the "
             "back-to-back one after it); a ratio of two figures of the same run is the median of the per-run "
             "ratios, a ratio between systems the ratio of their medians. Each verdict is computed from its "
@@ -997,8 +998,8 @@ def summary_md(cells, targets, eng):
         "pull inside the consumer's connection task (one task hop fewer) was tried and showed no "
         "difference beyond noise, so it was not kept; that measurement was not committed (not backed "
         "by an artefact). The difference is the two writes and the wake-ups between them on a 2-vCPU "
-        "VM, where waking an idle thread costs about as much as a loopback round trip. The drivers do "
-        "not stamp a receipt at the same point: the raw driver in its connection's reader task, the "
+        "VM, where waking an idle thread costs about as much as a loopback round trip. In these runs the "
+        "drivers did not stamp a receipt at the same point: the raw driver in its connection's reader task, the "
         "Redis and NATS drivers once the consuming task has the reply."
     )
     item(
