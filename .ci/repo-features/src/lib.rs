@@ -1,0 +1,2 @@
+//! Empty: this package only exists for its dependency on baiji with the `cli` feature (see
+//! its Cargo.toml).
