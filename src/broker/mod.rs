@@ -108,6 +108,9 @@ pub(crate) struct BrokerCounters {
     pub(crate) sends_rejected: AtomicU64,
     /// Frames that could not be parsed (their connection was closed).
     pub(crate) bad_frames: AtomicU64,
+    /// Stored records a read could not write out and stepped over (never for a record the
+    /// broker built itself; a read never stalls on one).
+    pub(crate) records_skipped: AtomicU64,
 }
 
 /// State shared by every connection and task of one broker (or standalone name server).
@@ -218,6 +221,14 @@ impl RunningBroker {
     /// Sends refused for lack of memory so far.
     pub fn sends_rejected(&self) -> u64 {
         self.shared.counters.sends_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Stored records that could not be written out to a consumer and were skipped so far
+    /// (each is also logged as a warning). Always 0 unless the store holds records the broker
+    /// did not build.
+    pub fn records_skipped(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.shared.counters.records_skipped.load(Ordering::Relaxed)
     }
 
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).

@@ -23,7 +23,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::remoting::message::{body_crc, encode_record, StoredRecord};
+use crate::remoting::properties::{MAX_PROPERTIES_LEN, PROPERTY_SEPARATOR};
 use crate::remoting::MessageError;
+use crate::store::StoreError;
 
 const QUEUE_SHIFT: u32 = 36;
 const TOPIC_SHIFT: u32 = 46;
@@ -61,8 +63,56 @@ pub(crate) struct NewRecord<'a> {
     pub(crate) properties: &'a [u8],
 }
 
-/// Encodes a record for the store. The caller has checked the properties fit in 32767 bytes.
-pub(crate) fn encode(r: &NewRecord<'_>) -> Bytes {
+/// Longest body a record accepts. Frames are at most 16 MiB, so this is never reached from the
+/// wire; it keeps every length of the written-out layout within its `i32` field.
+const MAX_RECORD_BODY: usize = 1 << 30;
+
+/// Why a record cannot be stored: it could not be written out to a consumer afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// The properties, with what the broker adds, exceed the 16-bit length of the layout.
+    #[error(
+        "the message properties size {len} exceeds the maximum {max} bytes once the broker's \
+         own properties are added (UNIQ_KEY, retry and delay properties, CLUSTER on delivery)"
+    )]
+    PropertiesTooLong {
+        /// Length the properties would have when written out.
+        len: usize,
+        /// [`MAX_PROPERTIES_LEN`].
+        max: usize,
+    },
+    /// The body is longer than a record can hold.
+    #[error("the message body size {0} exceeds what a stored record can hold")]
+    BodyTooLong(usize),
+}
+
+/// Length of `props` once written out with `read_extra` bytes of properties appended (the
+/// broker's `CLUSTER`): one more when the stored string lacks its trailing separator (Java
+/// 4.9.1–5.1.4 writes none) and one is put in before the addition.
+pub(crate) fn written_properties_len(props: &[u8], read_extra: usize) -> usize {
+    let separator = !props.is_empty() && props.last() != Some(&PROPERTY_SEPARATOR);
+    props.len() + usize::from(separator && read_extra > 0) + read_extra
+}
+
+/// Encodes a record for the store, refusing one that could not be written out again: its
+/// properties plus `read_extra` bytes added at read time (see [`written_properties_len`]) must
+/// fit [`MAX_PROPERTIES_LEN`]. Checking the *final* record here, where every path (send,
+/// batch, retry, schedule) builds it, is what keeps a poison record out of the queues.
+///
+/// # Errors
+/// [`RecordError`] if the record would not fit the stored-message layout.
+pub(crate) fn encode(r: &NewRecord<'_>, read_extra: usize) -> Result<Bytes, RecordError> {
+    let props_len = written_properties_len(r.properties, read_extra);
+    if props_len > MAX_PROPERTIES_LEN {
+        return Err(RecordError::PropertiesTooLong { len: props_len, max: MAX_PROPERTIES_LEN });
+    }
+    let stored_props_len = u16::try_from(r.properties.len()).map_err(|_| {
+        RecordError::PropertiesTooLong { len: r.properties.len(), max: MAX_PROPERTIES_LEN }
+    })?;
+    let body_len = u32::try_from(r.body.len())
+        .ok()
+        .filter(|_| r.body.len() <= MAX_RECORD_BODY)
+        .ok_or(RecordError::BodyTooLong(r.body.len()))?;
     let host_len = if r.born_host.is_ipv4() { 4 } else { 16 };
     let mut b =
         BytesMut::with_capacity(24 + 1 + host_len + 4 + 4 + r.body.len() + 2 + r.properties.len());
@@ -82,11 +132,32 @@ pub(crate) fn encode(r: &NewRecord<'_>) -> Bytes {
         }
     }
     b.put_i32(i32::from(r.born_host.port()));
-    b.put_u32(r.body.len() as u32);
+    b.put_u32(body_len);
     b.put_slice(r.body);
-    b.put_u16(r.properties.len().min(u16::MAX as usize) as u16);
+    b.put_u16(stored_props_len);
     b.put_slice(r.properties);
-    b.freeze()
+    Ok(b.freeze())
+}
+
+/// Why storing a message failed: the record is illegal, or the store refused it.
+#[derive(Debug)]
+pub(crate) enum PutError {
+    /// The record could not be written out again (answered with `MESSAGE_ILLEGAL`).
+    Record(RecordError),
+    /// The store refused it.
+    Store(StoreError),
+}
+
+impl From<RecordError> for PutError {
+    fn from(e: RecordError) -> Self {
+        Self::Record(e)
+    }
+}
+
+impl From<StoreError> for PutError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
 }
 
 /// A stored record, decoded (body and properties borrow from it).
@@ -218,15 +289,19 @@ mod tests {
         let host: SocketAddr = "10.1.2.3:4567".parse().unwrap();
         let store_host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
         let props = b"TAGS\x01A\x02UNIQ_KEY\x01ABC\x02";
-        let r = encode(&NewRecord {
-            flag: 7,
-            sys_flag: 0,
-            born_timestamp: 1_700_000_000_000,
-            born_host: host,
-            reconsume_times: 2,
-            body: b"hello",
-            properties: props,
-        });
+        let r = encode(
+            &NewRecord {
+                flag: 7,
+                sys_flag: 0,
+                born_timestamp: 1_700_000_000_000,
+                born_host: host,
+                reconsume_times: 2,
+                body: b"hello",
+                properties: props,
+            },
+            0,
+        )
+        .unwrap();
         let mut out = BytesMut::new();
         let at = Placement {
             topic: "T",
@@ -248,16 +323,52 @@ mod tests {
     }
 
     #[test]
+    fn given_properties_that_only_fit_without_the_read_time_additions_when_encoding_should_refuse()
+    {
+        fn rec(props: &[u8]) -> NewRecord<'_> {
+            NewRecord {
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "127.0.0.1:1".parse().unwrap(),
+                reconsume_times: 0,
+                body: b"b",
+                properties: props,
+            }
+        }
+        let cluster = b"CLUSTER\x01DefaultCluster\x02".len();
+        let fits = vec![b'x'; MAX_PROPERTIES_LEN - cluster - 1];
+        assert!(encode(&rec(&fits), cluster).is_ok(), "room for a separator and CLUSTER");
+        let over = vec![b'x'; MAX_PROPERTIES_LEN - cluster];
+        assert_eq!(
+            encode(&rec(&over), cluster),
+            Err(RecordError::PropertiesTooLong {
+                len: MAX_PROPERTIES_LEN + 1,
+                max: MAX_PROPERTIES_LEN
+            }),
+            "the separator put in before CLUSTER counts"
+        );
+        let mut ends_with_separator = over.clone();
+        ends_with_separator[MAX_PROPERTIES_LEN - cluster - 1] = PROPERTY_SEPARATOR;
+        assert!(encode(&rec(&ends_with_separator), cluster).is_ok(), "no separator needed");
+        assert!(encode(&rec(&vec![b'x'; 70_000]), 0).is_err(), "never a silently cut length");
+    }
+
+    #[test]
     fn given_truncated_record_when_decoding_should_return_none() {
-        let r = encode(&NewRecord {
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: "[::1]:1".parse().unwrap(),
-            reconsume_times: 0,
-            body: b"abc",
-            properties: b"",
-        });
+        let r = encode(
+            &NewRecord {
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "[::1]:1".parse().unwrap(),
+                reconsume_times: 0,
+                body: b"abc",
+                properties: b"",
+            },
+            0,
+        )
+        .unwrap();
         for cut in 0..r.len() - 1 {
             assert!(decode(&r[..cut]).is_none() || cut >= r.len() - 2, "cut at {cut}");
         }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::record::{self, NewRecord};
+use super::record::{self, NewRecord, PutError};
 use super::Shared;
 use crate::engine::now_ms;
 use crate::remoting::properties;
@@ -65,14 +65,17 @@ pub(crate) fn rewrite_properties(props: &[u8], drop: &[&str], add: &[(&str, &str
 
 /// Stores a message to be delivered to `real_topic`/`real_queue` after `level`'s delay.
 /// Returns the schedule queue and offset it waits at.
+///
+/// # Errors
+/// [`PutError::Record`] when the properties with `REAL_TOPIC`, `REAL_QID` and `DELAY` would
+/// not fit a record (checked before anything is stored), or the store's error.
 pub(crate) fn schedule(
     s: &Shared,
     level: u32,
     real_topic: &str,
     real_queue: u32,
     rec: &NewRecord<'_>,
-) -> Result<(Arc<dyn TopicStore>, u32, u64), StoreError> {
-    let topic = s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;
+) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
     let queue = level.clamp(1, MAX_LEVEL) - 1;
     let qid = real_queue.to_string();
     let level_str = level.to_string();
@@ -85,7 +88,9 @@ pub(crate) fn schedule(
             (properties::DELAY, &level_str),
         ],
     );
-    let stored = record::encode(&NewRecord { properties: &props, ..*rec });
+    let stored =
+        record::encode(&NewRecord { properties: &props, ..*rec }, s.cluster_property.len())?;
+    let topic = s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;
     let tag = properties::tags_code(&props);
     let offset = topic.append(queue, stored, tag, now_ms())?;
     s.scheduler.wake.notify_one();
@@ -124,15 +129,25 @@ fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
     } else {
         (m.offset % u64::from(topic.queue_count())) as u32
     };
-    let rec = record::encode(&NewRecord {
-        flag: d.flag,
-        sys_flag: d.sys_flag,
-        born_timestamp: d.born_timestamp,
-        born_host: d.born_host,
-        reconsume_times: d.reconsume_times,
-        body: d.body,
-        properties: &props,
-    });
+    let rec = match record::encode(
+        &NewRecord {
+            flag: d.flag,
+            sys_flag: d.sys_flag,
+            born_timestamp: d.born_timestamp,
+            born_host: d.born_host,
+            reconsume_times: d.reconsume_times,
+            body: d.body,
+            properties: &props,
+        },
+        s.cluster_property.len(),
+    ) {
+        Ok(rec) => rec,
+        Err(e) => {
+            // Never for what `schedule` stored: dropping DELAY only shortens the properties.
+            tracing::warn!(topic = %real_topic, error = %e, "a delayed message cannot be delivered; dropped");
+            return Ok(true);
+        }
+    };
     match topic.append(queue, rec, properties::tags_code(&props), now_ms()) {
         Ok(_) => Ok(true),
         Err(StoreError::Full { .. }) => Ok(false),

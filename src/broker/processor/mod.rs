@@ -9,6 +9,7 @@ pub(crate) mod query;
 pub(crate) mod retry;
 pub(crate) mod send;
 
+use crate::broker::record::PutError;
 use crate::remoting::code::response_code;
 use crate::remoting::{HeaderError, RemotingCommand};
 use crate::store::StoreError;
@@ -39,6 +40,15 @@ pub(crate) fn store_error(req: &RemotingCommand, e: &StoreError) -> Reply {
         other => other.to_string(),
     };
     reply_error(req, code, remark)
+}
+
+/// The answer to a message that cannot be stored: `MESSAGE_ILLEGAL` for a record that could not
+/// be written out again (RocketMQ's `PROPERTIES_SIZE_EXCEEDED`), else as [`store_error`].
+pub(crate) fn put_error(req: &RemotingCommand, e: &PutError) -> Reply {
+    match e {
+        PutError::Record(e) => reply_error(req, response_code::MESSAGE_ILLEGAL, e.to_string()),
+        PutError::Store(e) => store_error(req, e),
+    }
 }
 
 /// A queue id from a header as `u32`, or the answer to send when it is negative.

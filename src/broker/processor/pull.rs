@@ -14,6 +14,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -31,7 +32,7 @@ use crate::remoting::header::{
     FromExtFields, PullMessageRequestHeader, PullMessageResponseHeader, ToExtFields,
 };
 use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
-use crate::remoting::RemotingCommand;
+use crate::remoting::{MessageError, RemotingCommand};
 use crate::store::{Filter, TopicStore, WaitId};
 
 /// `PULL_MESSAGE` (11) and `LITE_PULL_MESSAGE` (361).
@@ -198,6 +199,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
     let mut body = BytesMut::new();
     let store_host = s.store_host;
     let (topic_name, uid) = (topic.name().to_string(), topic.uid());
+    let mut delivered = 0usize;
     let mut visit = |m: crate::store::StoredRef<'_>| {
         if !body.is_empty() && body.len() >= max_bytes {
             return false;
@@ -211,16 +213,20 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             store_host,
         };
         match record::write_out(m.record, &at, &s.cluster_property, &mut body) {
-            Ok(n) => n > 0,
-            Err(_) => false,
+            Ok(n) if n > 0 => delivered += 1,
+            // A record that cannot be written out is stepped over (counted, logged), never
+            // stopped at: stopping would answer this offset again forever, for every group.
+            // Returning `true` makes the read advance past it.
+            result => skipped(s, &topic_name, queue, m.offset, result.err()),
         }
+        true
     };
     let out = match topic.read(queue, offset, max_msgs, &filter, &mut visit) {
         Ok(o) => o,
         Err(e) => return Pulled::Reply(store_error(req, &e)),
     };
     let (min, max) = (out.min_offset, out.max_offset);
-    let (code, next) = if out.found > 0 {
+    let (code, next) = if delivered > 0 {
         (response_code::SUCCESS, out.next_offset)
     } else if max == 0 {
         if offset == 0 {
@@ -267,6 +273,14 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             Some(format!("the offset {offset} is illegal: queue range is [{min}, {max}]"));
     }
     Pulled::Reply(Reply::now(resp))
+}
+
+/// Counts and logs a stored record a pull could not write out.
+fn skipped(s: &Shared, topic: &str, queue: u32, offset: u64, error: Option<MessageError>) {
+    // Relaxed: a statistic; nothing is published through it.
+    s.counters.records_skipped.fetch_add(1, Ordering::Relaxed);
+    let reason = error.map_or_else(|| "malformed stored record".to_owned(), |e| e.to_string());
+    tracing::warn!(%topic, queue, offset, %reason, "a stored message cannot be delivered; skipped");
 }
 
 /// `PULL_OFFSET_MOVED` to `min` for an offset below the queue's first (a negative one).

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{bad_header, store_error};
-use crate::broker::record::{self, split_physical_offset, NewRecord};
+use super::{bad_header, put_error};
+use crate::broker::record::{self, split_physical_offset, NewRecord, PutError};
 use crate::broker::schedule::{self, rewrite_properties, MAX_LEVEL};
 use crate::broker::topics::{perm, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
@@ -100,20 +100,23 @@ pub(crate) fn consumer_send_msg_back(
         body: d.body,
         properties: &props,
     };
-    let result = if d.reconsume_times >= max || h.delay_level < 0 {
-        group_topic(s, &format!("{DLQ_PREFIX}{}", h.group)).and_then(|dlq| {
+    let result: Result<(), PutError> = if d.reconsume_times >= max || h.delay_level < 0 {
+        record::encode(&rec, s.cluster_property.len()).map_err(PutError::from).and_then(|encoded| {
+            let dlq = group_topic(s, &format!("{DLQ_PREFIX}{}", h.group))?;
             tracing::info!(group = %h.group, topic = %retry_topic, "message moved to the dead-letter queue");
-            dlq.append(0, record::encode(&rec), properties::tags_code(&props), now_ms()).map(|_| ())
+            dlq.append(0, encoded, properties::tags_code(&props), now_ms())?;
+            Ok(())
         })
     } else {
         let level = if h.delay_level == 0 { 3 + d.reconsume_times } else { h.delay_level };
         let level = u32::try_from(level).unwrap_or(MAX_LEVEL).clamp(1, MAX_LEVEL);
         let retry = format!("{RETRY_PREFIX}{}", h.group);
         group_topic(s, &retry)
+            .map_err(PutError::from)
             .and_then(|_| schedule::schedule(s, level, &retry, 0, &rec).map(|_| ()))
     };
     match result {
         Ok(()) => Reply::now(ok(&req, ExtFields::new())),
-        Err(e) => store_error(&req, &e),
+        Err(e) => put_error(&req, &e),
     }
 }

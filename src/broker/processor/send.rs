@@ -8,8 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::retry;
-use super::{bad_header, store_error};
-use crate::broker::record::{self, physical_offset, NewRecord};
+use super::{bad_header, put_error, store_error};
+use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
 use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
@@ -228,9 +228,12 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         Some(level) => {
             schedule::schedule(s, level, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
         }
-        None => topic
-            .append(queue, record::encode(&rec), properties::tags_code(&props), now_ms())
-            .map(|o| (topic.uid(), queue, o)),
+        None => record::encode(&rec, s.cluster_property.len()).map_err(PutError::from).and_then(
+            |encoded| {
+                let tag = properties::tags_code(&props);
+                Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
+            },
+        ),
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
@@ -245,7 +248,7 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             };
             Reply::now(ok(req, resp.to_ext_fields()))
         }
-        Err(e) => store_error(req, &e),
+        Err(e) => put_error(req, &e),
     }
 }
 
@@ -299,12 +302,12 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         Ok(q) => q,
         Err(r) => return r,
     };
-    let records: Vec<(Bytes, i32)> = entries
+    let records: Result<Vec<(Bytes, i32)>, _> = entries
         .iter()
         .map(|e| {
             let props = with_uniq_key(s, &e.properties);
             let tag = properties::tags_code(&props);
-            let rec = record::encode(&NewRecord {
+            let rec = NewRecord {
                 flag: e.flag,
                 sys_flag: h.sys_flag,
                 born_timestamp: h.born_timestamp,
@@ -312,10 +315,14 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
                 reconsume_times: h.reconsume_times,
                 body: &e.body,
                 properties: &props,
-            });
-            (rec, tag)
+            };
+            record::encode(&rec, s.cluster_property.len()).map(|rec| (rec, tag))
         })
         .collect();
+    let records = match records {
+        Ok(r) => r,
+        Err(e) => return put_error(req, &PutError::Record(e)),
+    };
     let n = records.len() as u64;
     match topic.append_batch(queue, records, now_ms()) {
         Ok(first) => {
