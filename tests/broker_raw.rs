@@ -19,6 +19,9 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "broker_raw/hardening.rs"]
+mod hardening;
+
 /// Bound for any answer the tests wait for (a healthy broker answers in milliseconds).
 const PATIENCE: Duration = Duration::from_secs(20);
 
