@@ -99,6 +99,13 @@ struct BrokerArgs {
     /// Seconds after which a clustering group without members stops holding messages (0: never).
     #[arg(long)]
     group_idle_secs: Option<u64>,
+    /// Most bytes of messages one pull returns (default 256k; the first message always goes);
+    /// suffixes accepted (RocketMQ: maxTransferBytesOnMessageInMemory).
+    #[arg(long, value_parser = parse_size)]
+    max_transfer_bytes_on_message_in_memory: Option<u64>,
+    /// Most messages one pull returns (default 32; RocketMQ: maxTransferCountOnMessageInMemory).
+    #[arg(long)]
+    max_transfer_count_on_message_in_memory: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +192,13 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.group_idle_secs {
         c.group_idle_secs = v;
+    }
+    if let Some(v) = a.max_transfer_bytes_on_message_in_memory {
+        c.max_transfer_bytes_on_message_in_memory = usize::try_from(v)
+            .map_err(|_| "max-transfer-bytes-on-message-in-memory is too large".to_string())?;
+    }
+    if let Some(v) = a.max_transfer_count_on_message_in_memory {
+        c.max_transfer_count_on_message_in_memory = v;
     }
     Ok(c)
 }

@@ -62,6 +62,14 @@ pub struct BrokerConfig {
     /// Seconds between re-registrations with external name servers (RocketMQ:
     /// `registerNameServerPeriod`, 30 s).
     pub register_interval_secs: u64,
+    /// Most bytes of messages one pull answers with (RocketMQ:
+    /// `maxTransferBytesOnMessageInMemory`, 256 KiB). The client's `maxMsgBytes` is ignored, as
+    /// RocketMQ 5 ignores it; the first message is returned whatever its size, and the client
+    /// pulls again for the rest.
+    pub max_transfer_bytes_on_message_in_memory: usize,
+    /// Most messages one pull answers with (RocketMQ: `maxTransferCountOnMessageInMemory`, 32);
+    /// fewer if the client asks for fewer.
+    pub max_transfer_count_on_message_in_memory: usize,
 }
 
 impl Default for BrokerConfig {
@@ -86,6 +94,8 @@ impl Default for BrokerConfig {
             group_idle_secs: 1800,
             long_poll_max_ms: 25_000,
             register_interval_secs: 30,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_memory: 32,
         }
     }
 }
@@ -109,6 +119,19 @@ impl BrokerConfig {
             bound.ip()
         });
         SocketAddr::new(ip, bound.port())
+    }
+
+    /// The byte bound of one pull's messages: the configured one, kept below the frame limit
+    /// with room for the response header.
+    pub(crate) fn pull_max_bytes(&self) -> usize {
+        const HEADER_ROOM: usize = 1024 * 1024;
+        self.max_transfer_bytes_on_message_in_memory
+            .clamp(1, crate::remoting::frame::MAX_FRAME_LEN - HEADER_ROOM)
+    }
+
+    /// The message-count bound of one pull (at least one).
+    pub(crate) fn pull_max_count(&self) -> usize {
+        self.max_transfer_count_on_message_in_memory.max(1)
     }
 
     /// The external name servers, parsed.

@@ -18,8 +18,10 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::table::{self, Role};
 use super::{ConnCtx, Outgoing, Reply, Shared};
+use crate::remoting::code::response_code;
 use crate::remoting::codec::RemotingCodec;
-use crate::remoting::RemotingCommand;
+use crate::remoting::error::quote;
+use crate::remoting::{ExtFields, RemotingCommand};
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -127,9 +129,32 @@ async fn connection(
     }
 }
 
+/// Appends `cmd` to `out`. A response that cannot be encoded (over the 16 MiB frame limit, or
+/// a value the binary header cannot hold) is answered with `SYSTEM_ERROR` on its opaque instead,
+/// so the client is told at once rather than waiting for its RPC timeout; a request of ours
+/// that cannot be encoded (a notification) is logged and dropped.
 fn encode(codec: &mut RemotingCodec, cmd: RemotingCommand, out: &mut BytesMut) {
-    if let Err(e) = codec.encode(cmd, out) {
-        tracing::error!(error = %e, "cannot encode an outgoing command; dropped");
+    let Err(e) = codec.encode(&cmd, out) else { return };
+    if !cmd.is_response() {
+        tracing::error!(error = %e, code = cmd.code, "cannot encode an outgoing request; dropped");
+        return;
+    }
+    tracing::warn!(error = %e, code = cmd.code, opaque = cmd.opaque, "cannot encode a response; answering SYSTEM_ERROR");
+    let answer = unencodable(cmd, &e.to_string());
+    if let Err(e) = codec.encode(answer, out) {
+        tracing::error!(error = %e, "cannot encode the error answer either; dropped");
+    }
+}
+
+/// The `SYSTEM_ERROR` answer standing in for a response that could not be encoded: same opaque,
+/// flag and header encoding, no fields and no body.
+fn unencodable(resp: RemotingCommand, why: &str) -> RemotingCommand {
+    RemotingCommand {
+        code: response_code::SYSTEM_ERROR,
+        remark: Some(format!("the response could not be encoded: {}", quote(why))),
+        ext_fields: ExtFields::new(),
+        body: bytes::Bytes::new(),
+        ..resp
     }
 }
 

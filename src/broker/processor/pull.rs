@@ -190,18 +190,17 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             }
         }
     }
-    let max_msgs = usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, 1024);
-    let max_bytes = h
-        .max_msg_bytes
-        .and_then(|b| usize::try_from(b).ok())
-        .filter(|b| *b > 0)
-        .unwrap_or(256 * 1024);
+    // Bounded as RocketMQ bounds a pull from memory: at most `maxTransferCountOnMessageInMemory`
+    // messages and `maxTransferBytesOnMessageInMemory` bytes, whatever the client's
+    // `maxMsgBytes` (Java's lite pull sends i32::MAX), but always at least one message.
+    let max_msgs = usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, s.config.pull_max_count());
+    let max_bytes = s.config.pull_max_bytes();
     let mut body = BytesMut::new();
     let store_host = s.store_host;
     let (topic_name, uid) = (topic.name().to_string(), topic.uid());
     let mut delivered = 0usize;
     let mut visit = |m: crate::store::StoredRef<'_>| {
-        if !body.is_empty() && body.len() >= max_bytes {
+        if !body.is_empty() && body.len().saturating_add(m.record.len()) > max_bytes {
             return false;
         }
         let at = Placement {
