@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use baiji::engine::{
-    Engine, EngineConfig, MemoryPolicy, Message, Retention, StartFrom, SubscribeOptions,
+    Engine, EngineConfig, MemoryPolicy, Message, Mode, Retention, StartFrom, SubscribeOptions,
 };
 use baiji::queue::{NodeRef, Queue, Reclaimer, WaitState, Wakeup, NODE_SIZE};
 use bytes::Bytes;
@@ -459,5 +459,71 @@ fn parked_engine_consumer_wakeup() {
         let got = c.recv_timeout(1, Duration::from_secs(3600)).unwrap();
         assert_eq!(got.len(), 1, "woken with the message");
         producer.join().unwrap();
+    });
+}
+
+/// Review 2.1, interleaving 1 (invariants 3 and 10): `Group::commit` passes its `closed` check,
+/// then the same group unsubscribes (closing its hold at its frontier, 0), then the commit bumps
+/// nodes the group no longer holds. The stray bumps make the reaper count them as acknowledged
+/// by the *other* group, which never received them: B loses them under `reject`. The commit must
+/// re-check `closed` under the track's lock. Payloads are tracked for leaks.
+#[test]
+fn commit_vs_unsubscribe() {
+    model(|| {
+        let alive = Arc::new(());
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let opts = SubscribeOptions { start: StartFrom::First, ..Default::default() };
+        let a = e.subscribe("A", "T", opts.clone()).unwrap();
+        let b = e.subscribe("B", "T", opts).unwrap();
+        for v in 0..2 {
+            e.append_to("T", 0, Message::new(payload(v, &alive))).unwrap();
+        }
+        let a2 = a.clone();
+        let committer = thread::spawn(move || {
+            // Before the unsubscription it succeeds; after it, it must refuse.
+            let _ = a2.commit(0, 2);
+        });
+        a.unsubscribe();
+        committer.join().unwrap();
+        e.reap();
+        let mut cb = b.join().unwrap();
+        let got: Vec<u64> = cb.poll(16).unwrap().iter().map(|d| value(&d.payload)).collect();
+        assert_eq!(got, vec![0, 1], "invariant 3: B receives what only B still holds");
+        assert_eq!(b.stats().dropped, 0, "invariant 10: nothing is dropped under reject");
+        cb.commit(0, 2).unwrap();
+        drop(cb);
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: acknowledged by all, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}
+
+/// Review 2.1, interleaving 2 (invariants 5 and 7): `Group::add_member` on a broadcasting group
+/// passes its `closed` check, then the group unsubscribes, then the member is added and opens a
+/// hold on the closed subscription, which nobody can ever close again: every later message of
+/// the topic is pinned for good. `add_member` must re-check `closed` under the membership lock.
+/// Payloads are tracked for leaks.
+#[test]
+fn add_member_vs_unsubscribe() {
+    model(|| {
+        let alive = Arc::new(());
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let opts = SubscribeOptions { mode: Mode::Broadcasting, ..Default::default() };
+        let g = e.subscribe("G", "T", opts).unwrap();
+        let g2 = g.clone();
+        let joiner = thread::spawn(move || {
+            // Before the unsubscription it joins (and the unsubscription removes it); after
+            // it, it must refuse.
+            let _ = g2.add_member();
+        });
+        g.unsubscribe();
+        joiner.join().unwrap();
+        assert_eq!(g.stats().members, 0, "an ended subscription has no member");
+        e.append_to("T", 0, Message::new(payload(7, &alive))).unwrap();
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: an ended group pins nothing");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
     });
 }

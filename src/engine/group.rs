@@ -445,6 +445,20 @@ impl Sub {
         }
     }
 
+    /// [`queue`](Self::queue), then fails with [`EngineError::NotAMember`] if the subscription
+    /// has ended. `close` sets `closed` before it takes any queue's lock, so a caller that holds
+    /// the lock and still sees `closed == false` runs entirely before `close` settles this
+    /// queue: what it acknowledges is part of what the closed hold covers (review 2.1). A
+    /// check before taking the lock is not enough: `close` could run in between, end the hold
+    /// at the group's frontier, and the caller would then bump nodes the group no longer holds.
+    fn open_queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
+        let (eq, st) = self.queue(queue)?;
+        if self.is_closed() {
+            return Err(EngineError::NotAMember);
+        }
+        Ok((eq, st))
+    }
+
     /// A fresh member id, unique within this subscription.
     pub(crate) fn new_member_id(&self) -> MemberId {
         // Relaxed: only uniqueness matters.
@@ -452,8 +466,20 @@ impl Sub {
     }
 
     /// Adds a member and rebalances. Idempotent.
-    pub(crate) fn add_member(&self, id: MemberId, guard_fn: &dyn Fn() -> Guard) {
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription has ended: `close` sets `closed` under
+    /// the membership lock, so checking it here, under that lock, is exact; a member added to
+    /// a closed broadcasting subscription would open a hold nobody ever closes (review 2.1).
+    pub(crate) fn add_member(
+        &self,
+        id: MemberId,
+        guard_fn: &dyn Fn() -> Guard,
+    ) -> Result<(), EngineError> {
         let mut m = lock(&self.membership);
+        if self.is_closed() {
+            return Err(EngineError::NotAMember);
+        }
         if let Err(pos) = m.members.binary_search(&id) {
             m.members.insert(pos, id);
             if self.mode == Mode::Broadcasting {
@@ -476,6 +502,7 @@ impl Sub {
             }
             self.rebalance(&mut m);
         }
+        Ok(())
     }
 
     /// Removes a member and rebalances; what it had received but not acknowledged goes to the
@@ -572,7 +599,7 @@ impl Sub {
         out: &mut Vec<Delivery>,
         guard: &Guard,
     ) -> Result<(), EngineError> {
-        let (eq, mut st) = self.queue(queue)?;
+        let (eq, mut st) = self.open_queue(queue)?;
         match &mut *st {
             QState::Clustering { track, owner } => {
                 if *owner == Some(member) {
@@ -630,7 +657,7 @@ impl Sub {
         offset: u64,
         guard: &Guard,
     ) -> Result<AckOutcome, EngineError> {
-        let (eq, mut st) = self.queue(queue)?;
+        let (eq, mut st) = self.open_queue(queue)?;
         let mut dropped = 0;
         let out = match &mut *st {
             QState::Clustering { track, .. } => {
@@ -665,7 +692,7 @@ impl Sub {
         offset: u64,
         guard: &Guard,
     ) -> Result<(), EngineError> {
-        let (eq, mut st) = self.queue(queue)?;
+        let (eq, mut st) = self.open_queue(queue)?;
         let end = eq.q.next_offset(guard);
         if offset > end {
             return Err(EngineError::OffsetBeyondEnd { queue, offset, end });

@@ -1016,7 +1016,7 @@ impl Group {
         self.check()?;
         let id = self.sub.new_member_id();
         let inner = &self.inner;
-        self.sub.add_member(id, &|| inner.pin());
+        self.sub.add_member(id, &|| inner.pin())?;
         Ok(Consumer::new(Arc::clone(&self.inner), Arc::clone(&self.sub), id))
     }
 
@@ -1029,7 +1029,7 @@ impl Group {
         self.check()?;
         let id = self.sub.new_member_id();
         let inner = &self.inner;
-        self.sub.add_member(id, &|| inner.pin());
+        self.sub.add_member(id, &|| inner.pin())?;
         Ok(id)
     }
 
