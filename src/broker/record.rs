@@ -23,6 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::remoting::message::{body_crc, encode_record, StoredRecord};
+use crate::remoting::properties;
 use crate::remoting::MessageError;
 
 const QUEUE_SHIFT: u32 = 36;
@@ -62,10 +63,15 @@ pub(crate) struct NewRecord<'a> {
 }
 
 /// Encodes a record for the store. The caller has checked the properties fit in 32767 bytes.
+///
+/// Every record is built here, so this is where properties become canonical: a last pair
+/// written without its 0x02 (Java 4.9.1–5.1.4) gets one, and everything later appended to the
+/// stored string (`CLUSTER` on the way out) starts a pair of its own.
 pub(crate) fn encode(r: &NewRecord<'_>) -> Bytes {
     let host_len = if r.born_host.is_ipv4() { 4 } else { 16 };
-    let mut b =
-        BytesMut::with_capacity(24 + 1 + host_len + 4 + 4 + r.body.len() + 2 + r.properties.len());
+    let terminate = properties::needs_separator(r.properties);
+    let props_len = r.properties.len() + usize::from(terminate);
+    let mut b = BytesMut::with_capacity(24 + 1 + host_len + 4 + 4 + r.body.len() + 2 + props_len);
     b.put_i32(r.flag);
     b.put_i32(r.sys_flag);
     b.put_i64(r.born_timestamp);
@@ -84,8 +90,11 @@ pub(crate) fn encode(r: &NewRecord<'_>) -> Bytes {
     b.put_i32(i32::from(r.born_host.port()));
     b.put_u32(r.body.len() as u32);
     b.put_slice(r.body);
-    b.put_u16(r.properties.len().min(u16::MAX as usize) as u16);
+    b.put_u16(props_len.min(u16::MAX as usize) as u16);
     b.put_slice(r.properties);
+    if terminate {
+        b.put_u8(properties::PROPERTY_SEPARATOR);
+    }
     b.freeze()
 }
 
@@ -245,6 +254,32 @@ mod tests {
         assert_eq!(split_physical_offset(m.physical_offset), Some((3, 1, 42)));
         assert_eq!(&m.properties[..], &b"TAGS\x01A\x02UNIQ_KEY\x01ABC\x02CLUSTER\x01C\x02"[..]);
         assert!(m.body_crc_matches());
+    }
+
+    #[test]
+    fn given_java_properties_without_trailing_separator_when_stored_should_be_canonical() {
+        let r = encode(&NewRecord {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: "10.1.2.3:4567".parse().unwrap(),
+            reconsume_times: 0,
+            body: b"b",
+            properties: b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA",
+        });
+        assert_eq!(decode(&r).unwrap().properties, b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA\x02");
+        let mut out = BytesMut::new();
+        let at = Placement {
+            topic: "T",
+            topic_uid: 1,
+            queue: 0,
+            offset: 0,
+            store_timestamp: 1,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+        };
+        write_out(&r, &at, b"CLUSTER\x01C\x02", &mut out).unwrap();
+        let m = &decode_records(&out.freeze()).unwrap()[0];
+        assert_eq!(&m.properties[..], &b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA\x02CLUSTER\x01C\x02"[..]);
     }
 
     #[test]
