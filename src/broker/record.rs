@@ -23,7 +23,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::remoting::message::{body_crc, encode_record, StoredRecord};
-use crate::remoting::properties::{MAX_PROPERTIES_LEN, PROPERTY_SEPARATOR};
+use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::remoting::MessageError;
 use crate::store::StoreError;
 
@@ -86,36 +86,35 @@ pub(crate) enum RecordError {
     BodyTooLong(usize),
 }
 
-/// Length of `props` once written out with `read_extra` bytes of properties appended (the
-/// broker's `CLUSTER`): one more when the stored string lacks its trailing separator (Java
-/// 4.9.1–5.1.4 writes none) and one is put in before the addition.
-pub(crate) fn written_properties_len(props: &[u8], read_extra: usize) -> usize {
-    let separator = !props.is_empty() && props.last() != Some(&PROPERTY_SEPARATOR);
-    props.len() + usize::from(separator && read_extra > 0) + read_extra
-}
-
 /// Encodes a record for the store, refusing one that could not be written out again: its
-/// properties plus `read_extra` bytes added at read time (see [`written_properties_len`]) must
-/// fit [`MAX_PROPERTIES_LEN`]. Checking the *final* record here, where every path (send,
-/// batch, retry, schedule) builds it, is what keeps a poison record out of the queues.
+/// properties, made canonical, plus `read_extra` bytes added at read time (the broker's
+/// `CLUSTER`) must fit [`MAX_PROPERTIES_LEN`]. Checking the *final* record here, where every
+/// path (send, batch, retry, schedule) builds it, is what keeps a poison record out of the
+/// queues.
+///
+/// Every record is built here, so this is also where properties become canonical: a last pair
+/// written without its 0x02 (Java 4.9.1–5.1.4) gets one, and everything later appended to the
+/// stored string (`CLUSTER` on the way out) starts a pair of its own.
 ///
 /// # Errors
 /// [`RecordError`] if the record would not fit the stored-message layout.
 pub(crate) fn encode(r: &NewRecord<'_>, read_extra: usize) -> Result<Bytes, RecordError> {
-    let props_len = written_properties_len(r.properties, read_extra);
-    if props_len > MAX_PROPERTIES_LEN {
-        return Err(RecordError::PropertiesTooLong { len: props_len, max: MAX_PROPERTIES_LEN });
+    let terminate = properties::needs_separator(r.properties);
+    let props_len = r.properties.len() + usize::from(terminate);
+    let written = props_len + read_extra;
+    if written > MAX_PROPERTIES_LEN {
+        return Err(RecordError::PropertiesTooLong { len: written, max: MAX_PROPERTIES_LEN });
     }
-    let stored_props_len = u16::try_from(r.properties.len()).map_err(|_| {
-        RecordError::PropertiesTooLong { len: r.properties.len(), max: MAX_PROPERTIES_LEN }
-    })?;
+    let stored_props_len = u16::try_from(props_len)
+        .map_err(|_| RecordError::PropertiesTooLong { len: props_len, max: MAX_PROPERTIES_LEN })?;
     let body_len = u32::try_from(r.body.len())
         .ok()
         .filter(|_| r.body.len() <= MAX_RECORD_BODY)
         .ok_or(RecordError::BodyTooLong(r.body.len()))?;
     let host_len = if r.born_host.is_ipv4() { 4 } else { 16 };
-    let mut b =
-        BytesMut::with_capacity(24 + 1 + host_len + 4 + 4 + r.body.len() + 2 + r.properties.len());
+    let terminate = properties::needs_separator(r.properties);
+    let props_len = r.properties.len() + usize::from(terminate);
+    let mut b = BytesMut::with_capacity(24 + 1 + host_len + 4 + 4 + r.body.len() + 2 + props_len);
     b.put_i32(r.flag);
     b.put_i32(r.sys_flag);
     b.put_i64(r.born_timestamp);
@@ -136,6 +135,9 @@ pub(crate) fn encode(r: &NewRecord<'_>, read_extra: usize) -> Result<Bytes, Reco
     b.put_slice(r.body);
     b.put_u16(stored_props_len);
     b.put_slice(r.properties);
+    if terminate {
+        b.put_u8(properties::PROPERTY_SEPARATOR);
+    }
     Ok(b.freeze())
 }
 
@@ -349,9 +351,39 @@ mod tests {
             "the separator put in before CLUSTER counts"
         );
         let mut ends_with_separator = over.clone();
-        ends_with_separator[MAX_PROPERTIES_LEN - cluster - 1] = PROPERTY_SEPARATOR;
+        ends_with_separator[MAX_PROPERTIES_LEN - cluster - 1] = properties::PROPERTY_SEPARATOR;
         assert!(encode(&rec(&ends_with_separator), cluster).is_ok(), "no separator needed");
         assert!(encode(&rec(&vec![b'x'; 70_000]), 0).is_err(), "never a silently cut length");
+    }
+
+    #[test]
+    fn given_java_properties_without_trailing_separator_when_stored_should_be_canonical() {
+        let r = encode(
+            &NewRecord {
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "10.1.2.3:4567".parse().unwrap(),
+                reconsume_times: 0,
+                body: b"b",
+                properties: b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA",
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(decode(&r).unwrap().properties, b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA\x02");
+        let mut out = BytesMut::new();
+        let at = Placement {
+            topic: "T",
+            topic_uid: 1,
+            queue: 0,
+            offset: 0,
+            store_timestamp: 1,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+        };
+        write_out(&r, &at, b"CLUSTER\x01C\x02", &mut out).unwrap();
+        let m = &decode_records(&out.freeze()).unwrap()[0];
+        assert_eq!(&m.properties[..], &b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA\x02CLUSTER\x01C\x02"[..]);
     }
 
     #[test]

@@ -117,16 +117,25 @@ pub struct StoredRecord<'a> {
     pub body: &'a [u8],
     /// Topic name.
     pub topic: &'a str,
-    /// The stored properties string.
+    /// The stored properties string, with or without the 0x02 after its last pair; it is
+    /// written in canonical form (with it).
     pub properties: &'a [u8],
     /// Properties appended at read time (for example `CLUSTER`), written after `properties`
-    /// under the same length prefix.
+    /// under the same length prefix. Canonical pairs (each ending in 0x02).
     pub extra_properties: &'a [u8],
 }
 
 impl StoredRecord<'_> {
+    /// Properties are written in canonical form: a last pair without its 0x02 gets one (see
+    /// [`properties::needs_separator`](crate::remoting::properties::needs_separator)).
+    fn terminates_properties(&self) -> bool {
+        crate::remoting::properties::needs_separator(self.properties)
+    }
+
     fn properties_len(&self) -> usize {
-        self.properties.len() + self.extra_properties.len()
+        self.properties.len()
+            + usize::from(self.terminates_properties())
+            + self.extra_properties.len()
     }
 
     /// Bytes the record takes when encoded.
@@ -246,6 +255,9 @@ pub fn encode_record(record: &StoredRecord<'_>, dst: &mut BytesMut) -> Result<us
     dst.put_slice(record.topic.as_bytes());
     dst.put_i16(props_len);
     dst.put_slice(record.properties);
+    if record.terminates_properties() {
+        dst.put_u8(crate::remoting::properties::PROPERTY_SEPARATOR);
+    }
     dst.put_slice(record.extra_properties);
     Ok(layout.total)
 }
@@ -570,6 +582,24 @@ mod tests {
     }
 
     #[test]
+    fn given_java_properties_without_trailing_separator_when_encoding_should_write_canonical_pairs()
+    {
+        let rec = sample("T", b"TAGS\x01TagA", b"CLUSTER\x01C\x02");
+        let mut buf = BytesMut::new();
+        let len = encode_record(&rec, &mut buf).expect("encodable");
+        assert_eq!(len, buf.len(), "the length counts the inserted separator");
+        let decoded = decode_records(&buf.freeze()).expect("decodable");
+        let m = decoded.first().expect("one record");
+        assert_eq!(&m.properties[..], &b"TAGS\x01TagA\x02CLUSTER\x01C\x02"[..]);
+        let alone = sample("T", b"TAGS\x01TagA", b"");
+        let mut buf = BytesMut::new();
+        encode_record(&alone, &mut buf).expect("encodable");
+        let decoded = decode_records(&buf.freeze()).expect("decodable");
+        let m = decoded.first().expect("one record");
+        assert_eq!(&m.properties[..], &b"TAGS\x01TagA\x02"[..], "canonical even with no extra");
+    }
+
+    #[test]
     fn given_record_when_encoding_then_decoding_should_round_trip() {
         let props = properties::encode([(properties::TAGS, "TagA")]).unwrap_or_default();
         let extra =
@@ -630,9 +660,15 @@ mod tests {
 
     #[test]
     fn given_properties_over_limit_when_encoding_should_refuse() {
-        let props = vec![b'a'; MAX_PROPERTIES_LEN];
+        let mut props = vec![b'a'; MAX_PROPERTIES_LEN - 1];
+        props.push(properties::PROPERTY_SEPARATOR);
         let mut buf = BytesMut::new();
         encode_record(&sample("T", &props, b""), &mut buf).expect("exactly at the limit");
+        let at_limit = vec![b'a'; MAX_PROPERTIES_LEN];
+        assert!(
+            encode_record(&sample("T", &at_limit, b""), &mut buf).is_err(),
+            "the canonical form of an unterminated string at the limit needs one byte more"
+        );
         let err = encode_record(&sample("T", &props, b"x"), &mut buf);
         assert_eq!(
             err,

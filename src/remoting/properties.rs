@@ -6,6 +6,13 @@
 //! skipped too. [`find`] looks up one key by scanning the bytes in place, without allocating; the
 //! broker does that for `TAGS`, `UNIQ_KEY`, `KEYS` and `DELAY` on every send.
 //!
+//! Two forms of the string are on the wire. Apache RocketMQ 4.9.0 and 5.2+ end every pair,
+//! the last included, with 0x02; Java 4.9.1 to 5.1.4 leaves the 0x02 after the last pair out.
+//! Every client parses both. The broker accepts both and always emits the first, the canonical
+//! form: [`write_pair`] inserts the missing separator before it appends, and
+//! [`needs_separator`] tells the record encoders to do the same, so a property the broker adds
+//! (`CLUSTER`, `UNIQ_KEY`, retry and delay properties) never runs into the client's last value.
+//!
 //! Key constants are the values of Java's `MessageConst`, named after their wire text.
 
 use crate::remoting::error::{quote, MessageError};
@@ -146,7 +153,26 @@ pub fn find<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
     iter(props).find(|(k, _)| *k == key).map(|(_, v)| v)
 }
 
-/// Appends one `key 0x01 value 0x02` pair.
+/// Whether another pair cannot follow `props` as they are: they are not empty and do not end in
+/// [`PROPERTY_SEPARATOR`] (how Java 4.9.1–5.1.4 writes them). Encoders then write one 0x02
+/// first, which also puts the string in canonical form.
+///
+/// # Examples
+///
+/// ```
+/// use baiji::remoting::properties::needs_separator;
+///
+/// assert!(needs_separator(b"TAGS\x01TagA"));
+/// assert!(!needs_separator(b"TAGS\x01TagA\x02"));
+/// assert!(!needs_separator(b""));
+/// ```
+#[must_use]
+pub fn needs_separator(props: &[u8]) -> bool {
+    props.last().is_some_and(|&b| b != PROPERTY_SEPARATOR)
+}
+
+/// Appends one `key 0x01 value 0x02` pair, first ending a last pair written without its 0x02
+/// (see [`needs_separator`]).
 ///
 /// # Errors
 ///
@@ -157,7 +183,10 @@ pub fn write_pair(dst: &mut Vec<u8>, key: &str, value: &str) -> Result<(), Messa
     if bad(key) || bad(value) {
         return Err(MessageError::PropertySeparator { key: quote(key) });
     }
-    dst.reserve(key.len() + value.len() + 2);
+    dst.reserve(key.len() + value.len() + 3);
+    if needs_separator(dst) {
+        dst.push(PROPERTY_SEPARATOR);
+    }
     dst.extend_from_slice(key.as_bytes());
     dst.push(NAME_VALUE_SEPARATOR);
     dst.extend_from_slice(value.as_bytes());
@@ -231,6 +260,17 @@ mod tests {
             vec![("a", "b\u{1}c"), ("k", "v")],
             "lenient parsing keeps only well-formed UTF-8 pairs; a trailing pair needs no 0x02"
         );
+    }
+
+    #[test]
+    fn given_java_string_without_trailing_separator_when_appending_should_end_the_last_pair() {
+        let mut props = b"KEYS\x01k1\x02TAGS\x01TagA".to_vec();
+        write_pair(&mut props, UNIQ_KEY, "ABC").expect("no separators");
+        assert_eq!(props, b"KEYS\x01k1\x02TAGS\x01TagA\x02UNIQ_KEY\x01ABC\x02");
+        assert_eq!(find(&props, TAGS), Some("TagA"), "the tag stays intact");
+        let mut canonical = b"TAGS\x01TagA\x02".to_vec();
+        write_pair(&mut canonical, UNIQ_KEY, "ABC").expect("no separators");
+        assert_eq!(canonical, props[b"KEYS\x01k1\x02".len()..], "no doubled separator");
     }
 
     #[test]

@@ -1,0 +1,635 @@
+//! What the Java (4.9.x, 5.x) and Go RocketMQ clients put on the wire, written byte for byte as
+//! they write it, and what they need back (`/work/shared/docs/client-wire-facts.md`; each test
+//! names its row). Neither client can run here, so every frame is built by hand: header JSON
+//! text exactly as fastjson (Java) or jsoniter (Go) prints it, bodies as the clients encode
+//! them. Responses are read as raw JSON, so a test sees what a strict client decoder sees.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use baiji::broker::RunningBroker;
+use baiji::remoting::code::{request_code as rc, response_code as code};
+use baiji::remoting::message::{decode_records, DecodedMessage};
+use baiji::remoting::properties;
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use support::{start_broker, unique, PATIENCE};
+
+/// Which client writes the frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    /// Java 4.9.x (fastjson, version 405, no `extFields` key without a custom header).
+    Java49,
+    /// Java 5.x (fastjson, version 475, `"extFields":{}` without a custom header).
+    Java5,
+    /// Go v2.1 (jsoniter, version 317, no `serializeTypeCurrentRPC`, opaque from 1, never the
+    /// one-way flag).
+    Go,
+}
+
+/// One frame as the broker sent it.
+#[derive(Debug)]
+struct Frame {
+    header: Value,
+    body: Bytes,
+}
+
+impl Frame {
+    fn code(&self) -> i32 {
+        let code = self.header["code"].as_i64().expect("an integer code");
+        i32::try_from(code).expect("an int code")
+    }
+
+    fn ext(&self, key: &str) -> Option<&str> {
+        self.header.get("extFields").and_then(|e| e.get(key)).and_then(Value::as_str)
+    }
+
+    fn is_response(&self) -> bool {
+        self.header["flag"].as_i64().unwrap_or(0) & 1 == 1
+    }
+
+    fn records(&self) -> Vec<DecodedMessage> {
+        decode_records(&self.body).expect("a pull body of stored records")
+    }
+
+    /// Asserts what Go's strict decoder needs (row 4): `code` and `version` fit an int16,
+    /// `opaque` and `flag` an int32, and every `extFields` value is a JSON string.
+    fn assert_go_decodes(&self) {
+        let h = &self.header;
+        let fits = |v: &Value, lo: i64, hi: i64| v.as_i64().is_some_and(|n| (lo..=hi).contains(&n));
+        assert!(fits(&h["code"], i16::MIN.into(), i16::MAX.into()), "int16 code: {h}");
+        if let Some(v) = h.get("version") {
+            assert!(fits(v, i16::MIN.into(), i16::MAX.into()), "int16 version: {h}");
+        }
+        assert!(fits(&h["opaque"], i32::MIN.into(), i32::MAX.into()), "int32 opaque: {h}");
+        assert!(fits(&h["flag"], i32::MIN.into(), i32::MAX.into()), "int32 flag: {h}");
+        match h.get("extFields") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, v) in m {
+                    assert!(v.is_string(), "extFields[{k}] must be a JSON string for Go: {h}");
+                }
+            }
+            Some(other) => panic!("extFields must be an object for Go, got {other}"),
+        }
+    }
+}
+
+/// One raw connection speaking as `client`.
+struct Wire {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    next_opaque: i32,
+    client: Client,
+}
+
+/// A JSON string literal as fastjson and jsoniter print it (control characters as `\u00XX`).
+fn js(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
+}
+
+impl Wire {
+    async fn open(addr: SocketAddr, client: Client) -> Wire {
+        let stream = TcpStream::connect(addr).await.expect("the broker accepts connections");
+        // Java's opaque counter starts at 0, Go's at 1 (row 3, row 4).
+        let next_opaque = if client == Client::Go { 1 } else { 0 };
+        Wire { stream, buf: Vec::new(), next_opaque, client }
+    }
+
+    /// The header text the client writes. `ext` is `None` for a request without a custom
+    /// header (Java 4.9 then writes no `extFields` key at all).
+    fn header(&self, code: i32, opaque: i32, flag: i32, ext: Option<&[(&str, String)]>) -> String {
+        let fields = ext.map(|ext| {
+            let pairs: Vec<String> =
+                ext.iter().map(|(k, v)| format!("{}:{}", js(k), js(v))).collect();
+            format!("{{{}}}", pairs.join(","))
+        });
+        match self.client {
+            Client::Java49 | Client::Java5 => {
+                let version = if self.client == Client::Java49 { 405 } else { 475 };
+                let ext = match (fields, self.client) {
+                    (Some(f), _) => format!("\"extFields\":{f},"),
+                    (None, Client::Java49) => String::new(),
+                    (None, _) => "\"extFields\":{},".to_string(),
+                };
+                format!(
+                    "{{\"code\":{code},{ext}\"flag\":{flag},\"language\":\"JAVA\",\"opaque\":{opaque},\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{version}}}"
+                )
+            }
+            Client::Go => {
+                let ext = fields.unwrap_or_else(|| "{}".to_string());
+                format!(
+                    "{{\"code\":{code},\"language\":\"GO\",\"version\":317,\"opaque\":{opaque},\"flag\":{flag},\"remark\":\"\",\"extFields\":{ext}}}"
+                )
+            }
+        }
+    }
+
+    /// Writes one request; returns its opaque.
+    async fn send(
+        &mut self,
+        code: i32,
+        ext: Option<&[(&str, String)]>,
+        body: &[u8],
+        oneway: bool,
+    ) -> i32 {
+        let opaque = self.next_opaque;
+        self.next_opaque = self.next_opaque.wrapping_add(1) & i32::MAX;
+        // Go never sets the one-way bit (row 5).
+        let flag = if oneway && self.client != Client::Go { 2 } else { 0 };
+        let header = self.header(code, opaque, flag, ext);
+        let len = 4 + header.len() + body.len();
+        let mut frame = Vec::with_capacity(4 + len);
+        frame.extend_from_slice(&(len as i32).to_be_bytes());
+        frame.extend_from_slice(&(header.len() as i32).to_be_bytes());
+        frame.extend_from_slice(header.as_bytes());
+        frame.extend_from_slice(body);
+        self.stream.write_all(&frame).await.expect("the write succeeds");
+        opaque
+    }
+
+    /// The next frame, or `None` if nothing arrives within `within`.
+    async fn read_frame(&mut self, within: Duration) -> Option<Frame> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.buf.len() >= 8 {
+                let len = i32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
+                if self.buf.len() >= 4 + len {
+                    let mark = u32::from_be_bytes(self.buf[4..8].try_into().unwrap());
+                    assert_eq!(mark >> 24, 0, "a JSON-header client gets JSON headers");
+                    let hlen = (mark & 0x00FF_FFFF) as usize;
+                    let header: Value = serde_json::from_slice(&self.buf[8..8 + hlen])
+                        .expect("the header is valid JSON");
+                    let body = Bytes::copy_from_slice(&self.buf[8 + hlen..4 + len]);
+                    self.buf.drain(..4 + len);
+                    return Some(Frame { header, body });
+                }
+            }
+            self.buf.reserve(64 * 1024);
+            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.buf)).await {
+                Err(_) => return None,
+                Ok(Ok(0)) => panic!("the broker closed a connection it must keep open"),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("reading from the broker failed: {e}"),
+            }
+        }
+    }
+
+    /// The response to `opaque`, skipping requests the broker sends on its own.
+    async fn response(&mut self, opaque: i32, within: Duration) -> Option<Frame> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let f = self.read_frame(left).await?;
+            if f.is_response() {
+                assert_eq!(f.header["opaque"].as_i64(), Some(i64::from(opaque)), "{}", f.header);
+                if self.client == Client::Go {
+                    f.assert_go_decodes();
+                }
+                return Some(f);
+            }
+        }
+    }
+
+    /// Sends a request and returns its response.
+    async fn call(&mut self, code: i32, ext: Option<&[(&str, String)]>, body: &[u8]) -> Frame {
+        let opaque = self.send(code, ext, body, false).await;
+        self.response(opaque, PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("request {code} must be answered"))
+    }
+}
+
+fn s(v: impl ToString) -> String {
+    v.to_string()
+}
+
+/// A properties string as Java 4.9.1–5.1.4 writes it (row 1): `k\x01v` pairs joined by
+/// `\x02`, **no** `\x02` after the last pair.
+fn java_props(pairs: &[(&str, &str)]) -> String {
+    pairs.iter().map(|(k, v)| format!("{k}\u{1}{v}")).collect::<Vec<_>>().join("\u{2}")
+}
+
+/// The canonical form baiji must emit: every pair, the last included, ends in `\x02`.
+fn assert_canonical(props: &[u8]) {
+    assert_eq!(
+        props.last(),
+        Some(&0x02),
+        "the properties end in 0x02: {:?}",
+        String::from_utf8_lossy(props)
+    );
+    for pair in props.split(|b| *b == 0x02).filter(|p| !p.is_empty()) {
+        assert_eq!(
+            pair.iter().filter(|b| **b == 0x01).count(),
+            1,
+            "one name/value separator per pair in {:?}",
+            String::from_utf8_lossy(props)
+        );
+    }
+}
+
+fn prop<'a>(m: &'a DecodedMessage, key: &str) -> Option<&'a str> {
+    properties::find(&m.properties, key)
+}
+
+/// A Java-style client id and a unique key as Java's `MessageClientIDSetter` makes them
+/// (32 upper-case hex digits).
+fn java_uniq_key(n: u32) -> String {
+    format!("7F0000010B2C18B4AAC2{n:012X}")
+}
+
+async fn broker() -> (RunningBroker, SocketAddr) {
+    let b = start_broker(|_| {}).await;
+    let addr = b.broker_addr().expect("a broker address");
+    (b, addr)
+}
+
+/// UPDATE_AND_CREATE_TOPIC as Java's admin writes it.
+async fn create_topic(w: &mut Wire, topic: &str, queues: u32) {
+    let ext = [
+        ("topic", s(topic)),
+        ("defaultTopic", s("TBW102")),
+        ("readQueueNums", s(queues)),
+        ("writeQueueNums", s(queues)),
+        ("perm", s(6)),
+        ("topicFilterType", s("SINGLE_TAG")),
+        ("topicSysFlag", s(0)),
+        ("order", s(false)),
+    ];
+    let r = w.call(rc::UPDATE_AND_CREATE_TOPIC, Some(&ext), b"").await;
+    assert_eq!(r.code(), code::SUCCESS, "creating {topic}: {}", r.header);
+}
+
+/// SEND_MESSAGE (10) with the V1 header as Java (`sendSmartMsg=false`) writes it.
+fn java_send_v1(topic: &str, queue: i32, props: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("batch", s(false)),
+        ("bornTimestamp", s(1_700_000_000_000_i64)),
+        ("defaultTopic", s("TBW102")),
+        ("defaultTopicQueueNums", s(4)),
+        ("flag", s(0)),
+        ("producerGroup", s("java_pg")),
+        ("properties", s(props)),
+        ("queueId", s(queue)),
+        ("reconsumeTimes", s(0)),
+        ("sysFlag", s(0)),
+        ("topic", s(topic)),
+        ("unitMode", s(false)),
+    ]
+}
+
+/// SEND_MESSAGE_V2 (310) as Java 4.9.5+ writes it (row 8).
+fn java_send_v2(
+    topic: &str,
+    queue: i32,
+    sys_flag: i32,
+    props: &str,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("a", s("java_pg")),
+        ("b", s(topic)),
+        ("c", s("TBW102")),
+        ("d", s(4)),
+        ("e", s(queue)),
+        ("f", s(sys_flag)),
+        ("g", s(1_700_000_000_000_i64)),
+        ("h", s(0)),
+        ("i", s(props)),
+        ("j", s(0)),
+        ("k", s(false)),
+        ("m", s(false)),
+        ("n", s("broker-a")),
+    ]
+}
+
+/// Java's `MessageDecoder.encodeMessages` (row 12): per message TOTALSIZE, MAGIC 0, CRC 0,
+/// FLAG, BODY, short-length properties.
+fn java_batch_body(entries: &[(&[u8], String)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (body, props) in entries {
+        let total = 4 + 4 + 4 + 4 + 4 + body.len() + 2 + props.len();
+        out.extend_from_slice(&(total as i32).to_be_bytes());
+        out.extend_from_slice(&0i32.to_be_bytes());
+        out.extend_from_slice(&0i32.to_be_bytes());
+        out.extend_from_slice(&0i32.to_be_bytes());
+        out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(&(props.len() as i16).to_be_bytes());
+        out.extend_from_slice(props.as_bytes());
+    }
+    out
+}
+
+/// A Java 4.9 pull (row 15 without a subscription key when `sub` is `None`, as the push
+/// consumer sends it; with one, as the lite pull consumer does).
+fn java_pull(
+    group: &str,
+    topic: &str,
+    queue: i32,
+    offset: i64,
+    sub: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let mut ext = vec![
+        ("commitOffset", s(0)),
+        ("consumerGroup", s(group)),
+        ("expressionType", s("TAG")),
+        ("maxMsgNums", s(32)),
+        ("queueId", s(queue)),
+        ("queueOffset", s(offset)),
+        ("subVersion", s(1_700_000_000_000_i64)),
+        ("suspendTimeoutMillis", s(0)),
+        ("topic", s(topic)),
+    ];
+    match sub {
+        // Lite pull: sysFlag SUBSCRIPTION | LITE_PULL.
+        Some(expr) => {
+            ext.push(("subscription", s(expr)));
+            ext.push(("sysFlag", s(0x14)));
+        }
+        // Push: the heartbeat's subscription is used (sysFlag 0: no suspend, no commit).
+        None => ext.push(("sysFlag", s(0))),
+    }
+    ext
+}
+
+/// A Java heartbeat (row 13): sorted fields, `codeSet` as ints, `subVersion` in ms, the
+/// `%RETRY%group` subscription and `CLIENT_INNER_PRODUCER`.
+fn java_heartbeat(client_id: &str, group: &str, topic: &str, tag: &str) -> Vec<u8> {
+    let (tags, codes) = if tag == "*" {
+        (String::new(), String::new())
+    } else {
+        (js(tag), properties::tag_hash(tag).to_string())
+    };
+    format!(
+        concat!(
+            r#"{{"clientID":"{cid}","consumerDataSet":[{{"consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","consumeType":"CONSUME_PASSIVELY","#,
+            r#""groupName":"{g}","messageModel":"CLUSTERING","subscriptionDataSet":["#,
+            r#"{{"classFilterMode":false,"codeSet":[{codes}],"expressionType":"TAG","subString":{sub},"subVersion":1700000000000,"tagsSet":[{tags}],"topic":"{t}"}},"#,
+            r#"{{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1700000000001,"tagsSet":[],"topic":"%RETRY%{g}"}}],"#,
+            r#""unitMode":false}}],"producerDataSet":[{{"groupName":"CLIENT_INNER_PRODUCER"}}]}}"#
+        ),
+        cid = client_id,
+        g = group,
+        codes = codes,
+        sub = js(tag),
+        tags = tags,
+        t = topic,
+    )
+    .into_bytes()
+}
+
+/// Pulls with `ext` until a message arrives (or panics after [`PATIENCE`]); returns the response.
+async fn pull_until_found(w: &mut Wire, ext: &[(&'static str, String)]) -> Frame {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let f = w.call(rc::PULL_MESSAGE, Some(ext), b"").await;
+        if f.code() == code::SUCCESS {
+            return f;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no message within {PATIENCE:?}: {}",
+            f.header
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Message `n` as Java 4.9.1+ writes it: its properties (last pair `TAGS`, `KEYS` or
+/// `UNIQ_KEY`, as HashMap order puts them), tag and keys.
+fn java_message(n: u32) -> (String, String, String) {
+    let uniq = java_uniq_key(n);
+    let tag = format!("Tag{n}");
+    let keys = format!("key{n}a key{n}b");
+    let props = match n % 3 {
+        0 => java_props(&[("KEYS", &keys), ("UNIQ_KEY", &uniq), ("WAIT", "true"), ("TAGS", &tag)]),
+        1 => java_props(&[("UNIQ_KEY", &uniq), ("WAIT", "true"), ("TAGS", &tag), ("KEYS", &keys)]),
+        _ => java_props(&[("KEYS", &keys), ("WAIT", "true"), ("TAGS", &tag), ("UNIQ_KEY", &uniq)]),
+    };
+    (props, tag, keys)
+}
+
+/// Asserts a pulled message kept every property the client sent, in canonical form.
+fn assert_intact(m: &DecodedMessage, tag: &str, keys: &str, uniq: &str) {
+    assert_canonical(&m.properties);
+    assert_eq!(
+        prop(m, "TAGS"),
+        Some(tag),
+        "tag intact: {:?}",
+        String::from_utf8_lossy(&m.properties)
+    );
+    assert_eq!(
+        prop(m, "KEYS"),
+        Some(keys),
+        "keys intact: {:?}",
+        String::from_utf8_lossy(&m.properties)
+    );
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq), "msgId is the client's UNIQ_KEY");
+    assert_eq!(prop(m, "WAIT"), Some("true"));
+    assert_eq!(prop(m, "CLUSTER"), Some("DefaultCluster"), "the broker's CLUSTER property");
+}
+
+/// Row 1, row 2: a Java 4.9.1+ producer (no trailing 0x02, last pair `TAGS`, `KEYS` or
+/// `UNIQ_KEY`) sending by SEND_MESSAGE and SEND_MESSAGE_V2; a consumer pulling with and without
+/// a tag filter gets every property back exactly.
+#[tokio::test]
+async fn given_java_properties_without_trailing_separator_when_sent_and_pulled_should_come_back_intact(
+) {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Java49).await;
+    let topic = unique("JavaProps");
+    create_topic(&mut w, &topic, 1).await;
+    let mut sent = Vec::new();
+    for n in 0..6u32 {
+        let (props, tag, keys) = java_message(n);
+        let ext = if n % 2 == 0 {
+            java_send_v1(&topic, 0, &props)
+        } else {
+            java_send_v2(&topic, 0, 0, &props)
+        };
+        let code = if n % 2 == 0 { rc::SEND_MESSAGE } else { rc::SEND_MESSAGE_V2 };
+        let r = w.call(code, Some(&ext), format!("body{n}").as_bytes()).await;
+        assert_eq!(r.code(), code::SUCCESS, "send {n}: {}", r.header);
+        sent.push((tag, keys, java_uniq_key(n)));
+    }
+
+    // Without a filter (lite pull, subscription `*`).
+    let group = unique("java_cg");
+    let r = pull_until_found(&mut w, &java_pull(&group, &topic, 0, 0, Some("*"))).await;
+    let got = r.records();
+    assert_eq!(got.len(), sent.len(), "every message pulled");
+    for (m, (tag, keys, uniq)) in got.iter().zip(&sent) {
+        assert_intact(m, tag, keys, uniq);
+    }
+
+    // With a tag filter from the heartbeat (push pull, no subscription key): each tag finds
+    // exactly its message, which the client's own tag re-check then keeps.
+    let group = unique("java_push");
+    let hb = java_heartbeat("127.0.0.1@java", &group, &topic, "Tag3");
+    let r = w.call(rc::HEART_BEAT, None, &hb).await;
+    assert_eq!(r.code(), code::SUCCESS, "heartbeat: {}", r.header);
+    let r = pull_until_found(&mut w, &java_pull(&group, &topic, 0, 0, None)).await;
+    let got = r.records();
+    assert_eq!(got.len(), 1, "only the Tag3 message passes the filter");
+    let (tag, keys, uniq) = &sent[3];
+    assert_intact(&got[0], tag, keys, uniq);
+    b.shutdown().await;
+}
+
+/// Row 12: a Java batch (320): entries without a trailing 0x02, header `i="WAIT\x01true"`,
+/// `m="true"`; every entry comes back intact, its msgId (UNIQ_KEY) the client's.
+#[tokio::test]
+async fn given_a_java_batch_without_trailing_separators_when_pulled_should_keep_every_property() {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Java5).await;
+    let topic = unique("JavaBatch");
+    create_topic(&mut w, &topic, 1).await;
+    let mut entries = Vec::new();
+    let mut sent = Vec::new();
+    for n in 10..16u32 {
+        let (props, tag, keys) = java_message(n);
+        entries.push((format!("batch{n}").into_bytes(), props));
+        sent.push((tag, keys, java_uniq_key(n)));
+    }
+    let refs: Vec<(&[u8], String)> =
+        entries.iter().map(|(b, p)| (b.as_slice(), p.clone())).collect();
+    let mut ext = java_send_v2(&topic, 0, 0, "WAIT\u{1}true");
+    for (k, v) in &mut ext {
+        if *k == "m" {
+            *v = s(true);
+        }
+    }
+    let r = w.call(rc::SEND_BATCH_MESSAGE, Some(&ext), &java_batch_body(&refs)).await;
+    assert_eq!(r.code(), code::SUCCESS, "batch: {}", r.header);
+
+    let group = unique("java_cg");
+    let got = pull_until_found(&mut w, &java_pull(&group, &topic, 0, 0, Some("*"))).await.records();
+    assert_eq!(got.len(), sent.len());
+    for (m, (tag, keys, uniq)) in got.iter().zip(&sent) {
+        assert_intact(m, tag, keys, uniq);
+    }
+    let tag = &sent[2].0;
+    let got = pull_until_found(&mut w, &java_pull(&group, &topic, 0, 0, Some(tag))).await.records();
+    assert_eq!(got.len(), 1, "the tag filter finds exactly its entry");
+    assert_intact(&got[0], tag, &sent[2].1, &sent[2].2);
+    b.shutdown().await;
+}
+
+/// Row 1: a Java message whose last pair is `DELAY` is delayed, then delivered with its other
+/// properties intact.
+#[tokio::test]
+async fn given_java_properties_ending_in_delay_when_sent_should_deliver_later_with_properties_intact(
+) {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Java49).await;
+    let topic = unique("JavaDelay");
+    create_topic(&mut w, &topic, 1).await;
+    let uniq = java_uniq_key(99);
+    // Level 2 = 5 s.
+    let props = java_props(&[
+        ("UNIQ_KEY", &uniq),
+        ("TAGS", "TagD"),
+        ("KEYS", "kd"),
+        ("WAIT", "true"),
+        ("DELAY", "2"),
+    ]);
+    let r = w.call(rc::SEND_MESSAGE_V2, Some(&java_send_v2(&topic, 0, 0, &props)), b"later").await;
+    assert_eq!(r.code(), code::SUCCESS, "send: {}", r.header);
+    let group = unique("java_cg");
+    let pull = java_pull(&group, &topic, 0, 0, Some("*"));
+    let first = w.call(rc::PULL_MESSAGE, Some(&pull), b"").await;
+    assert_ne!(first.code(), code::SUCCESS, "a delayed message is not delivered at once");
+    let got = pull_until_found(&mut w, &pull).await.records();
+    assert_eq!(got.len(), 1);
+    let m = &got[0];
+    assert_canonical(&m.properties);
+    assert_eq!(prop(m, "TAGS"), Some("TagD"));
+    assert_eq!(prop(m, "KEYS"), Some("kd"));
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq.as_str()));
+    assert_eq!(prop(m, "REAL_TOPIC"), Some(topic.as_str()));
+    assert_eq!(prop(m, "DELAY"), None, "DELAY is removed on delivery, as RocketMQ does");
+    assert_eq!(&m.body[..], b"later");
+    b.shutdown().await;
+}
+
+/// Row 1 on the lookup paths: VIEW_MESSAGE_BY_ID and QUERY_MESSAGE (by the last pair `KEYS`)
+/// answer the message with its properties intact and canonical.
+#[tokio::test]
+async fn given_java_properties_without_trailing_separator_when_looked_up_should_come_back_intact() {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Java49).await;
+    let topic = unique("JavaView");
+    create_topic(&mut w, &topic, 1).await;
+    let uniq = java_uniq_key(7);
+    let props =
+        java_props(&[("UNIQ_KEY", &uniq), ("WAIT", "true"), ("TAGS", "TagV"), ("KEYS", "viewkey")]);
+    let r = w.call(rc::SEND_MESSAGE_V2, Some(&java_send_v2(&topic, 0, 0, &props)), b"v").await;
+    assert_eq!(r.code(), code::SUCCESS, "send: {}", r.header);
+    let offset_msg_id = r.ext("msgId").expect("an offset msgId").to_string();
+    let phys = i64::from_str_radix(&offset_msg_id[16..], 16).expect("hex commit-log offset");
+
+    let r = w.call(rc::VIEW_MESSAGE_BY_ID, Some(&[("offset", s(phys))]), b"").await;
+    assert_eq!(r.code(), code::SUCCESS, "view: {}", r.header);
+    let m = &r.records()[0];
+    assert_canonical(&m.properties);
+    assert_eq!(prop(m, "KEYS"), Some("viewkey"));
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq.as_str()));
+
+    let ext = [
+        ("beginTimestamp", s(0)),
+        ("endTimestamp", s(i64::MAX)),
+        ("key", s("viewkey")),
+        ("maxNum", s(32)),
+        ("topic", s(&topic)),
+    ];
+    let r = w.call(rc::QUERY_MESSAGE, Some(&ext), b"").await;
+    assert_eq!(r.code(), code::SUCCESS, "query by the last key: {}", r.header);
+    let m = &r.records()[0];
+    assert_canonical(&m.properties);
+    assert_eq!(prop(m, "KEYS"), Some("viewkey"));
+    assert_eq!(prop(m, "TAGS"), Some("TagV"));
+    b.shutdown().await;
+}
+
+/// Row 22: CONSUMER_SEND_MSG_BACK of a Java message (no trailing 0x02) puts it in the retry
+/// topic with every property intact plus the retry properties, canonical.
+#[tokio::test]
+async fn given_java_properties_without_trailing_separator_when_sent_back_should_retry_intact() {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Java49).await;
+    let topic = unique("JavaBack");
+    create_topic(&mut w, &topic, 1).await;
+    let uniq = java_uniq_key(8);
+    let props =
+        java_props(&[("UNIQ_KEY", &uniq), ("WAIT", "true"), ("KEYS", "bk"), ("TAGS", "TagB")]);
+    let r = w.call(rc::SEND_MESSAGE_V2, Some(&java_send_v2(&topic, 0, 0, &props)), b"b").await;
+    assert_eq!(r.code(), code::SUCCESS, "send: {}", r.header);
+    let group = unique("java_cg");
+    let got = pull_until_found(&mut w, &java_pull(&group, &topic, 0, 0, Some("*"))).await.records();
+    let ext = [
+        ("delayLevel", s(1)),
+        ("group", s(&group)),
+        ("maxReconsumeTimes", s(16)),
+        ("offset", s(got[0].physical_offset)),
+        ("originMsgId", s(&uniq)),
+        ("originTopic", s(&topic)),
+        ("unitMode", s(false)),
+    ];
+    let r = w.call(rc::CONSUMER_SEND_MSG_BACK, Some(&ext), b"").await;
+    assert_eq!(r.code(), code::SUCCESS, "send back: {}", r.header);
+    let retry = format!("%RETRY%{group}");
+    let got = pull_until_found(&mut w, &java_pull(&group, &retry, 0, 0, Some("*"))).await.records();
+    let m = &got[0];
+    assert_canonical(&m.properties);
+    assert_eq!(prop(m, "TAGS"), Some("TagB"));
+    assert_eq!(prop(m, "KEYS"), Some("bk"));
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq.as_str()));
+    assert_eq!(prop(m, "RETRY_TOPIC"), Some(topic.as_str()));
+    assert_eq!(m.reconsume_times, 1);
+    b.shutdown().await;
+}
