@@ -633,3 +633,112 @@ async fn given_java_properties_without_trailing_separator_when_sent_back_should_
     assert_eq!(m.reconsume_times, 1);
     b.shutdown().await;
 }
+
+/// A unique key as Go's `primitive.CreateUniqID` makes it (row 10): upper-case prefix,
+/// lower-case time/counter half.
+fn go_uniq_key(n: u32) -> String {
+    format!("0A0000070C8818B4{n:016x}")
+}
+
+/// A properties string as Go's `MarshallProperties` writes it: every pair ends in 0x02.
+fn go_props(pairs: &[(&str, &str)]) -> String {
+    pairs.iter().map(|(k, v)| format!("{k}\u{1}{v}\u{2}")).collect()
+}
+
+/// SEND_MESSAGE (10) with the V1 header as Go writes it for a single message (row 9).
+fn go_send(topic: &str, queue: i32, props: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("producerGroup", s("go_pg")),
+        ("topic", s(topic)),
+        ("queueId", s(queue)),
+        ("sysFlag", s(0)),
+        ("bornTimestamp", s(1_700_000_000_000_i64)),
+        ("flag", s(0)),
+        ("properties", s(props)),
+        ("reconsumeTimes", s(0)),
+        ("unitMode", s(false)),
+        ("maxReconsumeTimes", s(0)),
+        ("defaultTopic", s("TBW102")),
+        ("defaultTopicQueueNums", s(4)),
+        ("batch", s(false)),
+        ("bname", s("broker-a")),
+    ]
+}
+
+/// A Go push-consumer pull (row 17): `subscription:""`, `subVersion:"0"`, 20 s suspend,
+/// `bname`, no `maxMsgBytes`; sysFlag 2 (suspend).
+fn go_pull(group: &str, topic: &str, queue: i32, offset: i64) -> Vec<(&'static str, String)> {
+    vec![
+        ("consumerGroup", s(group)),
+        ("topic", s(topic)),
+        ("queueId", s(queue)),
+        ("queueOffset", s(offset)),
+        ("maxMsgNums", s(32)),
+        ("sysFlag", s(2)),
+        ("commitOffset", s(0)),
+        ("suspendTimeoutMillis", s(20_000)),
+        ("subscription", s("")),
+        ("subVersion", s(0)),
+        ("expressionType", s("TAG")),
+        ("bname", s("broker-a")),
+    ]
+}
+
+/// A Go heartbeat (row 14): `codeSet` as JSON strings, `subVersion` in nanoseconds, the raw
+/// `subString` with the tags trimmed into `tagsSet`.
+fn go_heartbeat(client_id: &str, group: &str, topic: &str, expr: &str) -> Vec<u8> {
+    let tags: Vec<&str> =
+        if expr == "*" { Vec::new() } else { expr.split("||").map(str::trim).collect() };
+    let tags_set: Vec<String> = tags.iter().map(|t| js(t)).collect();
+    let code_set: Vec<String> =
+        tags.iter().map(|t| js(&properties::tag_hash(t).to_string())).collect();
+    format!(
+        concat!(
+            r#"{{"clientID":"{cid}","producerDataSet":[],"consumerDataSet":[{{"groupName":"{g}","consumeType":"CONSUME_PASSIVELY","#,
+            r#""messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":["#,
+            r#"{{"classFilterMode":false,"topic":"{t}","subString":{sub},"tagsSet":[{tags}],"codeSet":[{codes}],"subVersion":1700000000123456789,"expressionType":"TAG"}},"#,
+            r#"{{"classFilterMode":false,"topic":"%RETRY%{g}","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000123456790,"expressionType":"TAG"}}],"#,
+            r#""unitMode":false}}]}}"#
+        ),
+        cid = client_id,
+        g = group,
+        t = topic,
+        sub = js(expr),
+        tags = tags_set.join(","),
+        codes = code_set.join(","),
+    )
+    .into_bytes()
+}
+
+/// Rows 9, 14, 17: a Go producer sends tagged messages with code 10; a Go push consumer whose
+/// heartbeat carries `codeSet` as strings pulls with `subscription:""` and gets exactly its
+/// tag's messages, every response decodable by Go's strict decoder.
+#[tokio::test]
+async fn given_a_go_consumer_with_a_tag_subscription_when_pulling_should_get_its_tagged_messages() {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Go).await;
+    let topic = unique("GoTags");
+    create_topic(&mut w, &topic, 1).await;
+    for (n, tag) in ["TagA", "TagB", "TagA", "TagC"].iter().enumerate() {
+        let uniq = go_uniq_key(n as u32);
+        let props =
+            go_props(&[("TAGS", tag), ("KEYS", "gk"), ("UNIQ_KEY", &uniq), ("WAIT", "true")]);
+        let r = w.call(rc::SEND_MESSAGE, Some(&go_send(&topic, 0, &props)), b"go").await;
+        assert_eq!(r.code(), code::SUCCESS, "go send {n}: {}", r.header);
+        assert!(r.ext("msgId").is_some() && r.ext("queueOffset").is_some(), "{}", r.header);
+    }
+    let group = unique("go_cg");
+    let hb = go_heartbeat("10.0.0.7@4242#1700000000000000000", &group, &topic, "TagA || TagC");
+    let r = w.call(rc::HEART_BEAT, Some(&[]), &hb).await;
+    assert_eq!(r.code(), code::SUCCESS, "a Go heartbeat is accepted: {}", r.header);
+
+    let r = pull_until_found(&mut w, &go_pull(&group, &topic, 0, 0)).await;
+    let got = r.records();
+    let tags: Vec<_> = got.iter().map(|m| prop(m, "TAGS").unwrap_or("?").to_string()).collect();
+    assert_eq!(tags, ["TagA", "TagA", "TagC"], "the Go subscription filters on the broker");
+    for (m, n) in got.iter().zip([0u32, 2, 3]) {
+        assert_canonical(&m.properties);
+        assert_eq!(prop(m, "UNIQ_KEY"), Some(go_uniq_key(n).as_str()));
+    }
+    b.shutdown().await;
+}
