@@ -1163,3 +1163,44 @@ async fn given_a_java_one_way_offset_commit_should_be_stored_without_an_answer()
     );
     b.shutdown().await;
 }
+
+/// Row 8: when its send-back fails, the Java consumer sends the message itself to
+/// `%RETRY%group` with SEND_MESSAGE_V2: `j` = reconsume times, `l` = max reconsume times (taken
+/// from the properties, which are cleared), `DELAY` = 3 + n, no trailing 0x02. Past the maximum
+/// it goes to the dead-letter queue undelayed, every other property intact.
+#[tokio::test]
+async fn given_a_java_retry_send_past_its_maximum_should_land_in_the_dlq_intact() {
+    let (b, addr) = broker().await;
+    let mut w = Wire::open(addr, Client::Java49).await;
+    let group = unique("java_cg");
+    let retry = format!("%RETRY%{group}");
+    let uniq = java_uniq_key(17);
+    let props = java_props(&[
+        ("RETRY_TOPIC", "OrigTopic"),
+        ("UNIQ_KEY", &uniq),
+        ("WAIT", "true"),
+        ("TAGS", "TagR"),
+        ("DELAY", "20"),
+    ]);
+    let mut ext = java_send_v2(&retry, 0, 0, &props);
+    for (k, v) in &mut ext {
+        if *k == "j" {
+            *v = s(17);
+        }
+    }
+    ext.push(("l", s(16)));
+    let r = w.call(rc::SEND_MESSAGE_V2, Some(&ext), b"r").await;
+    assert_eq!(r.code(), code::SUCCESS, "{}", r.header);
+    let phys = i64::from_str_radix(&r.ext("msgId").expect("msgId")[16..], 16).expect("hex");
+    let r = w.call(rc::VIEW_MESSAGE_BY_ID, Some(&[("offset", s(phys))]), b"").await;
+    assert_eq!(r.code(), code::SUCCESS, "{}", r.header);
+    let m = &r.records()[0];
+    assert_eq!(m.topic, format!("%DLQ%{group}"), "past l=16 the message is a dead letter");
+    assert_eq!(m.reconsume_times, 17, "j is stored as the reconsume count");
+    assert_canonical(&m.properties);
+    assert_eq!(prop(m, "TAGS"), Some("TagR"));
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq.as_str()));
+    assert_eq!(prop(m, "RETRY_TOPIC"), Some("OrigTopic"));
+    assert_eq!(prop(m, "DELAY"), None, "dead letters are not delayed");
+    b.shutdown().await;
+}
