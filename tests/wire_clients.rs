@@ -685,7 +685,8 @@ fn go_pull(group: &str, topic: &str, queue: i32, offset: i64) -> Vec<(&'static s
 }
 
 /// A Go heartbeat (row 14): `codeSet` as JSON strings, `subVersion` in nanoseconds, the raw
-/// `subString` with the tags trimmed into `tagsSet`.
+/// `subString` with the tags trimmed into `tagsSet`; Go's client hard-codes `consumeType:"PUSH"`
+/// (not a Java enum name), `CLUSTERING` and `CONSUME_FROM_FIRST_OFFSET`.
 fn go_heartbeat(client_id: &str, group: &str, topic: &str, expr: &str) -> Vec<u8> {
     let tags: Vec<&str> =
         if expr == "*" { Vec::new() } else { expr.split("||").map(str::trim).collect() };
@@ -694,7 +695,7 @@ fn go_heartbeat(client_id: &str, group: &str, topic: &str, expr: &str) -> Vec<u8
         tags.iter().map(|t| js(&properties::tag_hash(t).to_string())).collect();
     format!(
         concat!(
-            r#"{{"clientID":"{cid}","producerDataSet":[],"consumerDataSet":[{{"groupName":"{g}","consumeType":"CONSUME_PASSIVELY","#,
+            r#"{{"clientID":"{cid}","producerDataSet":[{{"groupName":"go_pg"}}],"consumerDataSet":[{{"groupName":"{g}","consumeType":"PUSH","#,
             r#""messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":["#,
             r#"{{"classFilterMode":false,"topic":"{t}","subString":{sub},"tagsSet":[{tags}],"codeSet":[{codes}],"subVersion":1700000000123456789,"expressionType":"TAG"}},"#,
             r#"{{"classFilterMode":false,"topic":"%RETRY%{g}","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000123456790,"expressionType":"TAG"}}],"#,

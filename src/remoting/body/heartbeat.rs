@@ -228,8 +228,9 @@ mod tests {
     }
 
     /// A heartbeat as rocketmq-client-go v2.1 sends it (client-wire-facts row 14): `codeSet`
-    /// as JSON strings, `subVersion` in nanoseconds, the raw `subString`, no fingerprint.
-    const GO_CLIENT_HEARTBEAT: &str = r#"{"clientID":"10.0.0.7@12345#1700000000000000000","producerDataSet":[],"consumerDataSet":[{"groupName":"CG","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"T","subString":"TagA || TagB","tagsSet":["TagA","TagB"],"codeSet":["2598919","2598920"],"subVersion":1700000000123456789,"expressionType":"TAG"},{"classFilterMode":false,"topic":"%RETRY%CG","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000123456790,"expressionType":"TAG"}],"unitMode":false}]}"#;
+    /// as JSON strings, `subVersion` in nanoseconds, the raw `subString`, no fingerprint, and
+    /// the hard-coded `consumeType:"PUSH"` (kept as an unknown name).
+    const GO_CLIENT_HEARTBEAT: &str = r#"{"clientID":"10.0.0.7@12345#1700000000000000000","producerDataSet":[{"groupName":"PG"}],"consumerDataSet":[{"groupName":"CG","consumeType":"PUSH","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"T","subString":"TagA || TagB","tagsSet":["TagA","TagB"],"codeSet":["2598919","2598920"],"subVersion":1700000000123456789,"expressionType":"TAG"},{"classFilterMode":false,"topic":"%RETRY%CG","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000123456790,"expressionType":"TAG"}],"unitMode":false}]}"#;
 
     #[test]
     fn given_go_client_heartbeat_when_parsing_should_read_string_codes_and_nanosecond_versions() {
@@ -242,6 +243,9 @@ mod tests {
         assert_eq!(sub.code_set, vec![2_598_919, 2_598_920], "codes given as strings");
         assert_eq!(sub.tags_set, vec!["TagA".to_string(), "TagB".to_string()]);
         assert_eq!(sub.sub_version, 1_700_000_000_123_456_789, "nanoseconds fit");
+        let cg = hb.consumer_data_set.first().expect("one consumer group");
+        assert_eq!(cg.consume_type, ConsumeType::Other("PUSH".into()));
+        assert_eq!(cg.message_model, MessageModel::Clustering);
         let mixed = HeartbeatData::from_json_slice(
             br#"{"consumerDataSet":[{"groupName":"G","subscriptionDataSet":[{"topic":"T","codeSet":[1,"-2"," 3",null,"x"]}]}]}"#,
         )
