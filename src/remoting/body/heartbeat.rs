@@ -78,13 +78,36 @@ pub struct HeartbeatData {
 
 impl JsonBody for HeartbeatData {}
 
-/// A producer group in a heartbeat.
+/// A producer group in a heartbeat: `{"groupName":"PG"}`, or just `"PG"` as
+/// rocketmq-client-go 2.0 writes it (anything else reads as an empty name).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "ProducerRepr")]
 pub struct ProducerData {
     /// Group name.
-    #[serde(default, deserialize_with = "null_default")]
     pub group_name: String,
+}
+
+/// The forms a producer entry arrives in.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ProducerRepr {
+    Name(String),
+    Object {
+        #[serde(rename = "groupName", default, deserialize_with = "null_default")]
+        group_name: String,
+    },
+    Other(IgnoredAny),
+}
+
+impl From<ProducerRepr> for ProducerData {
+    fn from(repr: ProducerRepr) -> Self {
+        match repr {
+            ProducerRepr::Name(group_name) | ProducerRepr::Object { group_name } => {
+                ProducerData { group_name }
+            }
+            ProducerRepr::Other(_) => ProducerData::default(),
+        }
+    }
 }
 
 /// A consumer group in a heartbeat.
@@ -256,6 +279,18 @@ mod tests {
             .and_then(|c| c.subscription_data_set.first())
             .expect("subscription");
         assert_eq!(sub.code_set, vec![1, -2, 3], "unparsable codes are skipped");
+    }
+
+    #[test]
+    fn given_go_2_0_heartbeat_with_producer_names_as_strings_when_parsing_should_read_them() {
+        // rocketmq-client-go 2.0 declares `type producerData string`: the set is a list of names.
+        let hb = HeartbeatData::from_json_slice(
+            br#"{"clientID":"10.0.0.7@1","producerDataSet":["PG",{"groupName":"PG2"},7],"consumerDataSet":[{"groupName":"CG","consumeType":"PUSH","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[],"unitMode":false}]}"#,
+        )
+        .expect("a Go 2.0 heartbeat parses");
+        let names: Vec<&str> = hb.producer_data_set.iter().map(|p| p.group_name.as_str()).collect();
+        assert_eq!(names, ["PG", "PG2", ""], "names, objects, and junk as an empty name");
+        assert_eq!(hb.consumer_data_set.len(), 1);
     }
 
     #[test]
