@@ -1,6 +1,7 @@
 //! What the Java (4.9.x, 5.x) and Go RocketMQ clients put on the wire, written byte for byte as
-//! they write it, and what they need back (`/work/shared/docs/client-wire-facts.md`; each test
-//! names its row). Neither client can run here, so every frame is built by hand: header JSON
+//! they write it, and what they need back (the team's `client-wire-facts.md`, taken from the
+//! clients' source: apache/rocketmq 4.9.x/5.x and rocketmq-client-go v2; each test names its
+//! row). Neither client can run here, so every frame is built by hand: header JSON
 //! text exactly as fastjson (Java) or jsoniter (Go) prints it, bodies as the clients encode
 //! them. Responses are read as raw JSON, so a test sees what a strict client decoder sees.
 
