@@ -127,9 +127,12 @@ pub struct StoredRecord<'a> {
 
 impl StoredRecord<'_> {
     /// Properties are written in canonical form: a last pair without its 0x02 gets one (see
-    /// [`properties::needs_separator`](crate::remoting::properties::needs_separator)).
+    /// [`properties::needs_separator`](crate::remoting::properties::needs_separator)), except
+    /// for a string alone at exactly the 32767-byte limit, which is written as sent (whole,
+    /// still parsable) rather than refused.
     fn terminates_properties(&self) -> bool {
         crate::remoting::properties::needs_separator(self.properties)
+            && (self.properties.len() < MAX_PROPERTIES_LEN || !self.extra_properties.is_empty())
     }
 
     fn properties_len(&self) -> usize {
@@ -665,9 +668,13 @@ mod tests {
         let mut buf = BytesMut::new();
         encode_record(&sample("T", &props, b""), &mut buf).expect("exactly at the limit");
         let at_limit = vec![b'a'; MAX_PROPERTIES_LEN];
+        let mut alone = BytesMut::new();
+        encode_record(&sample("T", &at_limit, b""), &mut alone).expect("written as sent");
+        let decoded = decode_records(&alone.freeze()).expect("decodable");
+        assert_eq!(decoded.first().map(|m| m.properties.len()), Some(MAX_PROPERTIES_LEN));
         assert!(
-            encode_record(&sample("T", &at_limit, b""), &mut buf).is_err(),
-            "the canonical form of an unterminated string at the limit needs one byte more"
+            encode_record(&sample("T", &at_limit, b"x\x01y\x02"), &mut buf).is_err(),
+            "an unterminated string is never run into an extra pair"
         );
         let err = encode_record(&sample("T", &props, b"x"), &mut buf);
         assert_eq!(

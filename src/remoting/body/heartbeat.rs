@@ -1,6 +1,7 @@
 //! HEART_BEAT (34) and CHECK_CLIENT_CONFIG (46) bodies.
 
-use serde::{Deserialize, Serialize};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::remoting::body::{lenient_enum, null_default, JsonBody};
 
@@ -77,13 +78,36 @@ pub struct HeartbeatData {
 
 impl JsonBody for HeartbeatData {}
 
-/// A producer group in a heartbeat.
+/// A producer group in a heartbeat: `{"groupName":"PG"}`, or just `"PG"` as
+/// rocketmq-client-go 2.0 writes it (anything else reads as an empty name).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "ProducerRepr")]
 pub struct ProducerData {
     /// Group name.
-    #[serde(default, deserialize_with = "null_default")]
     pub group_name: String,
+}
+
+/// The forms a producer entry arrives in.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ProducerRepr {
+    Name(String),
+    Object {
+        #[serde(rename = "groupName", default, deserialize_with = "null_default")]
+        group_name: String,
+    },
+    Other(IgnoredAny),
+}
+
+impl From<ProducerRepr> for ProducerData {
+    fn from(repr: ProducerRepr) -> Self {
+        match repr {
+            ProducerRepr::Name(group_name) | ProducerRepr::Object { group_name } => {
+                ProducerData { group_name }
+            }
+            ProducerRepr::Other(_) => ProducerData::default(),
+        }
+    }
 }
 
 /// A consumer group in a heartbeat.
@@ -130,15 +154,49 @@ pub struct SubscriptionData {
     #[serde(default, deserialize_with = "null_default")]
     pub tags_set: Vec<String>,
     /// `String.hashCode` of each tag (see the caveat in
-    /// [`subscription`](crate::remoting::subscription)).
-    #[serde(default, deserialize_with = "null_default")]
+    /// [`subscription`](crate::remoting::subscription)). Java writes numbers, Go writes them as
+    /// JSON strings (`["2598919"]`); both are read, and an entry that is neither is skipped.
+    #[serde(default, deserialize_with = "lenient_codes")]
     pub code_set: Vec<i32>,
-    /// Version of the subscription (a timestamp); pulls must not be newer.
-    #[serde(default, deserialize_with = "null_default")]
+    /// Version of the subscription (a timestamp: milliseconds from Java, nanoseconds from Go);
+    /// a number or a numeric string.
+    #[serde(default, deserialize_with = "lenient_i64")]
     pub sub_version: i64,
     /// Expression language; `TAG` when absent.
     #[serde(default)]
     pub expression_type: ExpressionType,
+}
+
+/// An integer as a JSON number or as a JSON string holding one (how the Go client writes
+/// the tag codes of a subscription, client-wire-facts row 14).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LenientInt {
+    Number(i64),
+    Text(String),
+    Other(IgnoredAny),
+}
+
+impl LenientInt {
+    fn value(self) -> Option<i64> {
+        match self {
+            LenientInt::Number(n) => Some(n),
+            LenientInt::Text(s) => s.trim().parse().ok(),
+            LenientInt::Other(_) => None,
+        }
+    }
+}
+
+/// `codeSet`: numbers (Java) or numeric strings (Go); `null` is empty; entries that are neither
+/// or do not fit an `i32` are skipped.
+fn lenient_codes<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<i32>, D::Error> {
+    let raw = Option::<Vec<LenientInt>>::deserialize(deserializer)?.unwrap_or_default();
+    Ok(raw.into_iter().filter_map(|c| c.value().and_then(|n| i32::try_from(n).ok())).collect())
+}
+
+/// A number or a numeric string; `null` and anything else is 0.
+fn lenient_i64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    Ok(Option::<LenientInt>::deserialize(deserializer)?.and_then(LenientInt::value).unwrap_or(0))
 }
 
 /// CHECK_CLIENT_CONFIG request body.
@@ -190,6 +248,49 @@ mod tests {
         let back = HeartbeatData::from_json_slice(&hb.to_json_bytes().expect("serialisable"))
             .expect("re-parses");
         assert_eq!(back, hb, "heartbeat round trip");
+    }
+
+    /// A heartbeat as rocketmq-client-go v2.1 sends it (client-wire-facts row 14): `codeSet`
+    /// as JSON strings, `subVersion` in nanoseconds, the raw `subString`, no fingerprint, and
+    /// the hard-coded `consumeType:"PUSH"` (kept as an unknown name).
+    const GO_CLIENT_HEARTBEAT: &str = r#"{"clientID":"10.0.0.7@12345#1700000000000000000","producerDataSet":[{"groupName":"PG"}],"consumerDataSet":[{"groupName":"CG","consumeType":"PUSH","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"T","subString":"TagA || TagB","tagsSet":["TagA","TagB"],"codeSet":["2598919","2598920"],"subVersion":1700000000123456789,"expressionType":"TAG"},{"classFilterMode":false,"topic":"%RETRY%CG","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1700000000123456790,"expressionType":"TAG"}],"unitMode":false}]}"#;
+
+    #[test]
+    fn given_go_client_heartbeat_when_parsing_should_read_string_codes_and_nanosecond_versions() {
+        let hb = HeartbeatData::from_json_slice(GO_CLIENT_HEARTBEAT.as_bytes()).expect("parses");
+        let sub = hb
+            .consumer_data_set
+            .first()
+            .and_then(|c| c.subscription_data_set.first())
+            .expect("subscription");
+        assert_eq!(sub.code_set, vec![2_598_919, 2_598_920], "codes given as strings");
+        assert_eq!(sub.tags_set, vec!["TagA".to_string(), "TagB".to_string()]);
+        assert_eq!(sub.sub_version, 1_700_000_000_123_456_789, "nanoseconds fit");
+        let cg = hb.consumer_data_set.first().expect("one consumer group");
+        assert_eq!(cg.consume_type, ConsumeType::Other("PUSH".into()));
+        assert_eq!(cg.message_model, MessageModel::Clustering);
+        let mixed = HeartbeatData::from_json_slice(
+            br#"{"consumerDataSet":[{"groupName":"G","subscriptionDataSet":[{"topic":"T","codeSet":[1,"-2"," 3",null,"x"]}]}]}"#,
+        )
+        .expect("ints, strings and junk codes are all tolerated");
+        let sub = mixed
+            .consumer_data_set
+            .first()
+            .and_then(|c| c.subscription_data_set.first())
+            .expect("subscription");
+        assert_eq!(sub.code_set, vec![1, -2, 3], "unparsable codes are skipped");
+    }
+
+    #[test]
+    fn given_go_2_0_heartbeat_with_producer_names_as_strings_when_parsing_should_read_them() {
+        // rocketmq-client-go 2.0 declares `type producerData string`: the set is a list of names.
+        let hb = HeartbeatData::from_json_slice(
+            br#"{"clientID":"10.0.0.7@1","producerDataSet":["PG",{"groupName":"PG2"},7],"consumerDataSet":[{"groupName":"CG","consumeType":"PUSH","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[],"unitMode":false}]}"#,
+        )
+        .expect("a Go 2.0 heartbeat parses");
+        let names: Vec<&str> = hb.producer_data_set.iter().map(|p| p.group_name.as_str()).collect();
+        assert_eq!(names, ["PG", "PG2", ""], "names, objects, and junk as an empty name");
+        assert_eq!(hb.consumer_data_set.len(), 1);
     }
 
     #[test]
