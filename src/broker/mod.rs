@@ -151,7 +151,7 @@ impl Shared {
     /// registrar for external ones.
     pub(crate) fn publish_topics(&self) {
         if self.config.namesrv_addr.is_none() {
-            self.routes.register(namesrv::Registration {
+            let _ = self.routes.register(namesrv::Registration {
                 cluster: self.config.cluster_name.clone(),
                 broker_name: self.config.broker_name.clone(),
                 broker_id: 0,
