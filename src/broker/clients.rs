@@ -115,6 +115,23 @@ impl ClientRegistry {
         let now = Instant::now();
         let mut subscribe: Vec<(String, String)> = Vec::new();
         let mut broadcast_join: Vec<(String, String, String)> = Vec::new();
+        // Filters are built before the write lock is taken; under it, entries are only moved
+        // in (the heartbeat processor bounds how many there are).
+        let prepared: Vec<(&ConsumerData, Vec<Subscription>)> = hb
+            .consumer_data_set
+            .iter()
+            .map(|c| {
+                let subs = c
+                    .subscription_data_set
+                    .iter()
+                    .map(|sd| Subscription {
+                        data: sd.clone(),
+                        filter: filter_of(&TagMatcher::for_subscription(sd)),
+                    })
+                    .collect();
+                (c, subs)
+            })
+            .collect();
         let effects = {
             let mut r = self.write();
             for p in &hb.producer_data_set {
@@ -124,12 +141,13 @@ impl ClientRegistry {
                     .insert(hb.client_id.clone(), (conn, now));
             }
             let mut effects = Effects::default();
-            for c in &hb.consumer_data_set {
+            for (c, subs) in prepared {
                 let changed = upsert_consumer(
                     &mut r,
                     conn,
                     &hb.client_id,
                     c,
+                    subs,
                     now,
                     &mut subscribe,
                     &mut broadcast_join,
@@ -267,6 +285,11 @@ impl ClientRegistry {
             .collect()
     }
 
+    /// Whether a heartbeat made `group` known (it stays known until it is released as idle).
+    pub(crate) fn knows_group(&self, group: &str) -> bool {
+        self.read().groups.contains_key(group)
+    }
+
     /// The model of a consumer group, if known.
     pub(crate) fn model(&self, group: &str) -> Option<MessageModel> {
         self.read().groups.get(group).map(|g| g.model.clone())
@@ -288,6 +311,7 @@ fn upsert_consumer(
     conn: ConnId,
     client: &str,
     c: &ConsumerData,
+    subs: Vec<Subscription>,
     now: Instant,
     subscribe: &mut Vec<(String, String)>,
     broadcast_join: &mut Vec<(String, String, String)>,
@@ -308,21 +332,21 @@ fn upsert_consumer(
     member.conn = conn;
     member.last_seen = now;
     let broadcasting = c.message_model == MessageModel::Broadcasting;
-    for sd in &c.subscription_data_set {
-        let filter = filter_of(&TagMatcher::for_subscription(sd));
-        let newer = g
-            .subscriptions
-            .get(&sd.topic)
-            .map_or(true, |old| old.data.sub_version <= sd.sub_version);
-        if newer {
-            g.subscriptions.insert(sd.topic.clone(), Subscription { data: sd.clone(), filter });
-        }
+    for sub in subs {
+        let topic = sub.data.topic.clone();
         if broadcasting {
-            if !member.broadcast.contains_key(&sd.topic) && !sd.topic.starts_with(RETRY_PREFIX) {
-                broadcast_join.push((c.group_name.clone(), sd.topic.clone(), client.to_string()));
+            if !member.broadcast.contains_key(&topic) && !topic.starts_with(RETRY_PREFIX) {
+                broadcast_join.push((c.group_name.clone(), topic.clone(), client.to_string()));
             }
         } else {
-            subscribe.push((c.group_name.clone(), sd.topic.clone()));
+            subscribe.push((c.group_name.clone(), topic.clone()));
+        }
+        let newer = g
+            .subscriptions
+            .get(&topic)
+            .map_or(true, |old| old.data.sub_version <= sub.data.sub_version);
+        if newer {
+            g.subscriptions.insert(topic, sub);
         }
     }
     changed
@@ -393,5 +417,6 @@ pub(crate) async fn housekeeping(s: Arc<Shared>, mut shutdown: watch::Receiver<b
             _ = shutdown.changed() => return,
         }
         s.clients.expire(&s, ttl, idle);
+        s.locks.purge(Instant::now());
     }
 }

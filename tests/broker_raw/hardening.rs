@@ -187,3 +187,119 @@ async fn given_a_master_and_its_slave_on_two_connections_when_the_slave_disconne
     );
     namesrv.shutdown().await;
 }
+fn update_offset_request(group: &str, topic: &str, queue: i32, offset: i64) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", group);
+    ext.insert("topic", topic);
+    ext.insert_i64("queueId", i64::from(queue));
+    ext.insert_i64("commitOffset", offset);
+    request(rc::UPDATE_CONSUMER_OFFSET, ext)
+}
+
+fn query_offset_request(group: &str, topic: &str, queue: i32) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", group);
+    ext.insert("topic", topic);
+    ext.insert_i64("queueId", i64::from(queue));
+    request(rc::QUERY_CONSUMER_OFFSET, ext)
+}
+
+#[tokio::test]
+async fn given_an_offset_for_a_group_name_over_255_chars_or_an_unknown_group_should_refuse_and_store_nothing(
+) {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let long = "g".repeat(1024 * 1024);
+    let r = conn.call(update_offset_request(&long, "RawTopic", 0, 1)).await;
+    assert_ne!(r.code, code::SUCCESS, "a 1 MiB group name is refused: {:?}", r.remark);
+    assert!(r.remark.as_deref().is_some_and(|m| m.len() < 1024), "the name is not echoed: {r:?}");
+    let r = conn.call(query_offset_request(&long, "RawTopic", 0)).await;
+    assert_eq!(r.code, code::QUERY_NOT_FOUND, "nothing was stored for it: {:?}", r.remark);
+    let r = conn.call(update_offset_request("never_seen_group", "RawTopic", 0, 1)).await;
+    assert_eq!(
+        r.code,
+        code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        "a group that never sent a heartbeat has no offsets: {r:?}"
+    );
+    let r = conn.call(query_offset_request("never_seen_group", "RawTopic", 0)).await;
+    assert_eq!(r.code, code::QUERY_NOT_FOUND, "nothing was stored for it: {r:?}");
+    // A known group still commits.
+    let hb = conn.call(heartbeat_request("127.0.0.1@raw", "known_group", "RawTopic")).await;
+    assert_eq!(hb.code, code::SUCCESS, "the heartbeat is accepted: {hb:?}");
+    let r = conn.call(update_offset_request("known_group", "RawTopic", 0, 0)).await;
+    assert_eq!(r.code, code::SUCCESS, "a known group commits: {r:?}");
+    broker.shutdown().await;
+}
+
+/// A `LOCK_BATCH_MQ` body as the Java client writes it, for queues `0..n` of `topic` on
+/// `broker_name`.
+fn lock_request(
+    group: &str,
+    client: &str,
+    topic: &str,
+    broker_name: &str,
+    n: i32,
+) -> RemotingCommand {
+    let mqs: Vec<String> = (0..n)
+        .map(|q| format!(r#"{{"brokerName":"{broker_name}","queueId":{q},"topic":"{topic}"}}"#))
+        .collect();
+    let body = format!(
+        r#"{{"clientId":"{client}","consumerGroup":"{group}","mqSet":[{}],"onlyThisBroker":false}}"#,
+        mqs.join(",")
+    );
+    RemotingCommand::request(rc::LOCK_BATCH_MQ, 0).with_body(body.into_bytes())
+}
+
+fn locked(r: &RemotingCommand) -> usize {
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("a JSON lock answer");
+    v["lockOKMQSet"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test]
+async fn given_lock_requests_beyond_the_brokers_queues_should_grant_only_its_own_and_refuse_huge_sets(
+) {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let r = conn.call(lock_request("lock_group", "c1", "RawTopic", "baiji-a", 4)).await;
+    assert_eq!((r.code, locked(&r)), (code::SUCCESS, 4), "the topic's 4 queues lock: {r:?}");
+    let r = conn.call(lock_request("lock_group", "c1", "RawTopic", "baiji-a", 100)).await;
+    assert_eq!(locked(&r), 4, "queues the topic does not have are not locked");
+    let r = conn.call(lock_request("lock_group", "c1", "NoSuchTopic", "baiji-a", 4)).await;
+    assert_eq!(locked(&r), 0, "queues of unknown topics are not locked");
+    let r = conn.call(lock_request("lock_group", "c1", "RawTopic", "other-broker", 4)).await;
+    assert_eq!(locked(&r), 0, "queues of other brokers are not locked here");
+    let r = conn.call(lock_request("lock_group", "c1", "RawTopic", "baiji-a", 100_000)).await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "an mqSet over the cap is refused: {:?}", r.remark);
+    assert_still_served(&mut conn, "RawTopic").await;
+    broker.shutdown().await;
+}
+
+/// A heartbeat of one consumer of `group` with the given subscription elements (JSON).
+fn heartbeat_with_subscriptions(group: &str, subs: &[String]) -> RemotingCommand {
+    let body = format!(
+        r#"{{"clientID":"127.0.0.1@hb","consumerDataSet":[{{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"{group}","messageModel":"CLUSTERING","subscriptionDataSet":[{}],"unitMode":false}}],"heartbeatFingerprint":0,"producerDataSet":[],"withoutSub":false}}"#,
+        subs.join(",")
+    );
+    request(rc::HEART_BEAT, ExtFields::new()).with_body(body.into_bytes())
+}
+
+fn subscription(topic: &str) -> String {
+    format!(
+        r#"{{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"{topic}"}}"#
+    )
+}
+
+#[tokio::test]
+async fn given_heartbeats_with_empty_elements_or_too_many_subscriptions_should_refuse_them() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let r = conn.call(heartbeat_with_subscriptions("hb_group", &vec!["{}".to_string(); 3])).await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "subscriptions without a topic are refused: {r:?}");
+    let many: Vec<String> = (0..5000).map(|i| subscription(&format!("T{i}"))).collect();
+    let r = conn.call(heartbeat_with_subscriptions("hb_group", &many)).await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "too many subscriptions are refused: {:?}", r.remark);
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", "hb_group");
+    let r = conn.call(request(rc::GET_CONSUMER_LIST_BY_GROUP, ext)).await;
+    assert_ne!(r.code, code::SUCCESS, "a refused heartbeat registers nothing: {r:?}");
+    let ok = conn.call(heartbeat_with_subscriptions("hb_group", &[subscription("RawTopic")])).await;
+    assert_eq!(ok.code, code::SUCCESS, "a valid heartbeat is accepted: {ok:?}");
+    broker.shutdown().await;
+}

@@ -181,7 +181,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             _ => {
                 // RocketMQ stores it on the first processing of the request, whatever its
                 // suspend flag says.
-                if h.has_commit_offset() {
+                if h.has_commit_offset()
+                    && super::check_offset_group(s, req, h.consumer_group).is_ok()
+                {
                     if let Ok(c) = u64::try_from(h.commit_offset) {
                         let _ = s.store.commit(h.consumer_group, h.topic, queue, c);
                     }
