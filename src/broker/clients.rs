@@ -56,7 +56,7 @@ struct ConsumerGroup {
 
 #[derive(Debug)]
 struct Conn {
-    tx: mpsc::UnboundedSender<Outgoing>,
+    tx: mpsc::Sender<Outgoing>,
 }
 
 #[derive(Debug, Default)]
@@ -76,7 +76,7 @@ pub(crate) struct ClientRegistry {
 #[derive(Debug, Default)]
 struct Effects {
     /// Groups whose member set changed: notify these connections.
-    notify: Vec<(String, Vec<mpsc::UnboundedSender<Outgoing>>)>,
+    notify: Vec<(String, Vec<mpsc::Sender<Outgoing>>)>,
     /// Store members of broadcasting clients that left.
     broadcast_left: Vec<(String, String, MemberId)>,
     /// `(group, client)` pairs that left: their orderly locks are released.
@@ -92,7 +92,7 @@ impl ClientRegistry {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn open(&self, id: ConnId, tx: mpsc::UnboundedSender<Outgoing>) {
+    pub(crate) fn open(&self, id: ConnId, tx: mpsc::Sender<Outgoing>) {
         self.write().conns.insert(id, Conn { tx });
     }
 
@@ -295,7 +295,7 @@ impl ClientRegistry {
     }
 }
 
-fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::UnboundedSender<Outgoing>> {
+fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
     let Some(g) = r.groups.get(group) else { return Vec::new() };
     let mut conns: Vec<ConnId> = g.members.values().map(|m| m.conn).collect();
     conns.sort_unstable();
@@ -399,7 +399,9 @@ fn apply(s: &Shared, effects: Effects) {
                 s.next_opaque(),
             )
             .with_ext_fields(ext);
-            let _ = tx.send(cmd);
+            // A connection whose channel is full (it does not read) misses this hint; its
+            // client rebalances on its own timer as well.
+            let _ = tx.try_send(cmd);
         }
     }
 }

@@ -303,3 +303,111 @@ async fn given_heartbeats_with_empty_elements_or_too_many_subscriptions_should_r
     assert_eq!(ok.code, code::SUCCESS, "a valid heartbeat is accepted: {ok:?}");
     broker.shutdown().await;
 }
+
+/// Whether a fresh connection to `addr` is served: a request is answered (`false` when the
+/// broker closes it instead).
+async fn served(addr: SocketAddr) -> bool {
+    let mut stream = TcpStream::connect(addr).await.expect("the broker accepts connections");
+    let mut out = BytesMut::new();
+    max_offset_request("RawTopic", 0).encode(&mut out).expect("an encodable command");
+    if stream.write_all(&out).await.is_err() {
+        return false;
+    }
+    let mut buf = BytesMut::new();
+    loop {
+        if RemotingCommand::decode(&mut buf).expect("valid frames").is_some() {
+            return true;
+        }
+        match tokio::time::timeout(PATIENCE, stream.read_buf(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) => return false,
+            Err(_) => panic!("the broker neither answers nor closes"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn given_max_connections_when_one_more_connects_should_close_it_and_accept_again_after_one_closes(
+) {
+    let broker = start_broker(|c| c.max_connections = 2).await;
+    let addr = broker_addr(&broker);
+    let mut first = Conn::open(addr).await;
+    assert_still_served(&mut first, "RawTopic").await;
+    let mut second = Conn::open(addr).await;
+    assert_still_served(&mut second, "RawTopic").await;
+    let mut third = Conn::open(addr).await;
+    assert!(third.closed_within(PATIENCE).await, "the connection over the cap is closed");
+    assert_still_served(&mut first, "RawTopic").await;
+    drop(first);
+    let deadline = Instant::now() + PATIENCE;
+    while !served(addr).await {
+        assert!(Instant::now() < deadline, "a connection is accepted again after one closed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_an_idle_timeout_when_a_connection_sends_nothing_should_close_it() {
+    let broker = start_broker(|c| c.server_channel_max_idle_time_seconds = 1).await;
+    let mut idle = Conn::open(broker_addr(&broker)).await;
+    assert_still_served(&mut idle, "RawTopic").await;
+    assert!(idle.closed_within(PATIENCE).await, "an idle connection is closed");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_the_suspended_pull_cap_when_one_more_pull_would_wait_should_answer_it_at_once() {
+    let broker = start_broker(|c| c.max_suspended_pulls_per_connection = 2).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(create_topic_request("RawTopic", 4)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    // Three pulls of an empty queue that may each wait 20 s, pipelined.
+    let mut opaques = Vec::new();
+    for _ in 0..3 {
+        let mut pull = java_lite_pull("cap_group", "RawTopic", 0, 0);
+        pull.opaque = conn.opaque();
+        opaques.push(pull.opaque);
+        conn.write(&pull).await;
+    }
+    let (_, first) = conn.read_frame(PATIENCE).await.expect("an answer");
+    assert_eq!(
+        (first.opaque, first.code),
+        (opaques[2], code::PULL_NOT_FOUND),
+        "the pull over the cap is answered at once, the two before it wait"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_client_that_pipelines_pulls_and_never_reads_should_stop_reading_its_requests() {
+    const HIGH: usize = 1024 * 1024;
+    let broker = start_broker(|c| c.write_buffer_high_water_mark = HIGH).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(create_topic_request("RawTopic", 1)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    let r = conn.call(send_request("RawTopic", 0, vec![7u8; 200 * 1024])).await;
+    assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    // 2000 pulls answered with 200 KiB each (400 MB), written without reading any answer.
+    let mut burst = BytesMut::new();
+    for i in 0..2000 {
+        let mut pull = pull_request("bp_group", "RawTopic", 0, 0, 0, pull_sys_flag::SUBSCRIPTION);
+        pull.opaque = 10_000 + i;
+        pull.encode(&mut burst).expect("an encodable pull");
+    }
+    let Conn { stream, .. } = conn;
+    let (_reader, mut writer) = stream.into_split();
+    let writing = tokio::spawn(async move { writer.write_all(&burst).await });
+    let deadline = Instant::now() + PATIENCE;
+    while broker.reads_paused() == 0 {
+        assert!(Instant::now() < deadline, "the broker stops reading a client that does not read");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let queued = broker.max_queued_write_bytes();
+    assert!(
+        queued <= (HIGH + 300 * 1024) as u64,
+        "a connection queues at most the high-water mark and one answer: {queued} bytes"
+    );
+    writing.abort();
+    broker.shutdown().await;
+}
