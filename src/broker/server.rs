@@ -59,6 +59,8 @@ pub(crate) async fn serve(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // Count only live connections: reap the tasks that already ended.
+                    while conns.try_join_next().is_some() {}
                     if conns.len() >= max {
                         // Relaxed: a statistic.
                         shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
