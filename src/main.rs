@@ -106,6 +106,20 @@ struct BrokerArgs {
     /// Most messages one pull returns (default 32; RocketMQ: maxTransferCountOnMessageInMemory).
     #[arg(long)]
     max_transfer_count_on_message_in_memory: Option<usize>,
+    /// Most connections served at once per listener (default 10000); more are closed at once.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Close a connection idle (no traffic either way) this long, seconds (default 120; 0:
+    /// never; RocketMQ: serverChannelMaxIdleTimeSeconds).
+    #[arg(long)]
+    server_channel_max_idle_time_seconds: Option<u64>,
+    /// Most suspended (long-polling) pulls per connection (default 1024); more are answered at once.
+    #[arg(long)]
+    max_suspended_pulls_per_connection: Option<usize>,
+    /// Stop reading a connection's requests while this many bytes of its answers wait to be
+    /// written (default 4m; RocketMQ: writeBufferHighWaterMark); suffixes accepted.
+    #[arg(long, value_parser = parse_size)]
+    write_buffer_high_water_mark: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -199,6 +213,19 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.max_transfer_count_on_message_in_memory {
         c.max_transfer_count_on_message_in_memory = v;
+    }
+    if let Some(v) = a.max_connections {
+        c.max_connections = v;
+    }
+    if let Some(v) = a.server_channel_max_idle_time_seconds {
+        c.server_channel_max_idle_time_seconds = v;
+    }
+    if let Some(v) = a.max_suspended_pulls_per_connection {
+        c.max_suspended_pulls_per_connection = v;
+    }
+    if let Some(v) = a.write_buffer_high_water_mark {
+        c.write_buffer_high_water_mark = usize::try_from(v)
+            .map_err(|_| "write-buffer-high-water-mark is too large".to_string())?;
     }
     Ok(c)
 }

@@ -860,7 +860,9 @@ async fn given_a_group_that_never_committed_when_querying_its_offset_should_foll
     );
     let r = conn.call(query("0", Some("false"))).await;
     assert_eq!(r.code, code::QUERY_NOT_FOUND, "setZeroIfNotFound=false answers not found: {r:?}");
-    // A one-way commit is stored (and not answered).
+    // A one-way commit of a group a heartbeat made known is stored (and not answered).
+    let hb = conn.call(heartbeat_request("127.0.0.1@raw", "new_group", "RawTopic")).await;
+    assert_eq!(hb.code, code::SUCCESS, "the heartbeat is accepted: {hb:?}");
     let mut ext = ExtFields::new();
     ext.insert("consumerGroup", "new_group");
     ext.insert("topic", "RawTopic");

@@ -56,7 +56,7 @@ struct ConsumerGroup {
 
 #[derive(Debug)]
 struct Conn {
-    tx: mpsc::UnboundedSender<Outgoing>,
+    tx: mpsc::Sender<Outgoing>,
 }
 
 #[derive(Debug, Default)]
@@ -76,7 +76,7 @@ pub(crate) struct ClientRegistry {
 #[derive(Debug, Default)]
 struct Effects {
     /// Groups whose member set changed: notify these connections.
-    notify: Vec<(String, Vec<mpsc::UnboundedSender<Outgoing>>)>,
+    notify: Vec<(String, Vec<mpsc::Sender<Outgoing>>)>,
     /// Store members of broadcasting clients that left.
     broadcast_left: Vec<(String, String, MemberId)>,
     /// `(group, client)` pairs that left: their orderly locks are released.
@@ -92,7 +92,7 @@ impl ClientRegistry {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn open(&self, id: ConnId, tx: mpsc::UnboundedSender<Outgoing>) {
+    pub(crate) fn open(&self, id: ConnId, tx: mpsc::Sender<Outgoing>) {
         self.write().conns.insert(id, Conn { tx });
     }
 
@@ -115,6 +115,23 @@ impl ClientRegistry {
         let now = Instant::now();
         let mut subscribe: Vec<(String, String)> = Vec::new();
         let mut broadcast_join: Vec<(String, String, String)> = Vec::new();
+        // Filters are built before the write lock is taken; under it, entries are only moved
+        // in (the heartbeat processor bounds how many there are).
+        let prepared: Vec<(&ConsumerData, Vec<Subscription>)> = hb
+            .consumer_data_set
+            .iter()
+            .map(|c| {
+                let subs = c
+                    .subscription_data_set
+                    .iter()
+                    .map(|sd| Subscription {
+                        data: sd.clone(),
+                        filter: filter_of(&TagMatcher::for_subscription(sd)),
+                    })
+                    .collect();
+                (c, subs)
+            })
+            .collect();
         let effects = {
             let mut r = self.write();
             for p in &hb.producer_data_set {
@@ -124,12 +141,12 @@ impl ClientRegistry {
                     .insert(hb.client_id.clone(), (conn, now));
             }
             let mut effects = Effects::default();
-            for c in &hb.consumer_data_set {
+            for (c, subs) in prepared {
                 let changed = upsert_consumer(
                     &mut r,
                     conn,
                     &hb.client_id,
-                    c,
+                    (c, subs),
                     now,
                     &mut subscribe,
                     &mut broadcast_join,
@@ -267,13 +284,18 @@ impl ClientRegistry {
             .collect()
     }
 
+    /// Whether a heartbeat made `group` known (it stays known until it is released as idle).
+    pub(crate) fn knows_group(&self, group: &str) -> bool {
+        self.read().groups.contains_key(group)
+    }
+
     /// The model of a consumer group, if known.
     pub(crate) fn model(&self, group: &str) -> Option<MessageModel> {
         self.read().groups.get(group).map(|g| g.model.clone())
     }
 }
 
-fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::UnboundedSender<Outgoing>> {
+fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
     let Some(g) = r.groups.get(group) else { return Vec::new() };
     let mut conns: Vec<ConnId> = g.members.values().map(|m| m.conn).collect();
     conns.sort_unstable();
@@ -287,7 +309,7 @@ fn upsert_consumer(
     r: &mut Registry,
     conn: ConnId,
     client: &str,
-    c: &ConsumerData,
+    (c, subs): (&ConsumerData, Vec<Subscription>),
     now: Instant,
     subscribe: &mut Vec<(String, String)>,
     broadcast_join: &mut Vec<(String, String, String)>,
@@ -308,21 +330,21 @@ fn upsert_consumer(
     member.conn = conn;
     member.last_seen = now;
     let broadcasting = c.message_model == MessageModel::Broadcasting;
-    for sd in &c.subscription_data_set {
-        let filter = filter_of(&TagMatcher::for_subscription(sd));
-        let newer = g
-            .subscriptions
-            .get(&sd.topic)
-            .map_or(true, |old| old.data.sub_version <= sd.sub_version);
-        if newer {
-            g.subscriptions.insert(sd.topic.clone(), Subscription { data: sd.clone(), filter });
-        }
+    for sub in subs {
+        let topic = sub.data.topic.clone();
         if broadcasting {
-            if !member.broadcast.contains_key(&sd.topic) && !sd.topic.starts_with(RETRY_PREFIX) {
-                broadcast_join.push((c.group_name.clone(), sd.topic.clone(), client.to_string()));
+            if !member.broadcast.contains_key(&topic) && !topic.starts_with(RETRY_PREFIX) {
+                broadcast_join.push((c.group_name.clone(), topic.clone(), client.to_string()));
             }
         } else {
-            subscribe.push((c.group_name.clone(), sd.topic.clone()));
+            subscribe.push((c.group_name.clone(), topic.clone()));
+        }
+        let newer = g
+            .subscriptions
+            .get(&topic)
+            .map_or(true, |old| old.data.sub_version <= sub.data.sub_version);
+        if newer {
+            g.subscriptions.insert(topic, sub);
         }
     }
     changed
@@ -377,7 +399,9 @@ fn apply(s: &Shared, effects: Effects) {
                 s.next_opaque(),
             )
             .with_ext_fields(ext);
-            let _ = tx.send(cmd);
+            // A connection whose channel is full (it does not read) misses this hint; its
+            // client rebalances on its own timer as well.
+            let _ = tx.try_send(cmd);
         }
     }
 }
@@ -393,5 +417,6 @@ pub(crate) async fn housekeeping(s: Arc<Shared>, mut shutdown: watch::Receiver<b
             _ = shutdown.changed() => return,
         }
         s.clients.expire(&s, ttl, idle);
+        s.locks.purge(Instant::now());
     }
 }

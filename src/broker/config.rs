@@ -70,6 +70,18 @@ pub struct BrokerConfig {
     /// Most messages one pull answers with (RocketMQ: `maxTransferCountOnMessageInMemory`, 32);
     /// fewer if the client asks for fewer.
     pub max_transfer_count_on_message_in_memory: usize,
+    /// Most connections served at once per listener (broker and name-server ports each); one
+    /// more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// A connection with no traffic either way for this long is closed, seconds (RocketMQ:
+    /// `serverChannelMaxIdleTimeSeconds`, 120; 0: never).
+    pub server_channel_max_idle_time_seconds: u64,
+    /// Most pulls one connection may have suspended (long polling); one more is answered at
+    /// once, as if its hold had expired.
+    pub max_suspended_pulls_per_connection: usize,
+    /// While more than this many bytes of one connection's answers wait to be written, the
+    /// broker reads no more of its requests (RocketMQ: `writeBufferHighWaterMark`, 4 MiB).
+    pub write_buffer_high_water_mark: usize,
 }
 
 impl Default for BrokerConfig {
@@ -96,6 +108,10 @@ impl Default for BrokerConfig {
             register_interval_secs: 30,
             max_transfer_bytes_on_message_in_memory: 256 * 1024,
             max_transfer_count_on_message_in_memory: 32,
+            max_connections: 10_000,
+            server_channel_max_idle_time_seconds: 120,
+            max_suspended_pulls_per_connection: 1024,
+            write_buffer_high_water_mark: 4 * 1024 * 1024,
         }
     }
 }
@@ -127,6 +143,11 @@ impl BrokerConfig {
         const HEADER_ROOM: usize = 1024 * 1024;
         self.max_transfer_bytes_on_message_in_memory
             .clamp(1, crate::remoting::frame::MAX_FRAME_LEN - HEADER_ROOM)
+    }
+
+    /// The cap on suspended pulls of one connection, kept to what a channel can hold.
+    pub(crate) fn suspended_pull_cap(&self) -> usize {
+        self.max_suspended_pulls_per_connection.min(1 << 20)
     }
 
     /// The message-count bound of one pull (at least one).

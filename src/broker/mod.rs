@@ -67,10 +67,13 @@ pub(crate) type Outgoing = RemotingCommand;
 pub(crate) struct ConnCtx {
     pub(crate) id: ConnId,
     pub(crate) peer: SocketAddr,
-    /// Responses that complete later, and broker → client requests.
-    pub(crate) tx: mpsc::UnboundedSender<Outgoing>,
+    /// Responses that complete later, and broker → client requests. Bounded: a suspended pull
+    /// reserves its slot before it waits; notifications that find it full are dropped.
+    pub(crate) tx: mpsc::Sender<Outgoing>,
     /// Fires when the broker shuts down (long polls answer at once).
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// Permits for suspended pulls (`max-suspended-pulls-per-connection`).
+    pub(crate) suspended: Arc<tokio::sync::Semaphore>,
 }
 
 /// What a processor did with a request.
@@ -111,6 +114,13 @@ pub(crate) struct BrokerCounters {
     /// Stored records a read could not write out and stepped over (never for a record the
     /// broker built itself; a read never stalls on one).
     pub(crate) records_skipped: AtomicU64,
+    /// Connections closed on accept because `max-connections` were open.
+    pub(crate) connections_refused: AtomicU64,
+    /// Times a connection stopped reading because its unwritten answers reached
+    /// `write-buffer-high-water-mark`.
+    pub(crate) reads_paused: AtomicU64,
+    /// The most bytes one connection has had queued for writing.
+    pub(crate) max_queued_write_bytes: AtomicU64,
 }
 
 /// State shared by every connection and task of one broker (or standalone name server).
@@ -154,7 +164,7 @@ impl Shared {
     /// registrar for external ones.
     pub(crate) fn publish_topics(&self) {
         if self.config.namesrv_addr.is_none() {
-            self.routes.register(namesrv::Registration {
+            let _ = self.routes.register(namesrv::Registration {
                 cluster: self.config.cluster_name.clone(),
                 broker_name: self.config.broker_name.clone(),
                 broker_id: 0,
@@ -229,6 +239,25 @@ impl RunningBroker {
     pub fn records_skipped(&self) -> u64 {
         // Relaxed: a statistic.
         self.shared.counters.records_skipped.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed on accept because `max-connections` were open.
+    pub fn connections_refused(&self) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        self.shared.counters.connections_refused.load(Ordering::Relaxed)
+    }
+
+    /// Times a connection stopped reading requests because its unwritten answers reached
+    /// `write-buffer-high-water-mark`.
+    pub fn reads_paused(&self) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        self.shared.counters.reads_paused.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes any one connection has had queued for writing since the start.
+    pub fn max_queued_write_bytes(&self) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        self.shared.counters.max_queued_write_bytes.load(Ordering::Relaxed)
     }
 
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).

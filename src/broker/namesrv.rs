@@ -5,6 +5,11 @@
 //! register over the wire with `REGISTER_BROKER`, a registration lives as long as the
 //! connection that made it, or 120 s without renewal).
 //!
+//! Registrations are kept per (broker name, broker id), each with the connection that made it
+//! last: a closing connection removes only the ids it registered, so a slave's connection
+//! closing leaves its master routed. The embedded broker's own entry (no connection) cannot be
+//! taken over from the wire.
+//!
 //! Over the wire, as in RocketMQ's name server, a registration adds or updates the topics it
 //! carries and never removes others: brokers also register incrementally (a Java broker sends
 //! `REGISTER_BROKER` with just the topic it created; a rocketmq-rust broker sends
@@ -31,10 +36,17 @@ use crate::remoting::{ExtFields, RemotingCommand};
 #[derive(Debug, Clone)]
 struct BrokerEntry {
     cluster: String,
-    addrs: BTreeMap<u64, String>,
+    /// Per broker id (0: master).
+    addrs: BTreeMap<u64, Registrant>,
     topics: BTreeMap<String, TopicConfig>,
+}
+
+/// One broker id's registration.
+#[derive(Debug, Clone)]
+struct Registrant {
+    addr: String,
     last_update: Instant,
-    /// The connection that registered it (standalone mode); `None` for the embedded broker.
+    /// The connection that registered it last; `None` for the embedded broker.
     conn: Option<ConnId>,
 }
 
@@ -60,19 +72,29 @@ pub(crate) struct Registration {
 
 impl RouteTable {
     /// Records (or renews) a broker's registration and its topics. Returns whether the broker
-    /// was new.
-    pub(crate) fn register(&self, r: Registration) -> bool {
+    /// was new, or `None` when a registration over the wire names an id the embedded broker
+    /// holds (it is not taken over).
+    pub(crate) fn register(&self, r: Registration) -> Option<bool> {
         let mut brokers = self.brokers.write().unwrap_or_else(|p| p.into_inner());
+        if r.conn.is_some()
+            && brokers
+                .get(&r.broker_name)
+                .and_then(|e| e.addrs.get(&r.broker_id))
+                .is_some_and(|a| a.conn.is_none())
+        {
+            return None;
+        }
         let new = !brokers.contains_key(&r.broker_name);
         let e = brokers.entry(r.broker_name.clone()).or_insert_with(|| BrokerEntry {
             cluster: r.cluster.clone(),
             addrs: BTreeMap::new(),
             topics: BTreeMap::new(),
-            last_update: Instant::now(),
-            conn: r.conn,
         });
         e.cluster = r.cluster;
-        e.addrs.insert(r.broker_id, r.addr);
+        e.addrs.insert(
+            r.broker_id,
+            Registrant { addr: r.addr, last_update: Instant::now(), conn: r.conn },
+        );
         // Only the master's topic configs define routes (clients send to broker id 0).
         if r.broker_id == 0 {
             if r.replace_topics {
@@ -80,9 +102,7 @@ impl RouteTable {
             }
             e.topics.extend(r.topics.into_iter().map(|t| (t.topic_name.clone(), t)));
         }
-        e.last_update = Instant::now();
-        e.conn = r.conn;
-        new
+        Some(new)
     }
 
     /// Adds `topic`'s queues on the brokers `queues` names, if they are registered. Returns
@@ -117,6 +137,10 @@ impl RouteTable {
     pub(crate) fn unregister(&self, broker_name: &str, broker_id: u64) -> bool {
         let mut brokers = self.brokers.write().unwrap_or_else(|p| p.into_inner());
         let Some(e) = brokers.get_mut(broker_name) else { return false };
+        // The embedded broker's own entry is not removed from the wire.
+        if e.addrs.get(&broker_id).is_some_and(|a| a.conn.is_none()) {
+            return false;
+        }
         e.addrs.remove(&broker_id);
         if e.addrs.is_empty() {
             brokers.remove(broker_name);
@@ -124,23 +148,28 @@ impl RouteTable {
         true
     }
 
-    /// Drops the brokers registered over a connection that closed. Returns their names.
+    /// Drops the broker ids a closed connection registered (and brokers left without any).
+    /// Returns the names of the brokers dropped.
     pub(crate) fn connection_closed(&self, conn: ConnId) -> Vec<String> {
-        self.retain(|e| e.conn != Some(conn))
+        self.retain(|a| a.conn != Some(conn))
     }
 
-    /// Drops brokers not renewed for `ttl`. Returns their names.
+    /// Drops broker ids not renewed for `ttl` (and brokers left without any). Returns the
+    /// names of the brokers dropped.
     pub(crate) fn expire(&self, ttl: Duration) -> Vec<String> {
-        self.retain(|e| e.conn.is_none() || e.last_update.elapsed() < ttl)
+        self.retain(|a| a.conn.is_none() || a.last_update.elapsed() < ttl)
     }
 
-    fn retain(&self, keep: impl Fn(&BrokerEntry) -> bool) -> Vec<String> {
+    fn retain(&self, keep: impl Fn(&Registrant) -> bool) -> Vec<String> {
         let mut brokers = self.brokers.write().unwrap_or_else(|p| p.into_inner());
-        let gone: Vec<String> =
-            brokers.iter().filter(|(_, e)| !keep(e)).map(|(n, _)| n.clone()).collect();
-        for n in &gone {
-            brokers.remove(n);
-        }
+        let mut gone = Vec::new();
+        brokers.retain(|name, e| {
+            e.addrs.retain(|_, a| keep(a));
+            if e.addrs.is_empty() {
+                gone.push(name.clone());
+            }
+            !e.addrs.is_empty()
+        });
         gone
     }
 
@@ -185,7 +214,7 @@ fn broker_data(name: &str, e: &BrokerEntry) -> BrokerData {
     BrokerData {
         cluster: e.cluster.clone(),
         broker_name: name.to_string(),
-        broker_addrs: e.addrs.clone(),
+        broker_addrs: e.addrs.iter().map(|(id, a)| (*id, a.addr.clone())).collect(),
         zone_name: None,
         enable_acting_master: false,
     }
@@ -266,7 +295,7 @@ pub(crate) fn register_broker(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingComma
         }
     };
     let broker_id = u64::try_from(h.broker_id).unwrap_or(0);
-    let new = s.routes.register(Registration {
+    let registered = s.routes.register(Registration {
         cluster: h.cluster_name.to_string(),
         broker_name: h.broker_name.to_string(),
         broker_id,
@@ -275,6 +304,16 @@ pub(crate) fn register_broker(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingComma
         conn: Some(ctx.id),
         replace_topics: false,
     });
+    let Some(new) = registered else {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!(
+                "broker {} id {broker_id} is this name server's own broker",
+                crate::remoting::error::quote(h.broker_name)
+            ),
+        );
+    };
     if new {
         tracing::info!(
             cluster = %h.cluster_name, broker = %h.broker_name, id = broker_id, addr = %h.broker_addr,

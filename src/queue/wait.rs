@@ -2,10 +2,13 @@
 //!
 //! A waiter registers here and then sets the `WAITING` tag on the `next` link of the node it
 //! waits behind (see the protocol essay in [`super`]); an appender that finds that tag drains
-//! this list and wakes everybody in it. The list is a plain mutex-protected vector because it
-//! is only touched by waiters that found nothing to read and by appenders that found the tag,
-//! never on the fast path of an append nobody waits for.
+//! this list and wakes everybody in it. The list is a plain mutex-protected map (keyed by
+//! registration id, so a re-poll or a withdrawal costs O(log n), not a scan) because it is only
+//! touched by waiters that found nothing to read and by appenders that found the tag, never on
+//! the fast path of an append nobody waits for. Each queue has its own list: an append wakes
+//! only the waiters of its queue.
 
+use std::collections::BTreeMap;
 use std::task::Waker;
 
 use crate::sync::{lock, Mutex, Thread};
@@ -42,7 +45,7 @@ pub type WaitId = u64;
 #[derive(Debug, Default)]
 struct Entries {
     next_id: WaitId,
-    list: Vec<(WaitId, Wakeup)>,
+    list: BTreeMap<WaitId, Wakeup>,
 }
 
 /// The waiters of one queue. One-shot: a wake-up removes every entry it wakes.
@@ -62,33 +65,33 @@ impl WaitList {
         then: F,
     ) -> Option<WaitId> {
         let mut e = lock(&self.entries);
-        let id = match id.and_then(|id| e.list.iter().position(|(i, _)| *i == id)) {
-            Some(pos) => {
-                let slot = &mut e.list[pos];
-                if !slot.1.will_wake(&who) {
-                    slot.1 = who;
+        let id = match id.filter(|id| e.list.contains_key(id)) {
+            Some(id) => {
+                if let Some(slot) = e.list.get_mut(&id) {
+                    if !slot.will_wake(&who) {
+                        *slot = who;
+                    }
                 }
-                slot.0
+                id
             }
             None => {
                 let id = e.next_id;
                 e.next_id = e.next_id.wrapping_add(1);
-                e.list.push((id, who));
+                e.list.insert(id, who);
                 id
             }
         };
         if then() {
             Some(id)
         } else {
-            e.list.retain(|(i, _)| *i != id);
+            e.list.remove(&id);
             None
         }
     }
 
     /// Withdraws a registration; a no-op when a wake-up already removed it.
     pub(crate) fn deregister(&self, id: WaitId) {
-        let mut e = lock(&self.entries);
-        e.list.retain(|(i, _)| *i != id);
+        lock(&self.entries).list.remove(&id);
     }
 
     /// Wakes and removes every registered waiter. Returns how many were woken.
@@ -98,7 +101,7 @@ impl WaitList {
             std::mem::take(&mut e.list)
         };
         let n = drained.len();
-        for (_, w) in drained {
+        for w in drained.into_values() {
             w.wake();
         }
         n
@@ -106,6 +109,6 @@ impl WaitList {
 
     /// Whether `id` is still registered (not yet woken).
     pub(crate) fn is_registered(&self, id: WaitId) -> bool {
-        lock(&self.entries).list.iter().any(|(i, _)| *i == id)
+        lock(&self.entries).list.contains_key(&id)
     }
 }

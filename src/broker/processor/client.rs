@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::bad_header;
+use super::{bad_header, MAX_GROUP_LEN};
 use crate::broker::topics::{perm, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::{
@@ -14,6 +14,44 @@ use crate::remoting::header::{
     FromExtFields, GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader,
 };
 use crate::remoting::{ExtFields, RemotingCommand};
+
+/// Most producers, consumers and subscriptions, all together, one heartbeat may carry.
+pub(crate) const MAX_HEARTBEAT_ENTRIES: usize = 4096;
+
+/// Refuses a heartbeat beyond the bounds: too many entries, a blank or over-long group name,
+/// a subscription whose topic is not a valid topic name (such as `{}`, which has none).
+fn check_heartbeat(hb: &HeartbeatData) -> Result<(), String> {
+    let entries = hb
+        .consumer_data_set
+        .iter()
+        .fold(hb.producer_data_set.len().saturating_add(hb.consumer_data_set.len()), |n, c| {
+            n.saturating_add(c.subscription_data_set.len())
+        });
+    if entries > MAX_HEARTBEAT_ENTRIES {
+        return Err(format!(
+            "a heartbeat carries at most {MAX_HEARTBEAT_ENTRIES} producers, consumers and subscriptions; this one has {entries}"
+        ));
+    }
+    let bad_name = |g: &str| g.is_empty() || g.chars().count() > MAX_GROUP_LEN;
+    if hb.producer_data_set.iter().any(|p| bad_name(&p.group_name)) {
+        return Err(format!(
+            "a producer group name is blank or longer than {MAX_GROUP_LEN} characters"
+        ));
+    }
+    for c in &hb.consumer_data_set {
+        if bad_name(&c.group_name) {
+            return Err(format!(
+                "a consumer group name is blank or longer than {MAX_GROUP_LEN} characters"
+            ));
+        }
+        for sd in &c.subscription_data_set {
+            crate::broker::topics::validate_topic(&sd.topic).map_err(|e| {
+                format!("a subscription of group {} names no valid topic: {e}", c.group_name)
+            })?;
+        }
+    }
+    Ok(())
+}
 
 /// `HEART_BEAT` (34): registers producers, consumers and their subscriptions; creates each
 /// consumer group's `%RETRY%<group>` topic.
@@ -28,6 +66,9 @@ pub(crate) fn heart_beat(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -
             )
         }
     };
+    if let Err(why) = check_heartbeat(&hb) {
+        return reply_error(&req, response_code::SYSTEM_ERROR, why);
+    }
     for c in &hb.consumer_data_set {
         if c.group_name.is_empty() {
             continue;

@@ -51,6 +51,34 @@ pub(crate) fn put_error(req: &RemotingCommand, e: &PutError) -> Reply {
     }
 }
 
+/// RocketMQ's longest group name (`Validators.CHARACTER_MAX_LENGTH`).
+pub(crate) const MAX_GROUP_LEN: usize = 255;
+
+/// Whether `group` may store offsets: a name of at most [`MAX_GROUP_LEN`] characters, of a
+/// group a heartbeat made known (RocketMQ 5 refuses offsets of groups it has no subscription
+/// config for). Bounds the offsets a client can make the broker keep.
+pub(crate) fn check_offset_group(
+    s: &super::Shared,
+    req: &RemotingCommand,
+    group: &str,
+) -> Result<(), Reply> {
+    if group.is_empty() || group.chars().count() > MAX_GROUP_LEN {
+        return Err(reply_error(
+            req,
+            response_code::SYSTEM_ERROR,
+            format!("the consumer group name is blank or longer than {MAX_GROUP_LEN} characters"),
+        ));
+    }
+    if !s.clients.knows_group(group) {
+        return Err(reply_error(
+            req,
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{group}] does not exist"),
+        ));
+    }
+    Ok(())
+}
+
 /// A queue id from a header as `u32`, or the answer to send when it is negative.
 pub(crate) fn queue_id(
     req: &RemotingCommand,

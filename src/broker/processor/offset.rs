@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{bad_header, queue_id, store_error};
+use super::{bad_header, check_offset_group, queue_id, store_error};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::response_code;
 use crate::remoting::header::{
@@ -86,6 +86,9 @@ pub(crate) fn update_consumer_offset(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
+    if let Err(r) = check_offset_group(s, &req, h.consumer_group) {
+        return r;
+    }
     let Some(t) = s.store.topic(h.topic) else {
         return reply_error(
             &req,

@@ -40,6 +40,16 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
     match pull(s, ctx, &req, true) {
         Pulled::Reply(r) => r,
         Pulled::Suspend { topic, queue, offset, hold } => {
+            // Over the connection's cap of suspended pulls (or with its channel full), the pull
+            // is answered at once, as if its hold had expired.
+            let slot = Arc::clone(&ctx.suspended).try_acquire_owned();
+            let permit = ctx.tx.clone().try_reserve_owned();
+            let (Ok(slot), Ok(permit)) = (slot, permit) else {
+                return match pull(s, ctx, &req, false) {
+                    Pulled::Reply(r) => r,
+                    Pulled::Suspend { .. } => Reply::Nothing,
+                };
+            };
             let (s, ctx) = (Arc::clone(s), ctx.clone());
             tokio::spawn(async move {
                 let mut shutdown = ctx.shutdown.clone();
@@ -52,8 +62,9 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
                     }
                 }
                 if let Pulled::Reply(Reply::Now(resp)) = pull(&s, &ctx, &req, false) {
-                    let _ = ctx.tx.send(*resp);
+                    permit.send(*resp);
                 }
+                drop(slot);
             });
             Reply::Nothing
         }
@@ -182,7 +193,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             _ => {
                 // RocketMQ stores it on the first processing of the request, whatever its
                 // suspend flag says.
-                if h.has_commit_offset() {
+                if h.has_commit_offset()
+                    && super::check_offset_group(s, req, h.consumer_group).is_ok()
+                {
                     if let Ok(c) = u64::try_from(h.commit_offset) {
                         let _ = s.store.commit(h.consumer_group, h.topic, queue, c);
                     }
