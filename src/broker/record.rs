@@ -112,10 +112,6 @@ pub(crate) fn encode(r: &NewRecord<'_>, read_extra: usize) -> Result<Bytes, Reco
         .filter(|_| r.body.len() <= MAX_RECORD_BODY)
         .ok_or(RecordError::BodyTooLong(r.body.len()))?;
     let host_len = if r.born_host.is_ipv4() { 4 } else { 16 };
-    // A string at exactly the limit stays as sent: one byte more would not fit a record.
-    let terminate =
-        properties::needs_separator(r.properties) && r.properties.len() < MAX_PROPERTIES_LEN;
-    let props_len = r.properties.len() + usize::from(terminate);
     let mut b = BytesMut::with_capacity(24 + 1 + host_len + 4 + 4 + r.body.len() + 2 + props_len);
     b.put_i32(r.flag);
     b.put_i32(r.sys_flag);
@@ -386,34 +382,6 @@ mod tests {
         write_out(&r, &at, b"CLUSTER\x01C\x02", &mut out).unwrap();
         let m = &decode_records(&out.freeze()).unwrap()[0];
         assert_eq!(&m.properties[..], &b"UNIQ_KEY\x01ABC\x02TAGS\x01TagA\x02CLUSTER\x01C\x02"[..]);
-    }
-
-    #[test]
-    fn given_unterminated_properties_at_the_limit_when_stored_and_served_should_stay_as_sent() {
-        let mut props = vec![b'k', 0x01];
-        props.resize(MAX_PROPERTIES_LEN, b'v');
-        let r = encode(&NewRecord {
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: "10.1.2.3:4567".parse().unwrap(),
-            reconsume_times: 0,
-            body: b"b",
-            properties: &props,
-        });
-        assert!(decode(&r).unwrap().properties == &props[..], "stored as sent");
-        let mut out = BytesMut::new();
-        let at = Placement {
-            topic: "T",
-            topic_uid: 1,
-            queue: 0,
-            offset: 0,
-            store_timestamp: 1,
-            store_host: "127.0.0.1:10911".parse().unwrap(),
-        };
-        assert!(write_out(&r, &at, b"CLUSTER\x01C\x02", &mut out).unwrap() > 0);
-        let m = &decode_records(&out.freeze()).unwrap()[0];
-        assert!(m.properties[..] == props[..], "served whole; CLUSTER does not fit");
     }
 
     #[test]
