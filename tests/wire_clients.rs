@@ -1152,6 +1152,10 @@ async fn given_a_java_one_way_offset_commit_should_be_stored_without_an_answer()
     let topic = unique("JavaOneway");
     create_topic(&mut w, &topic, 1).await;
     let group = unique("java_cg");
+    // A Java consumer heartbeats before it commits: offsets are kept for known groups only.
+    let hb = java_heartbeat("10.0.0.5@1", &group, &topic, "*");
+    let r = w.call(rc::HEART_BEAT, None, &hb).await;
+    assert_eq!(r.code(), code::SUCCESS, "{}", r.header);
     let q = vec![("consumerGroup", s(&group)), ("queueId", s(0)), ("topic", s(&topic))];
     let mut commit = q.clone();
     commit.push(("commitOffset", s(0)));
