@@ -18,8 +18,8 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::table::{self, Role};
 use super::{ConnCtx, Outgoing, Reply, Shared};
-use crate::remoting::codec::RemotingCodec;
-use crate::remoting::RemotingCommand;
+use crate::remoting::codec::{CodecError, RemotingCodec};
+use crate::remoting::{FrameError, RemotingCommand};
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -80,6 +80,15 @@ async fn connection(
                     match codec.decode(&mut rbuf) {
                         Ok(Some(req)) => handle(&shared, &ctx, role, req, &mut wbuf, &mut codec),
                         Ok(None) => break,
+                        Err(CodecError::Frame(FrameError::HeaderRefused(refused))) => {
+                            // Consumed whole and still in step: answer it, keep the connection.
+                            // Relaxed: a statistic.
+                            shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(conn = id, %peer, reason = %refused.reason, "request header refused");
+                            if let Some(resp) = refused.response() {
+                                encode(&mut codec, resp, &mut wbuf);
+                            }
+                        }
                         Err(e) => {
                             shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
                             fatal = Some(format!("unparseable frame: {e}"));
