@@ -109,3 +109,46 @@ async fn given_a_one_way_request_with_a_refused_header_should_not_answer_and_sta
     assert_still_served(&mut conn, "LimitTopic").await;
     broker.shutdown().await;
 }
+
+/// Requests naming a group or topic of `len` bytes that the broker must refuse: pull of an
+/// unknown topic, pull of a known topic by a group without heartbeat, offset query of an
+/// unknown topic, consumer list of an unknown group, topic creation of a system-like name.
+fn requests_with_names_of(len: usize) -> Vec<RemotingCommand> {
+    let name = "n".repeat(len);
+    let mut consumer_list = ExtFields::new();
+    consumer_list.insert("consumerGroup", &name);
+    let mut query_offset = ExtFields::new();
+    query_offset.insert("consumerGroup", "g");
+    query_offset.insert("topic", &name);
+    query_offset.insert("queueId", "0");
+    let mut no_sub = pull_request(&name, "LimitTopic", 0, 0, 0, 0);
+    no_sub.ext_fields.remove("subscription");
+    vec![
+        pull_request("g", &name, 0, 0, 0, pull_sys_flag::SUBSCRIPTION),
+        no_sub,
+        request(rc::QUERY_CONSUMER_OFFSET, query_offset),
+        request(rc::GET_CONSUMER_LIST_BY_GROUP, consumer_list),
+        create_topic_request(&format!("TBW102{name}"), 4),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_huge_group_or_topic_names_when_refused_should_answer_with_a_bounded_remark() {
+    let (broker, mut conn) = broker_with_topic("LimitTopic").await;
+    for len in [200 * 1024, 1024 * 1024] {
+        for req in requests_with_names_of(len) {
+            let code = req.code;
+            let resp = conn.call(req).await;
+            let remark = resp.remark.as_deref().unwrap_or_default();
+            assert!(
+                remark.len() <= 512,
+                "request {code} with a {len}-byte name: the remark quotes at most a prefix of it, \
+                 got {} bytes (code {})",
+                remark.len(),
+                resp.code
+            );
+        }
+    }
+    assert_still_served(&mut conn, "LimitTopic").await;
+    broker.shutdown().await;
+}

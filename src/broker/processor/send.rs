@@ -16,6 +16,7 @@ use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::engine::now_ms;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::header::{
     SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields,
 };
@@ -74,7 +75,7 @@ fn check(
         return Err(reply_error(
             req,
             response_code::NO_PERMISSION,
-            format!("Sending message to topic[{}] is forbidden.", h.topic),
+            format!("Sending message to topic[{}] is forbidden.", quote(h.topic)),
         ));
     }
     if body_len > s.config.max_message_size {
@@ -126,7 +127,7 @@ pub(crate) fn resolve_topic(
         reply_error(
             req,
             response_code::TOPIC_NOT_EXIST,
-            format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ"),
+            format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", topic = quote(topic)),
         )
     };
     let conf = if let Some(existing) = s.topics.get(topic) {
@@ -261,7 +262,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         return reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
-            format!("batch request does not support retry group {}", h.topic),
+            format!("batch request does not support retry group {}", quote(h.topic)),
         );
     }
     if h.topic.len() > 127 {
