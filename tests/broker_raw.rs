@@ -19,6 +19,8 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "broker_raw/batch.rs"]
+mod batch;
 #[path = "broker_raw/limits.rs"]
 mod limits;
 #[path = "broker_raw/poison.rs"]

@@ -26,6 +26,12 @@ use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::remoting::RemotingCommand;
 use crate::store::TopicStore;
 
+/// Most messages one batch may carry. The answer lists one 32-character msgId (plus a comma) per
+/// message in one header field: 65,536 of them take about 2.1 MiB, so the answer to any batch
+/// that is stored always fits a frame (a batch whose answer is dropped would be retried and
+/// stored twice). A 4 MiB batch (RocketMQ's default maxMessageSize) of 64-byte messages fits.
+const MAX_BATCH_ENTRIES: usize = 65_536;
+
 /// `SEND_MESSAGE` (10) and `SEND_MESSAGE_V2` (310), answered or one-way.
 pub(crate) fn send_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
     let reply = send_one(s, ctx, &req);
@@ -272,6 +278,11 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             format!("message topic length too long {}", h.topic.len()),
         );
     }
+    // RocketMQ checks the whole batch body, not each entry, against maxMessageSize; checking it
+    // before decoding also bounds what decoding allocates.
+    if let Err(r) = check(s, req, &h, req.body.len()) {
+        return r;
+    }
     let entries = match decode_batch(&req.body) {
         Ok(e) if !e.is_empty() => e,
         Ok(_) => {
@@ -281,9 +292,15 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             return reply_error(req, response_code::MESSAGE_ILLEGAL, format!("bad batch body: {e}"))
         }
     };
-    let largest = entries.iter().map(|e| e.body.len()).max().unwrap_or(0);
-    if let Err(r) = check(s, req, &h, largest) {
-        return r;
+    if entries.len() > MAX_BATCH_ENTRIES {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!(
+                "the batch has {} messages; at most {MAX_BATCH_ENTRIES} are accepted",
+                entries.len()
+            ),
+        );
     }
     if let Some(e) = entries.iter().find(|e| e.properties.len() > MAX_PROPERTIES_LEN) {
         return reply_error(
