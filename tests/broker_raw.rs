@@ -19,8 +19,12 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "broker_raw/batch.rs"]
+mod batch;
 #[path = "broker_raw/hardening.rs"]
 mod hardening;
+#[path = "broker_raw/limits.rs"]
+mod limits;
 #[path = "broker_raw/poison.rs"]
 mod poison;
 

@@ -109,7 +109,8 @@ pub(crate) struct BrokerCounters {
     pub(crate) oneway_rejected: AtomicU64,
     /// Sends refused for lack of memory (answered with SYSTEM_BUSY).
     pub(crate) sends_rejected: AtomicU64,
-    /// Frames that could not be parsed (their connection was closed).
+    /// Frames that could not be parsed (their connection was closed) or whose header was
+    /// refused (answered with an error).
     pub(crate) bad_frames: AtomicU64,
     /// Stored records a read could not write out and stepped over (never for a record the
     /// broker built itself; a read never stalls on one).

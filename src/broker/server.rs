@@ -33,9 +33,9 @@ use tokio_util::codec::Decoder;
 use super::table::{self, Role};
 use super::{ConnCtx, ConnId, Outgoing, Reply, Shared};
 use crate::remoting::code::response_code;
-use crate::remoting::codec::RemotingCodec;
+use crate::remoting::codec::{CodecError, RemotingCodec};
 use crate::remoting::error::quote;
-use crate::remoting::{ExtFields, RemotingCommand};
+use crate::remoting::{ExtFields, FrameError, RemotingCommand};
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -219,6 +219,15 @@ async fn connection(
             match codec.decode(&mut rbuf) {
                 Ok(Some(req)) => handle(&shared, &ctx, role, req, &mut out),
                 Ok(None) => break,
+                Err(CodecError::Frame(FrameError::HeaderRefused(refused))) => {
+                    // Consumed whole and still in step: answer it, keep the connection.
+                    // Relaxed: a statistic.
+                    shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(conn = id, %peer, reason = %refused.reason, "request header refused");
+                    if let Some(resp) = refused.response() {
+                        out.push(resp);
+                    }
+                }
                 Err(e) => {
                     // Relaxed: a statistic.
                     shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);

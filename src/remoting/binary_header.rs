@@ -12,7 +12,11 @@ use bytes::{BufMut, BytesMut};
 
 use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand};
 use crate::remoting::error::FrameError;
-use crate::remoting::ext::ExtFields;
+use crate::remoting::ext::{
+    lossy_len, push_lossy_text, too_many_fields, ExtFields, MAX_EXT_FIELDS,
+};
+use crate::remoting::frame::MAX_HEADER_BYTES;
+use crate::remoting::json_header::header_too_long;
 use crate::remoting::reader::Reader;
 
 /// Appends the binary header of `cmd`.
@@ -59,7 +63,9 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), Fr
 }
 
 /// Parses a binary header. Invalid UTF-8 in strings is replaced (as Java does); bytes after the
-/// ext block are ignored (as Java does).
+/// ext block are ignored (as Java does). A header longer than [`MAX_HEADER_BYTES`] or with more
+/// than [`MAX_EXT_FIELDS`] fields comes back with `refused` set (its fixed fields read, nothing
+/// else stored).
 ///
 /// # Errors
 ///
@@ -74,43 +80,83 @@ pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     let opaque = r.i32().ok_or_else(|| truncated.clone())?;
     let flag = r.i32().ok_or_else(|| truncated.clone())?;
 
-    let remark_bytes =
-        sized_block(&mut r, "remark length is negative", "remark exceeds the header")?;
-    let remark =
-        (!remark_bytes.is_empty()).then(|| String::from_utf8_lossy(remark_bytes).into_owned());
-
-    let ext_bytes =
-        sized_block(&mut r, "extFields length is negative", "extFields exceed the header")?;
-    let mut ext_fields = ExtFields::with_capacity(16, ext_bytes.len());
-    let mut er = Reader::new(ext_bytes);
-    while er.remaining() > 0 {
-        let key_len =
-            er.i16().ok_or(FrameError::MalformedBinaryHeader("truncated extFields key length"))?;
-        let key_len = usize::try_from(key_len)
-            .map_err(|_| FrameError::MalformedBinaryHeader("extFields key length is negative"))?;
-        let key = er
-            .take(key_len)
-            .ok_or(FrameError::MalformedBinaryHeader("extFields key exceeds the block"))?;
-        let value_len = er
-            .i32()
-            .ok_or(FrameError::MalformedBinaryHeader("truncated extFields value length"))?;
-        let value_len = usize::try_from(value_len)
-            .map_err(|_| FrameError::MalformedBinaryHeader("extFields value length is negative"))?;
-        let value = er
-            .take(value_len)
-            .ok_or(FrameError::MalformedBinaryHeader("extFields value exceeds the block"))?;
-        ext_fields.insert_lossy(key, value);
-    }
-
-    Ok(HeaderParts {
+    let mut parts = HeaderParts {
         code: i32::from(code),
         language: LanguageCode::from_code(language),
         version: i32::from(version),
         opaque,
         flag,
-        remark,
-        ext_fields,
+        remark: None,
+        ext_fields: ExtFields::new(),
+        refused: None,
+    };
+    if header.len() > MAX_HEADER_BYTES {
+        parts.refused = Some(header_too_long(header.len()));
+        return Ok(parts);
+    }
+
+    let remark_bytes =
+        sized_block(&mut r, "remark length is negative", "remark exceeds the header")?;
+    if !remark_bytes.is_empty() {
+        let mut remark = String::with_capacity(lossy_len(remark_bytes));
+        push_lossy_text(&mut remark, remark_bytes);
+        parts.remark = Some(remark);
+    }
+
+    let ext_bytes =
+        sized_block(&mut r, "extFields length is negative", "extFields exceed the header")?;
+    // First pass: validate, count and size the fields without allocating; the second copies
+    // them into exactly that much room.
+    let mut count = 0usize;
+    let mut text_len = 0usize;
+    for field in ext_entries(ext_bytes) {
+        let (key, value) = field?;
+        count += 1;
+        if count > MAX_EXT_FIELDS {
+            parts.refused = Some(too_many_fields(count));
+            return Ok(parts);
+        }
+        text_len += lossy_len(key) + lossy_len(value);
+    }
+    let mut ext_fields = ExtFields::with_capacity(count, text_len);
+    for (key, value) in ext_entries(ext_bytes).flatten() {
+        ext_fields.push_lossy(key, value);
+    }
+    ext_fields.dedup_keep_last();
+    parts.ext_fields = ext_fields;
+    Ok(parts)
+}
+
+/// The `(key, value)` pairs of an ext block, each length checked against what remains.
+fn ext_entries(block: &[u8]) -> impl Iterator<Item = Result<(&[u8], &[u8]), FrameError>> {
+    let mut er = Reader::new(block);
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || er.remaining() == 0 {
+            return None;
+        }
+        let entry = next_entry(&mut er);
+        failed = entry.is_err();
+        Some(entry)
     })
+}
+
+fn next_entry<'a>(er: &mut Reader<'a>) -> Result<(&'a [u8], &'a [u8]), FrameError> {
+    let key_len =
+        er.i16().ok_or(FrameError::MalformedBinaryHeader("truncated extFields key length"))?;
+    let key_len = usize::try_from(key_len)
+        .map_err(|_| FrameError::MalformedBinaryHeader("extFields key length is negative"))?;
+    let key = er
+        .take(key_len)
+        .ok_or(FrameError::MalformedBinaryHeader("extFields key exceeds the block"))?;
+    let value_len =
+        er.i32().ok_or(FrameError::MalformedBinaryHeader("truncated extFields value length"))?;
+    let value_len = usize::try_from(value_len)
+        .map_err(|_| FrameError::MalformedBinaryHeader("extFields value length is negative"))?;
+    let value = er
+        .take(value_len)
+        .ok_or(FrameError::MalformedBinaryHeader("extFields value exceeds the block"))?;
+    Ok((key, value))
 }
 
 /// Reads an i32 length and that many bytes.

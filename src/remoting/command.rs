@@ -19,7 +19,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::remoting::error::FrameError;
+use crate::remoting::error::{FrameError, RefusedHeader};
 use crate::remoting::ext::ExtFields;
 use crate::remoting::frame::{
     decode_frame, Frame, FRAME_PREFIX_LEN, MAX_FRAME_LEN, MAX_HEADER_LEN,
@@ -339,12 +339,22 @@ impl RemotingCommand {
     ///
     /// [`FrameError::MalformedJsonHeader`] or [`FrameError::MalformedBinaryHeader`] if the header
     /// cannot be read at all. Well-formed headers with bad custom fields decode fine; their
-    /// fields are checked later by the typed headers.
+    /// fields are checked later by the typed headers. [`FrameError::HeaderRefused`] (not fatal)
+    /// for a header over a decoding limit.
     pub fn from_frame(frame: Frame) -> Result<Self, FrameError> {
         let parts = match frame.serialize_type {
             SerializeType::Json => json_header::decode(&frame.header)?,
             SerializeType::RocketMq => binary_header::decode(&frame.header)?,
         };
+        if let Some(reason) = parts.refused {
+            return Err(FrameError::HeaderRefused(Box::new(RefusedHeader {
+                code: parts.code,
+                opaque: parts.opaque,
+                flag: parts.flag,
+                serialize_type: frame.serialize_type,
+                reason,
+            })));
+        }
         Ok(Self {
             code: parts.code,
             language: parts.language,
@@ -433,6 +443,9 @@ pub(crate) struct HeaderParts {
     pub(crate) flag: i32,
     pub(crate) remark: Option<String>,
     pub(crate) ext_fields: ExtFields,
+    /// Set when the header exceeds a decoding limit: why. The fields above are then only what
+    /// could be read cheaply (at least `code`, `opaque` and `flag`).
+    pub(crate) refused: Option<String>,
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //!
 //! * [`FrameError`] — the byte stream cannot be cut into commands, or a command cannot even be
 //!   read (length out of range, unknown serialize type, a header that is not JSON at all). The
-//!   connection is no longer in a known state and must be closed.
+//!   connection is no longer in a known state and must be closed. The one exception is
+//!   [`FrameError::HeaderRefused`]: a whole frame whose header exceeds a decoding limit, answered
+//!   with an error while the connection stays open.
 //! * [`HeaderError`] — the command arrived intact but a field of its custom header is missing or
 //!   malformed. The broker answers the request with an error code and this error's text as the
 //!   remark; the connection stays open.
@@ -84,6 +86,13 @@ pub enum FrameError {
         /// The value that did not fit.
         value: i32,
     },
+    /// The frame arrived whole but its header exceeds a decoding limit
+    /// ([`MAX_HEADER_BYTES`](crate::remoting::frame::MAX_HEADER_BYTES),
+    /// [`MAX_EXT_FIELDS`](crate::remoting::ext::MAX_EXT_FIELDS)). Unlike every other variant
+    /// this one is **not** fatal: the frame has been consumed, the stream is still in step, and
+    /// the request can be answered with [`RefusedHeader::response`].
+    #[error("request header refused: {}", .0.reason)]
+    HeaderRefused(Box<RefusedHeader>),
     /// A string in the ROCKETMQ binary header is longer than its length field allows.
     #[error("{field} of {len} bytes is too long for the ROCKETMQ header")]
     StringTooLong {
@@ -92,6 +101,44 @@ pub enum FrameError {
         /// Its length in bytes.
         len: usize,
     },
+}
+
+/// What could be read of a request whose header was refused, to answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedHeader {
+    /// The request code.
+    pub code: i32,
+    /// The request id the answer must echo.
+    pub opaque: i32,
+    /// The flags (response, one-way).
+    pub flag: i32,
+    /// The header encoding the answer must use.
+    pub serialize_type: crate::remoting::SerializeType,
+    /// Why it was refused (the answer's remark).
+    pub reason: String,
+}
+
+impl RefusedHeader {
+    /// The error answer (`SYSTEM_ERROR`, the reason as remark), or `None` when the command was a
+    /// response or a one-way request, which are never answered.
+    #[must_use]
+    pub fn response(&self) -> Option<crate::remoting::RemotingCommand> {
+        use crate::remoting::RemotingCommand;
+        let request = RemotingCommand {
+            code: self.code,
+            opaque: self.opaque,
+            flag: self.flag,
+            serialize_type: self.serialize_type,
+            ..RemotingCommand::default()
+        };
+        (!request.is_response() && !request.is_oneway()).then(|| {
+            RemotingCommand::response_to(
+                &request,
+                crate::remoting::code::response_code::SYSTEM_ERROR,
+                Some(self.reason.clone()),
+            )
+        })
+    }
 }
 
 /// A custom-header field of a well-framed request is missing or malformed.

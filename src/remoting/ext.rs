@@ -20,22 +20,39 @@
 //!
 //! # Leniency
 //!
-//! The JSON decoder accepts any JSON scalar as a value and stores its text: ali-ons sends
-//! `"queueId":0` and `"unitMode":false` where Java and Rust clients send strings. `null` values are
-//! skipped; nested objects and arrays are kept as their JSON text. Typed getters name the field in
-//! their [`HeaderError`] so the broker can answer `the custom field <queueId> is null`.
+//! The JSON decoder accepts any JSON value and stores its text exactly as the client wrote it:
+//! ali-ons sends `"queueId":0` and `"unitMode":false` where Java and Rust clients send strings;
+//! a number keeps its own text (`1e308` stays 5 bytes), nested objects and arrays are kept as
+//! their JSON text (no tree is built), strings are unescaped. `null` values are skipped. Typed
+//! getters name the field in their [`HeaderError`] so the broker can answer `the custom field
+//! <queueId> is null`.
+//!
+//! # Bounds
+//!
+//! Decoding stores at most [`MAX_EXT_FIELDS`] fields (duplicates included; more is refused) in
+//! an arena no larger than the header, and resolves duplicate keys in one linear pass
+//! ([`ExtFields::dedup_keep_last`]), so what a header costs is linear in its length.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::ops::Range;
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use crate::remoting::error::{quote, HeaderError};
 
 /// Entries reserved up front when decoding; a SEND header has 13.
 const DEFAULT_ENTRIES: usize = 16;
+
+/// Most fields a decoded header may carry, duplicates included. The broker reads at most about
+/// 15 (a V1 send has 13, Java 5.x adds up to 5 `RpcRequestHeader` fields); 256 leaves room for
+/// any client's extensions while bounding what one header can cost. A header with more is
+/// refused (answered with an error, see [`FrameError::HeaderRefused`]).
+///
+/// [`FrameError::HeaderRefused`]: crate::remoting::FrameError::HeaderRefused
+pub const MAX_EXT_FIELDS: usize = 256;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -264,25 +281,70 @@ impl ExtFields {
         }
     }
 
-    /// Appends a value the JSON decoder produced by writing straight into the arena.
+    /// Appends an entry the decoder wrote straight into the arena; duplicates are resolved
+    /// once at the end by [`dedup_keep_last`](Self::dedup_keep_last).
     fn push_decoded(&mut self, key: Range<usize>, value: Range<usize>) {
-        let arena = self.arena.as_bytes();
-        let key_text = arena.get(key.clone()).unwrap_or_default();
-        let duplicate =
-            self.entries.iter().position(|e| key_eq(arena.get(e.key.clone()), key_text));
-        match duplicate.and_then(|i| self.entries.get_mut(i)) {
-            // Last occurrence wins, as with the `HashMap` Java and Rust decode into.
-            Some(entry) => entry.value = value,
-            None => self.entries.push(Entry { key, value }),
-        }
+        self.entries.push(Entry { key, value });
     }
 
-    /// Inserts a key and value given as raw bytes, replacing invalid UTF-8 with U+FFFD (used by
-    /// the binary header decoder; Java decodes those bytes the same way).
-    pub(crate) fn insert_lossy(&mut self, key: &[u8], value: &[u8]) {
-        let key = String::from_utf8_lossy(key);
-        let value = String::from_utf8_lossy(value);
-        self.insert(&key, &value);
+    /// Appends a key and value given as raw bytes, replacing each invalid UTF-8 sequence with
+    /// U+FFFD (as Java decodes them), without looking for duplicates (see
+    /// [`dedup_keep_last`](Self::dedup_keep_last)). The arena grows by [`lossy_len`] of each.
+    pub(crate) fn push_lossy(&mut self, key: &[u8], value: &[u8]) {
+        let key = push_lossy_text(&mut self.arena, key);
+        let value = push_lossy_text(&mut self.arena, value);
+        self.entries.push(Entry { key, value });
+    }
+
+    /// Resolves duplicate keys as the `HashMap` Java and Rust decode into does: the last value
+    /// wins, at the position of the first occurrence. Linear: a short list (the usual 5–15
+    /// fields) is scanned, a longer one goes through a hash map of its keys.
+    pub(crate) fn dedup_keep_last(&mut self) {
+        const SCAN_UP_TO: usize = 16;
+        let arena = self.arena.as_bytes();
+        let mut keep = vec![true; self.entries.len()];
+        if self.entries.len() <= SCAN_UP_TO {
+            for later in 1..self.entries.len() {
+                let Some(key) = self.entries.get(later).map(|e| e.key.clone()) else { break };
+                let key = arena.get(key).unwrap_or_default();
+                let first = self.entries.iter().take(later).enumerate().find(|(i, e)| {
+                    keep.get(*i).copied().unwrap_or(false) && key_eq(arena.get(e.key.clone()), key)
+                });
+                if let Some((first, _)) = first {
+                    let value = self.entries.get(later).map(|e| e.value.clone());
+                    if let (Some(entry), Some(value)) = (self.entries.get_mut(first), value) {
+                        entry.value = value;
+                    }
+                    if let Some(k) = keep.get_mut(later) {
+                        *k = false;
+                    }
+                }
+            }
+        } else {
+            let mut seen: std::collections::HashMap<&[u8], usize> =
+                std::collections::HashMap::with_capacity(self.entries.len());
+            for later in 0..self.entries.len() {
+                let Some(entry) = self.entries.get(later) else { break };
+                let key = arena.get(entry.key.clone()).unwrap_or_default();
+                count_key_work(key.len());
+                match seen.get(key).copied() {
+                    Some(first) => {
+                        let value = entry.value.clone();
+                        if let Some(first) = self.entries.get_mut(first) {
+                            first.value = value;
+                        }
+                        if let Some(k) = keep.get_mut(later) {
+                            *k = false;
+                        }
+                    }
+                    None => {
+                        seen.insert(key, later);
+                    }
+                }
+            }
+        }
+        let mut flags = keep.into_iter();
+        self.entries.retain(|_| flags.next().unwrap_or(true));
     }
 
     /// Bytes the keys and values occupy, live entries only (the binary encoder's size input).
@@ -296,13 +358,48 @@ impl ExtFields {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Bytes compared while looking keys up, plus one per comparison: the work figure the
+    /// decoding-bounds tests hold linear in the input.
+    pub(crate) static KEY_WORK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Adds `n` to [`KEY_WORK`] (tests only).
+#[inline]
+fn count_key_work(n: usize) {
+    #[cfg(test)]
+    KEY_WORK.with(|w| w.set(w.get().saturating_add(n as u64 + 1)));
+    #[cfg(not(test))]
+    let _ = n;
+}
+
 /// Whether a stored key (`None` if its range were ever outside the arena) equals `key`.
 #[inline]
 fn key_eq(stored: Option<&[u8]>, key: &[u8]) -> bool {
+    count_key_work(stored.map_or(0, |k| k.len().min(key.len())));
     match stored {
         Some(k) => k.len() == key.len() && k.iter().zip(key).all(|(a, b)| a == b),
         None => false,
     }
+}
+
+/// Length of `bytes` once each invalid UTF-8 sequence is replaced by U+FFFD (3 bytes), as
+/// `String::from_utf8_lossy` would produce, computed without allocating.
+pub(crate) fn lossy_len(bytes: &[u8]) -> usize {
+    bytes.utf8_chunks().map(|c| c.valid().len() + if c.invalid().is_empty() { 0 } else { 3 }).sum()
+}
+
+/// Appends the lossy UTF-8 text of `bytes` to `dst` (see [`lossy_len`]) and returns its range.
+pub(crate) fn push_lossy_text(dst: &mut String, bytes: &[u8]) -> Range<usize> {
+    let start = dst.len();
+    for chunk in bytes.utf8_chunks() {
+        dst.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            dst.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+    start..dst.len()
 }
 
 fn parse_int<T: std::str::FromStr>(field: &'static str, text: &str) -> Result<T, HeaderError> {
@@ -385,60 +482,92 @@ impl Serialize for ExtFields {
     }
 }
 
-/// Lenient decoding: see the module docs. `null` decodes to an empty map.
+/// Lenient decoding: see the module docs. `null` decodes to an empty map; more than
+/// [`MAX_EXT_FIELDS`] fields is an error. Values are read as raw JSON text, so this decodes from
+/// serde_json's borrowing deserializers (`from_str`, `from_slice`) only.
 impl<'de> Deserialize<'de> for ExtFields {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        ExtFieldsSeed { text_capacity: 0 }.deserialize(deserializer)
+        let decoded = ExtFieldsSeed { text_capacity: 0 }.deserialize(deserializer)?;
+        match decoded.overflow {
+            Some(n) => Err(de::Error::custom(too_many_fields(n))),
+            None => Ok(decoded.fields),
+        }
     }
 }
 
+/// The refusal text for a header with `n` fields or more.
+pub(crate) fn too_many_fields(n: usize) -> String {
+    format!("the request header has {n} or more extFields; at most {MAX_EXT_FIELDS} are accepted")
+}
+
+/// What [`ExtFieldsSeed`] decoded.
+#[derive(Debug)]
+pub(crate) struct DecodedFields {
+    /// The fields, duplicates resolved; empty when `overflow` is set.
+    pub(crate) fields: ExtFields,
+    /// `Some(n)` when the object had more than [`MAX_EXT_FIELDS`] fields (`n` counted so far;
+    /// the rest was skipped without being stored).
+    pub(crate) overflow: Option<usize>,
+}
+
 /// Decodes an `extFields` value with the arena pre-sized to `text_capacity` bytes (the caller
-/// passes the header length, an upper bound on the text of all fields).
+/// passes the header length, an upper bound on the text of all fields: unescaping only
+/// shortens). Stops storing after [`MAX_EXT_FIELDS`] fields but reads the object to its end, so
+/// the rest of the header (its `opaque`) can still be read.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ExtFieldsSeed {
     pub(crate) text_capacity: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for ExtFieldsSeed {
-    type Value = ExtFields;
+    type Value = DecodedFields;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<ExtFields, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<DecodedFields, D::Error> {
         deserializer.deserialize_option(self)
     }
 }
 
 impl<'de> Visitor<'de> for ExtFieldsSeed {
-    type Value = ExtFields;
+    type Value = DecodedFields;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object of header fields or null")
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<ExtFields, E> {
-        Ok(ExtFields::new())
+    fn visit_none<E: de::Error>(self) -> Result<DecodedFields, E> {
+        Ok(DecodedFields { fields: ExtFields::new(), overflow: None })
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<ExtFields, E> {
-        Ok(ExtFields::new())
+    fn visit_unit<E: de::Error>(self) -> Result<DecodedFields, E> {
+        self.visit_none()
     }
 
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<ExtFields, D::Error> {
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<DecodedFields, D::Error> {
         deserializer.deserialize_map(self)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtFields, A::Error> {
-        let mut fields = ExtFields::with_capacity(
-            map.size_hint().unwrap_or(DEFAULT_ENTRIES),
-            self.text_capacity,
-        );
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DecodedFields, A::Error> {
+        let mut fields = ExtFields::with_capacity(DEFAULT_ENTRIES, self.text_capacity);
+        let mut count = 0usize;
         while let Some(key) = map.next_key_seed(ArenaText(&mut fields.arena))? {
+            count += 1;
+            if count > MAX_EXT_FIELDS {
+                // Refused: read the rest without storing it (linear, no allocation).
+                map.next_value::<IgnoredAny>()?;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                    count = count.saturating_add(1);
+                }
+                return Ok(DecodedFields { fields: ExtFields::new(), overflow: Some(count) });
+            }
             let mark = key.start;
-            match map.next_value_seed(ScalarText(&mut fields.arena))? {
+            let raw: &'de RawValue = map.next_value()?;
+            match push_raw_value(&mut fields.arena, raw.get()) {
                 Some(value) => fields.push_decoded(key, value),
                 None => fields.arena.truncate(mark),
             }
         }
-        Ok(fields)
+        fields.dedup_keep_last();
+        Ok(DecodedFields { fields, overflow: None })
     }
 }
 
@@ -467,80 +596,72 @@ impl<'de> Visitor<'de> for ArenaText<'_> {
     }
 }
 
-/// Appends the text of any JSON value to the arena; `None` for `null`.
-///
-/// Also used for the command's `remark`, which gets the same leniency.
-pub(crate) struct ScalarText<'a>(pub(crate) &'a mut String);
-
-impl ScalarText<'_> {
-    fn append(self, text: impl fmt::Display) -> Option<Range<usize>> {
-        let start = self.0.len();
-        // Writing into a `String` cannot fail.
-        let _ = write!(self.0, "{text}");
-        Some(start..self.0.len())
+/// Appends the text of the JSON value `raw` (as serde_json validated it) to `dst` and returns
+/// its range; `None` for `null`. A string is unescaped; anything else keeps the exact text the
+/// client wrote: `1e308` stays 5 bytes, `0` stays `0`, an object or array stays its JSON text.
+/// Never longer than `raw`, and linear in it.
+pub(crate) fn push_raw_value(dst: &mut String, raw: &str) -> Option<Range<usize>> {
+    let raw = raw.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r'));
+    if raw == "null" {
+        return None;
     }
+    let start = dst.len();
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(content) => unescape_into(dst, content),
+        None => dst.push_str(raw),
+    }
+    Some(start..dst.len())
 }
 
-impl<'de> DeserializeSeed<'de> for ScalarText<'_> {
-    type Value = Option<Range<usize>>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
+/// Appends the unescaped text of a JSON string's content (validated by serde_json). A lone
+/// surrogate escape becomes U+FFFD.
+fn unescape_into(dst: &mut String, content: &str) {
+    let mut rest = content;
+    while let Some(at) = rest.find('\\') {
+        dst.push_str(rest.get(..at).unwrap_or_default());
+        let escape = rest.get(at + 1..).unwrap_or_default();
+        let mut chars = escape.chars();
+        let consumed = match chars.next() {
+            Some('u') => {
+                let (c, used) = unicode_escape(escape);
+                dst.push(c);
+                used
+            }
+            Some(c) => {
+                dst.push(match c {
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'n' => '\n',
+                    'r' => '\r',
+                    't' => '\t',
+                    other => other,
+                });
+                c.len_utf8()
+            }
+            None => 0,
+        };
+        rest = escape.get(consumed..).unwrap_or_default();
     }
+    dst.push_str(rest);
 }
 
-impl<'de> Visitor<'de> for ScalarText<'_> {
-    type Value = Option<Range<usize>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
+/// Decodes `uXXXX` (and a following `\uXXXX` low surrogate) at the start of `escape`; returns
+/// the character and the bytes used.
+fn unicode_escape(escape: &str) -> (char, usize) {
+    let hex = |s: Option<&str>| s.and_then(|h| u16::from_str_radix(h, 16).ok());
+    let Some(high) = hex(escape.get(1..5)) else {
+        return (char::REPLACEMENT_CHARACTER, 1);
+    };
+    if (0xD800..0xDC00).contains(&high) {
+        if escape.get(5..7) == Some("\\u") {
+            if let Some(low) = hex(escape.get(7..11)).filter(|l| (0xDC00..0xE000).contains(l)) {
+                let code = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                return (char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER), 11);
+            }
+        }
+        return (char::REPLACEMENT_CHARACTER, 5);
     }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        let start = self.0.len();
-        self.0.push_str(v);
-        Ok(Some(start..self.0.len()))
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(self.append(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(self.append(v))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(self.append(v))
-    }
-
-    /// JavaScript prints integral doubles below 1e21 without a fraction, as does Rust's
-    /// `Display` for `f64`; other values keep Rust's shortest round-trip form.
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(self.append(v))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        let value = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(self.append(value))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        let value = serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(self.append(value))
-    }
+    (char::from_u32(u32::from(high)).unwrap_or(char::REPLACEMENT_CHARACTER), 5)
 }
 
 #[cfg(test)]
@@ -561,10 +682,46 @@ mod tests {
         assert_eq!(ext.get("bornTimestamp"), Some("1700000000123"));
         assert_eq!(ext.get("neg"), Some("-5"));
         assert_eq!(ext.get("f"), Some("1.5"));
-        assert_eq!(ext.get("big"), Some("100000000000000000000"), "JS prints 1e20 in full");
+        assert_eq!(ext.get("big"), Some("1e20"), "numbers keep the text the client wrote");
         assert_eq!(ext.get("s"), Some("x"));
         assert!(!ext.contains_key("n"), "null values are skipped");
         assert_eq!(ext.len(), 7);
+    }
+
+    #[test]
+    fn given_huge_numbers_and_escapes_when_decoding_should_keep_them_as_written() {
+        let ext = decode(
+            r#"{"a":1e308,"b":-0.0,"c":"x\u0001y\"z\\\/","d":"\ud83d\ude00","e":"\ud83d!","f":"é"}"#,
+        );
+        assert_eq!(ext.get("a"), Some("1e308"), "5 bytes stay 5 bytes, not 309");
+        assert_eq!(ext.get("b"), Some("-0.0"));
+        assert_eq!(ext.get("c"), Some("x\u{1}y\"z\\/"), "escapes are decoded");
+        assert_eq!(ext.get("d"), Some("\u{1F600}"), "a surrogate pair is one character");
+        assert_eq!(ext.get("e"), Some("\u{FFFD}!"), "a lone surrogate is replaced");
+        assert_eq!(ext.get("f"), Some("é"));
+    }
+
+    #[test]
+    fn given_more_fields_than_the_limit_when_decoding_should_refuse() {
+        let at_limit: String =
+            (0..MAX_EXT_FIELDS).map(|i| format!(r#""k{i}":"v""#)).collect::<Vec<_>>().join(",");
+        assert_eq!(decode(&format!("{{{at_limit}}}")).len(), MAX_EXT_FIELDS);
+        let over = format!(r#"{{{at_limit},"one":"more"}}"#);
+        let err = serde_json::from_str::<ExtFields>(&over).expect_err("over the limit");
+        assert!(err.to_string().contains("at most 256"), "{err}");
+    }
+
+    #[test]
+    fn given_many_repeated_keys_when_decoding_should_keep_the_first_position_and_last_value() {
+        let mut json = String::from(r#"{"first":"1""#);
+        for i in 0..40 {
+            json.push_str(&format!(r#","k{}":"{i}""#, i % 20));
+        }
+        json.push_str(r#","first":"2"}"#);
+        let ext = decode(&json);
+        assert_eq!(ext.len(), 21, "one entry per distinct key");
+        assert_eq!(ext.iter().next(), Some(("first", "2")), "first position, last value");
+        assert_eq!(ext.get("k3"), Some("23"));
     }
 
     #[test]

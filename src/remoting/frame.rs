@@ -33,6 +33,16 @@ pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
 /// Largest header length the 24-bit field can express.
 pub const MAX_HEADER_LEN: usize = 0x00FF_FFFF;
 
+/// Longest header the decoders read in full (256 KiB). The largest legitimate header is a send
+/// whose properties are at RocketMQ's 32767-byte limit: JSON escaping can make each byte six
+/// (`\u0001`), so 6 × 32 KiB plus the other fields stays below 256 KiB; real headers are a few
+/// hundred bytes to a few KiB. A longer header is only scanned for its `code`, `opaque` and
+/// `flag` and answered with an error (see [`FrameError::HeaderRefused`]), so what a header can
+/// cost stays linear in its length.
+///
+/// [`FrameError::HeaderRefused`]: crate::remoting::FrameError::HeaderRefused
+pub const MAX_HEADER_BYTES: usize = 256 * 1024;
+
 /// Bytes before the header: the length field and the serialize-type/header-length word.
 pub const FRAME_PREFIX_LEN: usize = 8;
 

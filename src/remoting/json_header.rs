@@ -18,10 +18,12 @@ use std::fmt;
 use bytes::{BufMut, BytesMut};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
 use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand, SerializeType};
 use crate::remoting::error::FrameError;
-use crate::remoting::ext::{ExtFields, ExtFieldsSeed, ScalarText};
+use crate::remoting::ext::{push_raw_value, too_many_fields, ExtFields, ExtFieldsSeed};
+use crate::remoting::frame::MAX_HEADER_BYTES;
 use crate::remoting::json_write::{write_i64, write_str};
 
 /// Appends the JSON header of `cmd` (always a complete object with all eight keys).
@@ -61,17 +63,33 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
 ///
 /// [`FrameError::MalformedJsonHeader`] if the text is not a JSON object, lacks `code` or
 /// `opaque`, or holds a value of an impossible type (such as an object for `code`).
+///
+/// A header longer than [`MAX_HEADER_BYTES`] is only scanned for `code`, `opaque` and `flag`
+/// (linear, allocating nothing but serde_json's scratch for escaped keys) and comes back with
+/// `refused` set, as does one with more than
+/// [`MAX_EXT_FIELDS`](crate::remoting::ext::MAX_EXT_FIELDS) fields.
 pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     let mut de = serde_json::Deserializer::from_slice(header);
-    let parts = HeaderSeed { text_capacity: header.len() }
+    let skip = header.len() > MAX_HEADER_BYTES;
+    let parts = HeaderSeed { text_capacity: if skip { 0 } else { header.len() }, skip }
         .deserialize(&mut de)
         .and_then(|parts| de.end().map(|()| parts))
         .map_err(|e| FrameError::MalformedJsonHeader(e.to_string()))?;
-    Ok(parts)
+    Ok(HeaderParts {
+        refused: if skip { Some(header_too_long(header.len())) } else { parts.refused },
+        ..parts
+    })
+}
+
+/// The refusal text for a header of `len` bytes.
+pub(crate) fn header_too_long(len: usize) -> String {
+    format!("the request header of {len} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes")
 }
 
 struct HeaderSeed {
     text_capacity: usize,
+    /// Read only `code`, `opaque`, `flag`, `language` and `version`; skip everything else.
+    skip: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for HeaderSeed {
@@ -97,7 +115,12 @@ impl<'de> Visitor<'de> for HeaderSeed {
         let mut flag = 0;
         let mut remark = None;
         let mut ext_fields = ExtFields::new();
+        let mut refused = None;
         while let Some(key) = map.next_key::<Key>()? {
+            let key = match key {
+                Key::Remark | Key::ExtFields if self.skip => Key::Other,
+                key => key,
+            };
             match key {
                 Key::Code => code = map.next_value::<LenientI32>()?.0,
                 Key::Opaque => opaque = map.next_value::<LenientI32>()?.0,
@@ -105,12 +128,15 @@ impl<'de> Visitor<'de> for HeaderSeed {
                 Key::Flag => flag = map.next_value::<LenientI32>()?.0.unwrap_or(0),
                 Key::Language => language = map.next_value::<LenientLanguage>()?.0,
                 Key::Remark => {
-                    let mut text = String::new();
-                    remark = map.next_value_seed(ScalarText(&mut text))?.map(|_| text);
+                    let raw: &'de RawValue = map.next_value()?;
+                    let mut text = String::with_capacity(raw.get().len());
+                    remark = push_raw_value(&mut text, raw.get()).map(|_| text);
                 }
                 Key::ExtFields => {
-                    ext_fields =
+                    let decoded =
                         map.next_value_seed(ExtFieldsSeed { text_capacity: self.text_capacity })?;
+                    ext_fields = decoded.fields;
+                    refused = decoded.overflow.map(too_many_fields);
                 }
                 Key::Other => {
                     map.next_value::<IgnoredAny>()?;
@@ -125,6 +151,7 @@ impl<'de> Visitor<'de> for HeaderSeed {
             flag,
             remark,
             ext_fields,
+            refused,
         })
     }
 }

@@ -49,11 +49,13 @@ mod json_write;
 mod reader;
 
 #[cfg(test)]
+mod bounds_tests;
+#[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
 mod scenario_tests;
 
 pub use command::{LanguageCode, RemotingCommand, SerializeType, BROKER_VERSION};
-pub use error::{BodyError, FrameError, HeaderError, MessageError, MsgIdError};
-pub use ext::ExtFields;
-pub use frame::{decode_frame, Frame, MAX_FRAME_LEN};
+pub use error::{BodyError, FrameError, HeaderError, MessageError, MsgIdError, RefusedHeader};
+pub use ext::{ExtFields, MAX_EXT_FIELDS};
+pub use frame::{decode_frame, Frame, MAX_FRAME_LEN, MAX_HEADER_BYTES};

@@ -47,12 +47,14 @@ impl SubscriptionExpr {
         if expression.is_empty() || expression == SUB_ALL {
             return Self::All;
         }
-        let mut tags: Vec<String> = Vec::new();
-        for tag in expression.split("||").map(str::trim).filter(|t| !t.is_empty()) {
-            if !tags.iter().any(|t| t == tag) {
-                tags.push(tag.to_owned());
-            }
-        }
+        // Duplicates are dropped through a set (linear), keeping the first occurrence's order.
+        let mut seen = std::collections::HashSet::new();
+        let tags: Vec<String> = expression
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && seen.insert(*t))
+            .map(str::to_owned)
+            .collect();
         if tags.is_empty() {
             Self::All
         } else {
@@ -152,6 +154,17 @@ impl TagMatcher {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn given_many_repeated_tags_when_parsing_should_keep_each_once_in_first_order() {
+        let expr: String = (0..20_000).map(|i| format!("T{} || ", i % 1000)).collect();
+        let SubscriptionExpr::Tags(tags) = SubscriptionExpr::parse(&expr) else {
+            panic!("tags expected")
+        };
+        assert_eq!(tags.len(), 1000, "each distinct tag once");
+        assert_eq!(tags.first().map(String::as_str), Some("T0"));
+        assert_eq!(tags.last().map(String::as_str), Some("T999"), "first-occurrence order");
+    }
+
     use super::*;
 
     #[test]

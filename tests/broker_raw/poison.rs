@@ -182,3 +182,29 @@ async fn given_stored_records_that_cannot_be_written_out_when_pulling_should_ski
     assert_eq!(broker.records_skipped(), 2, "each skipped record is counted");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_reconsume_count_near_i32_max_when_sent_back_should_answer_without_overflowing() {
+    let (broker, mut conn) = broker_with_topic("PoisonTopic").await;
+    let mut send = send_with_properties("PoisonTopic", "TAGS\u{1}TagA", b"again");
+    send.ext_fields.insert_i64("reconsumeTimes", i64::from(i32::MAX - 1));
+    let sent = conn.call(send).await;
+    assert_eq!(sent.code, code::SUCCESS, "any reconsume count is stored: {sent:?}");
+    let m = pull_until_body(&mut conn, "overflow_group", "PoisonTopic", 0, b"again")
+        .await
+        .expect("delivered");
+    assert_eq!(m.reconsume_times, i32::MAX - 1);
+    let h = ConsumerSendMsgBackRequestHeader {
+        offset: m.physical_offset,
+        group: "overflow_group",
+        delay_level: 0,
+        origin_msg_id: None,
+        origin_topic: Some("PoisonTopic"),
+        unit_mode: false,
+        max_reconsume_times: Some(i32::MAX),
+    };
+    let back = conn.call(request(rc::CONSUMER_SEND_MSG_BACK, h.to_ext_fields())).await;
+    assert_eq!(back.code, code::SUCCESS, "delay 3 + count saturates at the top level: {back:?}");
+    assert_still_served(&mut conn, "PoisonTopic").await;
+    broker.shutdown().await;
+}

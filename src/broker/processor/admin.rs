@@ -8,6 +8,7 @@ use crate::broker::topics::{self, perm};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::{JsonBody, TopicConfig, TopicConfigAndMappingSerializeWrapper};
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader, FromExtFields};
 use crate::remoting::RemotingCommand;
 
@@ -29,7 +30,7 @@ pub(crate) fn update_and_create_topic(
         return reply_error(
             &req,
             response_code::SYSTEM_ERROR,
-            format!("The topic[{}] is conflict with system topic.", h.topic),
+            format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
         );
     }
     let q = |n: i32| u32::try_from(n).ok().filter(|n| (1..=crate::engine::MAX_QUEUES).contains(n));
@@ -49,7 +50,7 @@ pub(crate) fn update_and_create_topic(
             RemotingCommand::response_to(
                 &req,
                 response_code::SUCCESS,
-                Some(format!("topic {} exists with {} queues; baiji cannot change the queue count of a live topic", h.topic, c.read_queue_nums)),
+                Some(format!("topic {} exists with {} queues; baiji cannot change the queue count of a live topic", quote(h.topic), c.read_queue_nums)),
             ),
         ),
         Ok(_) => Reply::now(ok(&req, Default::default())),
@@ -71,7 +72,7 @@ pub(crate) fn delete_topic_in_broker(
         return reply_error(
             &req,
             response_code::SYSTEM_ERROR,
-            format!("The topic[{}] is conflict with system topic.", h.topic),
+            format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
         );
     }
     s.topics.remove(h.topic);

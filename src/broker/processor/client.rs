@@ -10,6 +10,7 @@ use crate::remoting::body::{
     CheckClientConfigBody, ConsumerListBody, ExpressionType, HeartbeatData, JsonBody, TopicConfig,
 };
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::header::{
     FromExtFields, GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader,
 };
@@ -113,7 +114,7 @@ pub(crate) fn get_consumer_list_by_group(
         return reply_error(
             &req,
             response_code::SYSTEM_ERROR,
-            format!("no consumer for this group, {}", h.consumer_group),
+            format!("no consumer for this group, {}", quote(h.consumer_group)),
         );
     }
     match (ConsumerListBody { consumer_id_list: ids }).to_json_bytes() {

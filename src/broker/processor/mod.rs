@@ -11,6 +11,7 @@ pub(crate) mod send;
 
 use crate::broker::record::PutError;
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::{HeaderError, RemotingCommand};
 use crate::store::StoreError;
 
@@ -32,7 +33,7 @@ pub(crate) fn store_error(req: &RemotingCommand, e: &StoreError) -> Reply {
     };
     let remark = match e {
         StoreError::UnknownTopic(t) => {
-            format!("topic[{t}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ")
+            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(t))
         }
         StoreError::Full { used, budget } => format!(
             "[REJECT]system busy, start flow control for a while: baiji's memory budget is exhausted ({used} of {budget} bytes in use)"
@@ -91,7 +92,8 @@ pub(crate) fn queue_id(
             req,
             response_code::SYSTEM_ERROR,
             format!(
-                "queueId[{q}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{queues}]"
+                "queueId[{q}] is illegal, topic:[{}] topicConfig.readQueueNums:[{queues}]",
+                quote(topic)
             ),
         )
     })

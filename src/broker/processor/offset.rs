@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{bad_header, check_offset_group, queue_id, store_error};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::header::{
     FromExtFields, GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader,
     OffsetResponseHeader, QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader, ToExtFields,
@@ -93,7 +94,7 @@ pub(crate) fn update_consumer_offset(
         return reply_error(
             &req,
             response_code::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist", h.topic),
+            format!("topic[{}] not exist", quote(h.topic)),
         );
     };
     let q = match queue_id(&req, h.queue_id, h.topic, t.queue_count()) {

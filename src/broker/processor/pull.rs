@@ -28,6 +28,7 @@ use crate::broker::topics::perm;
 use crate::broker::{reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::MessageModel;
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::header::{
     FromExtFields, PullMessageRequestHeader, PullMessageResponseHeader, ToExtFields,
 };
@@ -133,14 +134,15 @@ fn filter_for(
         Err(true) => Err(reply_error(
             req,
             response_code::SUBSCRIPTION_NOT_EXIST,
-            format!("the consumer's group info not exist, group: {}", h.consumer_group),
+            format!("the consumer's group info not exist, group: {}", quote(h.consumer_group)),
         )),
         Err(false) => Err(reply_error(
             req,
             response_code::SUBSCRIPTION_NOT_EXIST,
             format!(
                 "the consumer's subscription not exist, group: {} topic: {}",
-                h.consumer_group, h.topic
+                quote(h.consumer_group),
+                quote(h.topic)
             ),
         )),
     }
@@ -157,14 +159,14 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         return Pulled::Reply(reply_error(
             req,
             response_code::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", h.topic),
+            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(h.topic)),
         ));
     };
     if s.topics.get_perm(h.topic).is_some_and(|p| p & perm::READ == 0) {
         return Pulled::Reply(reply_error(
             req,
             response_code::NO_PERMISSION,
-            format!("the topic[{}] pulling message is forbidden", h.topic),
+            format!("the topic[{}] pulling message is forbidden", quote(h.topic)),
         ));
     }
     let queue = match queue_id(req, h.queue_id, h.topic, topic.queue_count()) {

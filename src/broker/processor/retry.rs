@@ -108,7 +108,9 @@ pub(crate) fn consumer_send_msg_back(
             Ok(())
         })
     } else {
-        let level = if h.delay_level == 0 { 3 + d.reconsume_times } else { h.delay_level };
+        // `reconsume_times` is whatever the producer sent: saturate rather than overflow.
+        let level =
+            if h.delay_level == 0 { d.reconsume_times.saturating_add(3) } else { h.delay_level };
         let level = u32::try_from(level).unwrap_or(MAX_LEVEL).clamp(1, MAX_LEVEL);
         let retry = format!("{RETRY_PREFIX}{}", h.group);
         group_topic(s, &retry)

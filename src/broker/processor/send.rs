@@ -16,6 +16,7 @@ use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::engine::now_ms;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
 use crate::remoting::header::{
     SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields,
 };
@@ -24,6 +25,12 @@ use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::remoting::RemotingCommand;
 use crate::store::TopicStore;
+
+/// Most messages one batch may carry. The answer lists one 32-character msgId (plus a comma) per
+/// message in one header field: 65,536 of them take about 2.1 MiB, so the answer to any batch
+/// that is stored always fits a frame (a batch whose answer is dropped would be retried and
+/// stored twice). A 4 MiB batch (RocketMQ's default maxMessageSize) of 64-byte messages fits.
+const MAX_BATCH_ENTRIES: usize = 65_536;
 
 /// `SEND_MESSAGE` (10) and `SEND_MESSAGE_V2` (310), answered or one-way.
 pub(crate) fn send_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
@@ -74,7 +81,7 @@ fn check(
         return Err(reply_error(
             req,
             response_code::NO_PERMISSION,
-            format!("Sending message to topic[{}] is forbidden.", h.topic),
+            format!("Sending message to topic[{}] is forbidden.", quote(h.topic)),
         ));
     }
     if body_len > s.config.max_message_size {
@@ -126,7 +133,7 @@ pub(crate) fn resolve_topic(
         reply_error(
             req,
             response_code::TOPIC_NOT_EXIST,
-            format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ"),
+            format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", topic = quote(topic)),
         )
     };
     let conf = if let Some(existing) = s.topics.get(topic) {
@@ -261,7 +268,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         return reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
-            format!("batch request does not support retry group {}", h.topic),
+            format!("batch request does not support retry group {}", quote(h.topic)),
         );
     }
     if h.topic.len() > 127 {
@@ -270,6 +277,11 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             response_code::MESSAGE_ILLEGAL,
             format!("message topic length too long {}", h.topic.len()),
         );
+    }
+    // RocketMQ checks the whole batch body, not each entry, against maxMessageSize; checking it
+    // before decoding also bounds what decoding allocates.
+    if let Err(r) = check(s, req, &h, req.body.len()) {
+        return r;
     }
     let entries = match decode_batch(&req.body) {
         Ok(e) if !e.is_empty() => e,
@@ -280,9 +292,15 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             return reply_error(req, response_code::MESSAGE_ILLEGAL, format!("bad batch body: {e}"))
         }
     };
-    let largest = entries.iter().map(|e| e.body.len()).max().unwrap_or(0);
-    if let Err(r) = check(s, req, &h, largest) {
-        return r;
+    if entries.len() > MAX_BATCH_ENTRIES {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            format!(
+                "the batch has {} messages; at most {MAX_BATCH_ENTRIES} are accepted",
+                entries.len()
+            ),
+        );
     }
     if let Some(e) = entries.iter().find(|e| e.properties.len() > MAX_PROPERTIES_LEN) {
         return reply_error(
