@@ -119,3 +119,30 @@ impl<T> Published<T> {
         self.0.with_mut(|p| unsafe { &mut *p })
     }
 }
+
+/// Test-only mutation switch: whether the deliberately injected bug `name` is switched on.
+///
+/// The loom models and the reference/stress tests must each fail against the bug they exist
+/// to catch; `.ci/loom-mutants` and `.ci/test-mutants` check that they do (README,
+/// "Verification", lists every mutant and the models that catch it). Each mutant is a one-line
+/// branch at the exact place of the protocol it breaks, e.g.
+/// `if mutant("weak_publish") { Acquire } else { AcqRel }`.
+///
+/// In a normal build this is a `const fn` returning `false`, so every such branch folds away.
+/// Only under `cfg(loom)` (the loom crate) or the hidden `__mutants` feature (test-only, never
+/// for a shipped build) does it compare `name` with the environment variable `BAIJI_MUTANT`,
+/// read once. An unknown name switches nothing on, so a misspelt mutant makes its model pass
+/// and the mutant check report it as surviving instead of silently "catching" it.
+#[cfg(not(any(loom, feature = "__mutants")))]
+#[inline(always)]
+pub(crate) const fn mutant(_name: &str) -> bool {
+    false
+}
+
+/// See the normal-build definition.
+#[cfg(any(loom, feature = "__mutants"))]
+pub(crate) fn mutant(name: &str) -> bool {
+    // std's `OnceLock`, not a modelled primitive: the value never changes during a run.
+    static ACTIVE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ACTIVE.get_or_init(|| std::env::var("BAIJI_MUTANT").ok()).as_deref() == Some(name)
+}

@@ -576,8 +576,9 @@ fn given_seeded_random_operations_when_replayed_should_match_the_reference_model
         run(seed, 3000);
         return;
     }
-    let seeds: u64 =
-        std::env::var("BAIJI_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
+    let seeds: u64 = std::env::var("BAIJI_MODEL_SEEDS")
+        .map_or(64, |s| s.parse().expect("BAIJI_MODEL_SEEDS must be a number"));
+    assert!(seeds > 0, "BAIJI_MODEL_SEEDS=0 would check nothing");
     for seed in 1..=seeds {
         let r = std::panic::catch_unwind(|| run(seed * 7919, 3000));
         if r.is_err() {

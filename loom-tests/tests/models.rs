@@ -1,12 +1,18 @@
 //! loom models of baiji's lock-free protocols, one per named race.
 //!
 //! Each model starts from a fresh epoch `Collector` (never the global one) and uses payloads
-//! that own a `loom::sync::Arc`, so loom reports a leaked payload as a leaked `Arc`. Under
-//! loom, reclaimed nodes are poisoned instead of deallocated and every node accessor asserts it
-//! is not poisoned, so a use after reclamation fails the model (invariant 4).
+//! that own a `loom::sync::Arc` (queue and engine models alike), so loom reports a leaked
+//! payload as a leaked `Arc`. Under loom, reclaimed nodes are poisoned instead of deallocated
+//! and every node accessor asserts it is not poisoned, so a use after reclamation fails the
+//! model (invariant 4).
+//!
+//! Each model's doc names the bug it exists to catch as a mutant: a one-line branch in the
+//! engine behind `baiji::sync::mutant`, switched on by `BAIJI_MUTANT=<name>`.
+//! `.ci/loom-mutants` runs every (mutant, model) pair and requires the model to FAIL.
 //!
 //! Invariant numbers refer to `docs/design.md`.
 
+use std::sync::atomic::AtomicBool as StdBool;
 use std::time::Duration;
 
 use baiji::engine::{
@@ -22,7 +28,7 @@ use loom::thread;
 /// A payload whose lifetime loom tracks: it owns a clone of a `loom::sync::Arc`.
 struct Tracked {
     _alive: Arc<()>,
-    bytes: [u8; 8],
+    bytes: Vec<u8>,
 }
 
 impl AsRef<[u8]> for Tracked {
@@ -32,7 +38,23 @@ impl AsRef<[u8]> for Tracked {
 }
 
 fn payload(value: u64, alive: &Arc<()>) -> Bytes {
-    Bytes::from_owner(Tracked { _alive: Arc::clone(alive), bytes: value.to_le_bytes() })
+    tracked(&value.to_le_bytes(), alive)
+}
+
+fn tracked(bytes: &[u8], alive: &Arc<()>) -> Bytes {
+    Bytes::from_owner(Tracked { _alive: Arc::clone(alive), bytes: bytes.to_vec() })
+}
+
+/// An engine message whose payload is [`Tracked`].
+fn msg(bytes: &[u8], alive: &Arc<()>) -> Message {
+    Message::new(tracked(bytes, alive))
+}
+
+/// Asserts that the engine holds nothing any more (invariants 7 and 9).
+fn assert_empty(e: &Engine) {
+    let s = e.stats();
+    assert_eq!(s.live_messages, 0, "invariant 7: everything acknowledged is reclaimed ({s:?})");
+    assert_eq!(s.bytes_used, 0, "invariant 9: the accounting returns to zero ({s:?})");
 }
 
 fn value(b: &Bytes) -> u64 {
@@ -68,6 +90,9 @@ fn engine(budget: u64, policy: MemoryPolicy) -> Engine {
 
 /// Invariant 1: two producers racing on the same tail get offsets 0 and 1, linked in offset
 /// order with correct `prev` links.
+///
+/// Catches `weak_publish` (the publishing CAS without Release: the second producer reads the
+/// first one's `end` through the link without happening after its write).
 #[test]
 fn two_producers_append() {
     model(|| {
@@ -112,6 +137,8 @@ fn two_producers_append() {
 
 /// Invariant 1 for batches: a two-message batch racing a single append gets two consecutive
 /// offsets (nothing lands between them), and the queue stays dense with correct `prev` links.
+///
+/// Catches `weak_publish` (the batch's chain published without Release).
 #[test]
 fn batch_vs_single_append() {
     model(|| {
@@ -158,6 +185,8 @@ fn batch_vs_single_append() {
 
 /// Invariants 1 and 2: a reader racing with a producer sees a gap-free prefix of offsets with
 /// fully written payloads.
+///
+/// Catches `weak_publish` (a reader sees the node before its fields).
 #[test]
 fn producer_vs_reader() {
     model(|| {
@@ -192,6 +221,8 @@ fn producer_vs_reader() {
 
 /// Invariant 4: a reader holding a `NodeRef` across guards never touches a node the reaper
 /// reclaimed; invariant 7 and the `Arc` payloads: nothing leaks.
+///
+/// Catches `unvalidated_noderef` (`NodeRef::get` without the check against the head's `end`).
 #[test]
 fn reader_vs_reaper() {
     model(|| {
@@ -248,6 +279,8 @@ fn reader_vs_reaper() {
 
 /// Invariants 3 and 6: two groups acknowledge the same message concurrently while the reaper
 /// runs; the message is reclaimed only after both acknowledged, and then it is reclaimed.
+///
+/// Catches `reaper_off_by_one` (the reaper takes a node one acknowledgement early).
 #[test]
 fn ack_counter_two_groups() {
     model(|| {
@@ -256,7 +289,8 @@ fn ack_counter_two_groups() {
         let opts = SubscribeOptions { start: StartFrom::First, ..Default::default() };
         let a = e.subscribe("A", "T", opts.clone()).unwrap();
         let b = e.subscribe("B", "T", opts).unwrap();
-        e.append_to("T", 0, Message::new(Bytes::from_static(b"m"))).unwrap();
+        let alive = Arc::new(());
+        e.append_to("T", 0, msg(b"m", &alive)).unwrap();
         let a_acked = Arc::new(AtomicBool::new(false));
         let ta = {
             let a_acked = Arc::clone(&a_acked);
@@ -272,24 +306,27 @@ fn ack_counter_two_groups() {
         }
         ta.join().unwrap();
         e.reap();
-        assert_eq!(e.stats().live_messages, 0, "invariant 7: acknowledged by all, reclaimed");
-        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+        assert_empty(&e);
     });
 }
 
 /// Invariant 5: a group that joins "from the first offset" while a producer appends and the
 /// reaper reclaims unheld messages receives every message from its start offset on.
+///
+/// Catches `join_unlocked` (a subscription resolving its start and opening its hold without
+/// the head lock, so a reap slips between the two and takes a message the group then misses).
 #[test]
 fn group_joins_during_appends() {
     model(|| {
         let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
         e.create_topic("T", 1).unwrap();
+        let alive = Arc::new(());
         // One message nobody holds yet (retention zero: the reaper may take it at once).
-        e.append_to("T", 0, Message::new(Bytes::from(vec![0u8]))).unwrap();
+        e.append_to("T", 0, msg(&[0], &alive)).unwrap();
         let producer = {
-            let e = Arc::clone(&e);
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
             thread::spawn(move || {
-                e.append_to("T", 0, Message::new(Bytes::from(vec![1u8]))).unwrap();
+                e.append_to("T", 0, msg(&[1], &alive)).unwrap();
                 e.reap();
             })
         };
@@ -308,12 +345,21 @@ fn group_joins_during_appends() {
             assert_eq!(u64::from(d.payload[0]), d.offset, "payload matches offset");
         }
         assert_eq!(g.stats().dropped, 0, "invariant 3: nothing the group holds is lost");
+        drop(got);
+        c.commit(0, 2).unwrap();
+        e.reap();
+        assert_empty(&e);
     });
 }
 
 /// Invariants 5 and 7: a group leaving with a message it received but never acknowledged
 /// (it acknowledged a later one) does not pin that message forever, and the other group
 /// still receives everything.
+///
+/// Catches `leave_unsettled` (a leave that closes its hold at its frontier without settling
+/// the acknowledgements above it, so its ack of offset 1 counts for the other group) and
+/// `leak_payload` (reclamation that never drops a freed node's payload: loom reports the
+/// leaked `Arc` of the [`Tracked`] payload).
 #[test]
 fn group_leaves_with_unacked() {
     model(|| {
@@ -322,8 +368,9 @@ fn group_leaves_with_unacked() {
         let opts = SubscribeOptions { start: StartFrom::First, ..Default::default() };
         let a = e.subscribe("A", "T", opts.clone()).unwrap();
         let b = e.subscribe("B", "T", opts).unwrap();
+        let alive = Arc::new(());
         for i in 0..2u8 {
-            e.append_to("T", 0, Message::new(Bytes::from(vec![i]))).unwrap();
+            e.append_to("T", 0, msg(&[i], &alive)).unwrap();
         }
         let mut ca = a.join().unwrap();
         let got = ca.poll(16).unwrap();
@@ -347,15 +394,25 @@ fn group_leaves_with_unacked() {
         cb.commit(0, 2).unwrap();
         leaver.join().unwrap();
         e.reap();
-        assert_eq!(e.stats().live_messages, 0, "invariant 7: a departed group pins nothing");
-        assert_eq!(e.stats().bytes_used, 0, "invariant 9");
+        assert_empty(&e);
     });
 }
 
 /// Invariants 4 and 10: `drop-oldest` evicts under a lagging reader; the reader never touches
 /// an evicted node, and every message is either delivered to the group or counted as dropped.
+///
+/// The producer reaps twice: crossbeam-epoch frees a bag only after two epoch advances, and
+/// one flush advances at most once, so with a single reap the evicted nodes would only be
+/// freed at teardown and the "never touches" half could not fail. The model records whether
+/// the evicted message's payload was dropped before the reader looked again and fails if no
+/// interleaving did, so it cannot go vacuous.
+///
+/// Catches `evict_uncounted` (an eviction the group does not count as dropped) and
+/// `free_unguarded` (an unlinked chain freed without waiting for the epoch's grace period, so
+/// a reader still pinned on an evicted node touches freed memory).
 #[test]
 fn drop_oldest_vs_lagging_reader() {
+    static FREED_BEFORE_SECOND_POLL: StdBool = StdBool::new(false);
     model(|| {
         // Room for exactly two one-byte messages.
         let e = Arc::new(engine(2 * (1 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
@@ -363,17 +420,21 @@ fn drop_oldest_vs_lagging_reader() {
         let g = e
             .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
             .unwrap();
-        for i in 0..2u8 {
-            e.append_to("T", 0, Message::new(Bytes::from(vec![i]))).unwrap();
-        }
+        let alive = Arc::new(());
+        // Message 0 gets its own tracker: its count shows whether its node was really freed.
+        let first = Arc::new(());
+        e.append_to("T", 0, msg(&[0], &first)).unwrap();
+        e.append_to("T", 0, msg(&[1], &alive)).unwrap();
         let mut c = g.join().unwrap();
         let producer = {
-            let e = Arc::clone(&e);
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
             thread::spawn(move || {
                 // Two bytes: evicting one message is not enough, so the node the reader's
                 // cursor remembers is freed, not kept as the queue's dummy.
-                e.append_to("T", 0, Message::new(Bytes::from(vec![2u8, 2]))).unwrap();
-                // Frees what the eviction unlinked, once the epoch allows it.
+                e.append_to("T", 0, msg(&[2, 2], &alive)).unwrap();
+                // Frees what the eviction unlinked: the first pass seals the deferred chain
+                // and advances the epoch once, the second advances it again and frees it.
+                e.reap();
                 e.reap();
             })
         };
@@ -383,6 +444,10 @@ fn drop_oldest_vs_lagging_reader() {
             seen.push(d.offset);
         }
         producer.join().unwrap();
+        if Arc::strong_count(&first) == 1 {
+            // Nobody holds message 0's payload any more: its node was freed during the race.
+            FREED_BEFORE_SECOND_POLL.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         for d in c.poll(16).unwrap() {
             assert_eq!(u64::from(d.payload[0]), d.offset, "payload matches offset");
             c.ack(&d).unwrap();
@@ -400,11 +465,19 @@ fn drop_oldest_vs_lagging_reader() {
             "invariant 9: every message is acknowledged or dropped exactly once ({stats:?})"
         );
         assert!(e.stats().bytes_used <= e.config().memory_budget, "the budget holds");
+        e.reap();
+        assert_empty(&e);
     });
+    assert!(
+        FREED_BEFORE_SECOND_POLL.load(std::sync::atomic::Ordering::SeqCst),
+        "vacuous: in no interleaving were the evicted nodes freed before the reader looked again"
+    );
 }
 
 /// No lost wake-up: a consumer that registers behind the last node and parks is woken by an
 /// append that races with its registration (a lost wake-up is a deadlock loom reports).
+///
+/// Catches `append_no_wake` (an append that replaces a `WAITING` tag without waking the list).
 #[test]
 fn parked_consumer_wakeup() {
     model(|| {
@@ -443,6 +516,8 @@ fn parked_consumer_wakeup() {
 }
 
 /// The same race through the engine's blocking receive (spin disabled, so it parks at once).
+///
+/// Catches `append_no_wake` through the engine (a consumer parked in `recv_timeout`).
 #[test]
 fn parked_engine_consumer_wakeup() {
     model(|| {
@@ -450,15 +525,20 @@ fn parked_engine_consumer_wakeup() {
         e.create_topic("T", 1).unwrap();
         let g = e.subscribe("G", "T", SubscribeOptions::default()).unwrap();
         let mut c = g.join().unwrap();
+        let alive = Arc::new(());
         let producer = {
-            let e = Arc::clone(&e);
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
             thread::spawn(move || {
-                e.append_to("T", 0, Message::new(Bytes::from_static(b"x"))).unwrap();
+                e.append_to("T", 0, msg(b"x", &alive)).unwrap();
             })
         };
         let got = c.recv_timeout(1, Duration::from_secs(3600)).unwrap();
         assert_eq!(got.len(), 1, "woken with the message");
         producer.join().unwrap();
+        c.ack(&got[0]).unwrap();
+        drop(got);
+        e.reap();
+        assert_empty(&e);
     });
 }
 

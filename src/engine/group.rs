@@ -44,7 +44,7 @@ use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
 use super::EngineError;
 use crate::queue::{Node, NodeRef, WaitList};
 use crate::sync::plain::AtomicU64 as PlainU64;
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, mutant, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Most nodes one poll of one queue looks at (filtered-out messages included).
 const SCAN_LIMIT: usize = 4096;
@@ -131,7 +131,11 @@ impl Track {
         }
         self.hwm = self.hwm.max(first_live);
         self.absorb();
-        dropped
+        if mutant("evict_uncounted") {
+            0
+        } else {
+            dropped
+        }
     }
 
     /// Moves the frontier over acknowledged offsets that became contiguous with it, and keeps
@@ -398,7 +402,7 @@ impl Sub {
             .map(|eq| {
                 Mutex::new(match mode {
                     Mode::Clustering => {
-                        let _head = eq.q.lock_head();
+                        let _head = (!mutant("join_unlocked")).then(|| eq.q.lock_head());
                         let guard = guard_fn();
                         let s = eq.resolve_start(start, &guard);
                         eq.open_hold(id, s);
@@ -789,6 +793,7 @@ impl Sub {
                     *owner = None;
                     dropped += track.reconcile(eq.q.first_offset(&guard));
                     let top = track.acked.last().map_or(track.frontier, |o| o + 1);
+                    let top = if mutant("leave_unsettled") { track.frontier } else { top };
                     track.ack_until(&eq.q, top, true, &mut dropped, &guard);
                     eq.close_hold(self.id, track.frontier);
                 }

@@ -73,7 +73,7 @@ use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup, NODE_SIZE};
 use crate::sync::plain::{
     AtomicBool as PlainBool, AtomicU64 as PlainU64, Ordering as PlainOrdering,
 };
-use crate::sync::{lock, read, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
+use crate::sync::{lock, mutant, read, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
 
 /// Most queues a topic may have.
 pub const MAX_QUEUES: u32 = 1024;
@@ -264,7 +264,7 @@ impl Inner {
             let reclaim = if required == 0 {
                 n.timestamp() <= deadline || live > retention.bytes
             } else {
-                n.ack_count() >= required
+                n.ack_count() + u32::from(mutant("reaper_off_by_one")) >= required
             };
             if reclaim {
                 live = live.saturating_sub(n.payload().len() as u64 + NODE_SIZE as u64);

@@ -104,7 +104,7 @@ use bytes::Bytes;
 use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{lock, Arc, AtomicU32, Mutex, MutexGuard, Ordering, Published};
+use crate::sync::{lock, mutant, Arc, AtomicU32, Mutex, MutexGuard, Ordering, Published};
 
 pub(crate) use wait::WaitList;
 pub use wait::{WaitId, Wakeup};
@@ -292,7 +292,8 @@ impl NodeRef {
     /// The node again, if it is still linked (or is the dummy) in `queue`; `None` if the reaper
     /// has reclaimed it or `self` belongs to another queue.
     pub fn get<'g>(&self, queue: &Queue, guard: &'g Guard) -> Option<&'g Node> {
-        if self.queue != queue.id || queue.head(guard).end() > self.end {
+        let unlinked = queue.head(guard).end() > self.end && !mutant("unvalidated_noderef");
+        if self.queue != queue.id || unlinked {
             return None;
         }
         // The head was loaded under `guard` and its `end` is not above ours; `end`s are unique
@@ -432,11 +433,8 @@ impl Queue {
             // Expect exactly what we loaded: plain null, or null tagged WAITING by a waiter.
             // AcqRel: Release publishes the node; Acquire sees the waiter's registration.
             let linked = Shared::from(new as *const Node);
-            if tail
-                .next
-                .compare_exchange(next, linked, Ordering::AcqRel, Ordering::Acquire, guard)
-                .is_ok()
-            {
+            let publish = if mutant("weak_publish") { Ordering::Acquire } else { Ordering::AcqRel };
+            if tail.next.compare_exchange(next, linked, publish, Ordering::Acquire, guard).is_ok() {
                 // Release: pairs with Acquire tail loads. Failure means someone helped.
                 let _ = self.tail.compare_exchange(
                     t,
@@ -446,7 +444,8 @@ impl Queue {
                     guard,
                 );
                 let offset = tail.end();
-                let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
+                let wake = next.tag() & WAITING != 0 && !mutant("append_no_wake");
+                let woke = if wake { self.waiters.wake_all() } else { 0 };
                 return Appended { offset, woke };
             }
         }
@@ -501,12 +500,13 @@ impl Queue {
             unsafe { &*first }.prev.store(t, Ordering::Relaxed);
             // AcqRel: Release publishes the whole chain (its links and fields were written
             // before); Acquire sees a waiter's registration. Expect exactly what we loaded.
+            let publish = if mutant("weak_publish") { Ordering::Acquire } else { Ordering::AcqRel };
             if tail
                 .next
                 .compare_exchange(
                     next,
                     Shared::from(first as *const Node),
-                    Ordering::AcqRel,
+                    publish,
                     Ordering::Acquire,
                     guard,
                 )
@@ -707,7 +707,12 @@ impl HeadLock<'_> {
         let reclaimer = Arc::clone(&q.reclaimer);
         // The chain is unreachable from `head`, `tail` and every live node's `prev` now; the
         // collector runs the closure once no guard pinned before this point remains.
-        guard.defer(move || reclaimer.push(chain));
+        // The `free_unguarded` mutant skips the grace period: pinned readers may be on the chain.
+        if mutant("free_unguarded") {
+            reclaimer.push(chain)
+        } else {
+            guard.defer(move || reclaimer.push(chain))
+        }
         Unlinked { count, payload_bytes: bytes, first_offset: new_dummy.end() }
     }
 }
@@ -765,7 +770,9 @@ impl Chain {
             let guard = unsafe { crossbeam_epoch::unprotected() };
             cur = node.next.load(Ordering::Relaxed, guard).with_tag(0).as_raw() as *mut Node;
             node.freed.store(true, Ordering::SeqCst);
-            *node.payload.get_mut() = Bytes::new();
+            if !mutant("leak_payload") {
+                *node.payload.get_mut() = Bytes::new();
+            }
         }
     }
 }
