@@ -527,3 +527,49 @@ fn add_member_vs_unsubscribe() {
         assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
     });
 }
+
+/// Item 12 of issue 10, `Track::cursor_node` (invariant 10): a clustering consumer about to
+/// wait in `recv_timeout` catches up with evictions when it looks for the node to wait behind,
+/// and that catch-up's count of evicted, unacknowledged messages was discarded. An eviction
+/// between the consumer's last poll and its registration was then neither acknowledged nor
+/// counted as dropped. Payloads are tracked for leaks.
+#[test]
+fn drop_oldest_vs_waiting_consumer() {
+    model(|| {
+        let alive = Arc::new(());
+        // Room for exactly two 8-byte messages.
+        let e = Arc::new(engine(2 * (8 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
+        e.create_topic("T", 1).unwrap();
+        let g = e
+            .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
+            .unwrap();
+        for v in 0..2 {
+            e.append_to("T", 0, Message::new(payload(v, &alive))).unwrap();
+        }
+        let mut c = g.join().unwrap();
+        // Received, not acknowledged: offset 0 is the group's to drop when it is evicted.
+        assert_eq!(c.poll(16).unwrap().len(), 2);
+        let producer = {
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
+            thread::spawn(move || {
+                // Evicts offset 0, then links offset 2 and wakes the consumer.
+                e.append_to("T", 0, Message::new(payload(2, &alive))).unwrap();
+            })
+        };
+        let got = c.recv_timeout(16, Duration::from_secs(3600)).unwrap();
+        assert_eq!(got.iter().map(|d| d.offset).collect::<Vec<_>>(), vec![2], "woken with it");
+        producer.join().unwrap();
+        c.commit(0, 3).unwrap();
+        let s = g.stats();
+        assert_eq!(
+            s.acked + s.dropped,
+            3,
+            "invariant 10: each message acknowledged or counted as dropped, once ({s:?})"
+        );
+        assert_eq!(s.dropped, 1, "offset 0 was evicted unacknowledged ({s:?})");
+        drop(c);
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: acknowledged by all, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}

@@ -165,8 +165,17 @@ impl Inner {
             return Ok(());
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
-        self.rejected.fetch_add(1, PlainOrdering::Relaxed);
         Err(EngineError::BudgetExceeded { needed: cost, used: prev, budget })
+    }
+
+    /// Counts `e` in `rejected_messages` if it is a refusal for lack of room. Called where the
+    /// refusal is final (an async send under `block` that waits and then succeeds is not one).
+    fn refused(&self, e: EngineError) -> EngineError {
+        if matches!(e, EngineError::BudgetExceeded { .. }) {
+            // Relaxed: a statistic.
+            self.rejected.fetch_add(1, PlainOrdering::Relaxed);
+        }
+        e
     }
 
     /// Checks everything about an append except the budget; returns the queue and the cost.
@@ -192,7 +201,7 @@ impl Inner {
 
     fn append_at(&self, topic: &Topic, queue: u32, msg: Message) -> Result<Receipt, EngineError> {
         let (eq, cost) = self.prepare(topic, queue, &msg)?;
-        self.reserve(cost, topic, queue)?;
+        self.reserve(cost, topic, queue).map_err(|e| self.refused(e))?;
         Ok(self.link(eq, cost, msg))
     }
 
@@ -678,7 +687,7 @@ impl TopicHandle {
         for m in &messages[1..] {
             cost += inner.message_cost(m)?;
         }
-        inner.reserve(cost, &self.topic, queue)?;
+        inner.reserve(cost, &self.topic, queue).map_err(|e| inner.refused(e))?;
         // Relaxed: statistics; added before linking (see `link`).
         eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
         let guard = inner.pin();
@@ -724,7 +733,7 @@ impl TopicHandle {
                 {
                     RoomWait { inner, cost, id: None }.await;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(inner.refused(e)),
             }
         }
     }
