@@ -528,6 +528,92 @@ fn add_member_vs_unsubscribe() {
     });
 }
 
+/// Review 2.3, `Engine::stats` (invariant 9): it computed `next_offset - first_offset`, loading
+/// the end first; an append and a reaper pass between the two loads put the head past the end
+/// it had loaded, and the subtraction underflowed (a panic in debug builds, a huge
+/// `live_messages` in release). Payloads are tracked for leaks.
+#[test]
+fn stats_vs_reaper() {
+    model(|| {
+        let alive = Arc::new(());
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let producer = {
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(payload(1, &alive))).unwrap();
+                // Nobody holds it and retention is zero: reclaimed at once.
+                e.reap();
+            })
+        };
+        let s = e.stats();
+        assert!(s.live_messages <= 1, "live messages out of range: {s:?}");
+        producer.join().unwrap();
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: unheld and expired, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}
+
+/// Review 2.2 (invariant 9): an append that passed its "topic deleted?" check links its message
+/// after `delete_topic` released the topic's queues. Nothing reaped a deleted topic, so the
+/// message's bytes were never returned to the budget, which shrank for good. Payloads are
+/// tracked for leaks.
+#[test]
+fn delete_topic_vs_append() {
+    model(|| {
+        let alive = Arc::new(());
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let t = e.topic("T").unwrap();
+        let producer = {
+            let alive = Arc::clone(&alive);
+            thread::spawn(move || {
+                // Accepted before the deletion, refused after it.
+                let _ = t.append(0, Message::new(payload(1, &alive)));
+            })
+        };
+        e.delete_topic("T").unwrap();
+        producer.join().unwrap();
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: a deleted topic's bytes come back");
+    });
+}
+
+/// Review 2.3, `drop-oldest` over-eviction (invariant 10 and the policy's contract): each
+/// producer that overshoots the budget evicted the *total* overshoot, including the other
+/// producers' in-flight costs, so two racing producers evicted three messages where two were
+/// needed (and one of them the other producer's new message). Each must evict its own share.
+/// Payloads are tracked for leaks.
+#[test]
+fn drop_oldest_two_producers() {
+    model(|| {
+        let alive = Arc::new(());
+        // Room for exactly two 8-byte messages, and two are there already.
+        let e = Arc::new(engine(2 * (8 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
+        e.create_topic("T", 1).unwrap();
+        for v in 0..2 {
+            e.append_to("T", 0, Message::new(payload(v, &alive))).unwrap();
+        }
+        let producer = {
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(payload(2, &alive))).unwrap();
+            })
+        };
+        e.append_to("T", 0, Message::new(payload(3, &alive))).unwrap();
+        producer.join().unwrap();
+        let s = e.stats();
+        assert_eq!(s.evicted_messages, 2, "two overshoots of one message each: {s:?}");
+        assert_eq!(s.live_messages, 2, "both new messages are kept: {s:?}");
+        assert!(s.bytes_used <= e.config().memory_budget, "the budget holds: {s:?}");
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: unheld and expired, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}
+
 /// Item 12 of issue 10, `Track::cursor_node` (invariant 10): a clustering consumer about to
 /// wait in `recv_timeout` catches up with evictions when it looks for the node to wait behind,
 /// and that catch-up's count of evicted, unacknowledged messages was discarded. An eviction
