@@ -517,3 +517,117 @@ fn given_topic_retention_override_when_reaping_should_keep_that_topic_longer_and
     let got: Vec<u8> = c.poll(10).unwrap().iter().map(|d| d.payload[0]).collect();
     assert_eq!(got, vec![2, 3, 4]);
 }
+
+/// Runs `f` on its own thread and waits (generously) for its result: a call that never returns
+/// fails the test instead of hanging it.
+fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("{what} did not return"))
+}
+
+#[test]
+fn given_ready_message_when_receiving_at_most_zero_with_timeout_should_return_empty_at_once() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    let mut c = g.join().unwrap();
+    e.append_to("T", 0, msg("x")).unwrap();
+    let (got, mut c) = returns("recv_timeout(0, 1 h)", move || {
+        let got = c.recv_timeout(0, Duration::from_secs(3600));
+        (got, c)
+    });
+    assert_eq!(got.unwrap(), Vec::new(), "asking for nothing gets nothing");
+    assert_eq!(c.poll(8).unwrap().len(), 1, "and takes nothing");
+}
+
+#[test]
+fn given_ready_message_when_async_receiving_at_most_zero_should_return_empty_at_once() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    let mut c = g.join().unwrap();
+    e.append_to("T", 0, msg("x")).unwrap();
+    let (got, mut c) = returns("recv(0)", move || {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let got = rt.block_on(c.recv(0));
+        (got, c)
+    });
+    assert_eq!(got.unwrap(), Vec::new(), "asking for nothing gets nothing");
+    assert_eq!(c.poll(8).unwrap().len(), 1, "and takes nothing");
+}
+
+/// A waker that records whether it was woken.
+#[derive(Default)]
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Flag {
+    fn woken(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// An engine under `block` whose budget is full of messages of topic `HELD` that group `G`
+/// holds, and a topic `T`; returns the engine and the group (which must stay alive).
+fn full_block_engine() -> (Engine, baiji::engine::Group) {
+    let per = 100 + NODE_SIZE as u64;
+    let e = engine_with(EngineConfig {
+        memory_budget: 2 * per,
+        policy: MemoryPolicy::Block,
+        ..config()
+    });
+    e.create_topic("HELD", 1).unwrap();
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "HELD", first()).unwrap();
+    for i in 0..2u8 {
+        e.append_to("HELD", 0, Message::new(Bytes::from(vec![i; 100]))).unwrap();
+    }
+    (e, g)
+}
+
+#[test]
+fn given_async_send_waiting_for_room_when_its_topic_is_deleted_should_wake_and_fail() {
+    use std::future::Future;
+    let (e, _g) = full_block_engine();
+    let t = e.topic("T").unwrap();
+    let flag = std::sync::Arc::new(Flag::default());
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&flag));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut send = Box::pin(t.append_async(0, Message::new(Bytes::from(vec![9; 100]))));
+    assert!(send.as_mut().poll(&mut cx).is_pending(), "no room: the send waits");
+    e.delete_topic("T").unwrap();
+    assert!(flag.woken(), "deleting the topic wakes the sends waiting to append to it");
+    assert!(
+        matches!(
+            send.as_mut().poll(&mut cx),
+            std::task::Poll::Ready(Err(EngineError::UnknownTopic(_)))
+        ),
+        "and they fail instead of waiting for room on a topic that is gone"
+    );
+}
+
+#[test]
+fn given_async_send_waiting_for_room_when_the_engine_is_dropped_should_wake_and_fail() {
+    use std::future::Future;
+    let (e, _g) = full_block_engine();
+    let t = e.topic("T").unwrap();
+    let flag = std::sync::Arc::new(Flag::default());
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&flag));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut send = Box::pin(t.append_async(0, Message::new(Bytes::from(vec![9; 100]))));
+    assert!(send.as_mut().poll(&mut cx).is_pending(), "no room: the send waits");
+    drop(e);
+    assert!(flag.woken(), "shutting the engine down wakes the sends waiting for room");
+    assert!(
+        matches!(send.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(EngineError::Closed))),
+        "and they fail with Closed"
+    );
+}

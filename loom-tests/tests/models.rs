@@ -72,6 +72,15 @@ fn model<F: Fn() + Sync + Send + 'static>(f: F) {
     b.check(f);
 }
 
+/// Like [`model`], with the preemption bound capped at `cap`: for models of a whole engine
+/// operation racing another (a reaper pass, say) whose bug needs fewer preemptions than the
+/// suite's bound, and whose full exploration at that bound would take minutes.
+fn model_capped<F: Fn() + Sync + Send + 'static>(cap: usize, f: F) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(b.preemption_bound.unwrap_or(3).min(cap));
+    b.check(f);
+}
+
 fn engine(budget: u64, policy: MemoryPolicy) -> Engine {
     let config = EngineConfig {
         memory_budget: budget,
@@ -604,6 +613,140 @@ fn add_member_vs_unsubscribe() {
         e.append_to("T", 0, Message::new(payload(7, &alive))).unwrap();
         e.reap();
         assert_eq!(e.stats().live_messages, 0, "invariant 7: an ended group pins nothing");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}
+
+/// Review 2.3, `Engine::stats` (invariant 9): it computed `next_offset - first_offset`, loading
+/// the end first; an append and a reaper pass between the two loads put the head past the end
+/// it had loaded, and the subtraction underflowed (a panic in debug builds, a huge
+/// `live_messages` in release). The race needs one preemption (between the two loads); the
+/// bound is capped at 2 because a whole reaper pass at 3 takes minutes to explore. Payloads are
+/// tracked for leaks.
+#[test]
+fn stats_vs_reaper() {
+    model_capped(2, || {
+        let alive = Arc::new(());
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let producer = {
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(payload(1, &alive))).unwrap();
+                // Nobody holds it and retention is zero: reclaimed at once.
+                e.reap();
+            })
+        };
+        let s = e.stats();
+        assert!(s.live_messages <= 1, "live messages out of range: {s:?}");
+        producer.join().unwrap();
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: unheld and expired, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}
+
+/// Review 2.2 (invariant 9): an append that passed its "topic deleted?" check links its message
+/// after `delete_topic` released the topic's queues. Nothing reaped a deleted topic, so the
+/// message's bytes were never returned to the budget, which shrank for good. Payloads are
+/// tracked for leaks.
+#[test]
+fn delete_topic_vs_append() {
+    model(|| {
+        let alive = Arc::new(());
+        let e = Arc::new(engine(1 << 20, MemoryPolicy::Reject));
+        e.create_topic("T", 1).unwrap();
+        let t = e.topic("T").unwrap();
+        let producer = {
+            let alive = Arc::clone(&alive);
+            thread::spawn(move || {
+                // Accepted before the deletion, refused after it.
+                let _ = t.append(0, Message::new(payload(1, &alive)));
+            })
+        };
+        e.delete_topic("T").unwrap();
+        producer.join().unwrap();
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: a deleted topic's bytes come back");
+    });
+}
+
+/// Review 2.3, `drop-oldest` over-eviction (invariant 10 and the policy's contract): each
+/// producer that overshoots the budget evicted the *total* overshoot, including the other
+/// producers' in-flight costs, so two racing producers evicted three messages where two were
+/// needed (and one of them the other producer's new message). Each must evict its own share.
+/// Payloads are tracked for leaks.
+#[test]
+fn drop_oldest_two_producers() {
+    model(|| {
+        let alive = Arc::new(());
+        // Room for exactly two 8-byte messages, and two are there already.
+        let e = Arc::new(engine(2 * (8 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
+        e.create_topic("T", 1).unwrap();
+        for v in 0..2 {
+            e.append_to("T", 0, Message::new(payload(v, &alive))).unwrap();
+        }
+        let producer = {
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
+            thread::spawn(move || {
+                e.append_to("T", 0, Message::new(payload(2, &alive))).unwrap();
+            })
+        };
+        e.append_to("T", 0, Message::new(payload(3, &alive))).unwrap();
+        producer.join().unwrap();
+        let s = e.stats();
+        assert_eq!(s.evicted_messages, 2, "two overshoots of one message each: {s:?}");
+        assert_eq!(s.live_messages, 2, "both new messages are kept: {s:?}");
+        assert!(s.bytes_used <= e.config().memory_budget, "the budget holds: {s:?}");
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: unheld and expired, reclaimed");
+        assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
+    });
+}
+
+/// Item 12 of issue 10, `Track::cursor_node` (invariant 10): a clustering consumer about to
+/// wait in `recv_timeout` catches up with evictions when it looks for the node to wait behind,
+/// and that catch-up's count of evicted, unacknowledged messages was discarded. An eviction
+/// between the consumer's last poll and its registration was then neither acknowledged nor
+/// counted as dropped. Payloads are tracked for leaks.
+#[test]
+fn drop_oldest_vs_waiting_consumer() {
+    model(|| {
+        let alive = Arc::new(());
+        // Room for exactly two 8-byte messages.
+        let e = Arc::new(engine(2 * (8 + NODE_SIZE as u64), MemoryPolicy::DropOldest));
+        e.create_topic("T", 1).unwrap();
+        let g = e
+            .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
+            .unwrap();
+        for v in 0..2 {
+            e.append_to("T", 0, Message::new(payload(v, &alive))).unwrap();
+        }
+        let mut c = g.join().unwrap();
+        // Received, not acknowledged: offset 0 is the group's to drop when it is evicted.
+        assert_eq!(c.poll(16).unwrap().len(), 2);
+        let producer = {
+            let (e, alive) = (Arc::clone(&e), Arc::clone(&alive));
+            thread::spawn(move || {
+                // Evicts offset 0, then links offset 2 and wakes the consumer.
+                e.append_to("T", 0, Message::new(payload(2, &alive))).unwrap();
+            })
+        };
+        let got = c.recv_timeout(16, Duration::from_secs(3600)).unwrap();
+        assert_eq!(got.iter().map(|d| d.offset).collect::<Vec<_>>(), vec![2], "woken with it");
+        producer.join().unwrap();
+        c.commit(0, 3).unwrap();
+        let s = g.stats();
+        assert_eq!(
+            s.acked + s.dropped,
+            3,
+            "invariant 10: each message acknowledged or counted as dropped, once ({s:?})"
+        );
+        assert_eq!(s.dropped, 1, "offset 0 was evicted unacknowledged ({s:?})");
+        drop(c);
+        e.reap();
+        assert_eq!(e.stats().live_messages, 0, "invariant 7: acknowledged by all, reclaimed");
         assert_eq!(e.stats().bytes_used, 0, "invariant 9: accounting returns to zero");
     });
 }

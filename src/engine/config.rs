@@ -8,6 +8,9 @@ use super::EngineError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryPolicy {
     /// Refuse the message with [`EngineError::BudgetExceeded`]; nothing accepted is lost.
+    /// Each append adds its cost to the budget before it checks it (and takes it back when
+    /// refused), so near the edge of the budget concurrent appends can refuse each other
+    /// although one of them alone would have fit.
     #[default]
     Reject,
     /// Accept the message and evict the oldest messages (of the same queue first, then of the

@@ -147,7 +147,7 @@ impl Consumer {
 
     /// Waits up to `timeout` for messages: spins for the engine's `spin` setting (cheap
     /// hand-off for latency-critical threads), then parks the thread until an append to one of
-    /// its queues wakes it. Returns an empty vector on timeout.
+    /// its queues wakes it. Returns an empty vector on timeout, and at once if `max` is 0.
     ///
     /// # Errors
     /// As [`poll_into`](Self::poll_into).
@@ -157,6 +157,11 @@ impl Consumer {
         timeout: Duration,
     ) -> Result<Vec<Delivery>, EngineError> {
         let mut out = Vec::new();
+        if max == 0 {
+            // Nothing asked, nothing to wait for (polling for zero would never succeed).
+            self.check()?;
+            return Ok(out);
+        }
         let start = Instant::now();
         let deadline = start + timeout;
         let spin_until = start + self.inner.config.spin.min(timeout);
@@ -214,7 +219,8 @@ impl Consumer {
         }
     }
 
-    /// Waits for messages without blocking the thread.
+    /// Waits for messages without blocking the thread (none asked, `max == 0`: ready at once,
+    /// empty).
     ///
     /// # Errors
     /// As [`poll_into`](Self::poll_into).
@@ -296,6 +302,10 @@ impl Future for Recv<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if this.max == 0 {
+            // Nothing asked: ready at once (polling for zero would never succeed).
+            return Poll::Ready(this.consumer.check().map(|()| Vec::new()));
+        }
         let who = Wakeup::Task(cx.waker().clone());
         loop {
             let mut out = Vec::new();

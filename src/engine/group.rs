@@ -32,6 +32,16 @@
 //! of the members' frontiers; nodes are bumped when `G` passes them. Its hold exists only while
 //! it has members, so a broadcasting group without members holds no memory.
 //!
+//! # Counting (invariants 9, 10)
+//!
+//! Each message a group must see is counted exactly once in its `acked`, `filtered` or
+//! `dropped`: a clustering track counts when its frontier or ack set takes the offset in, or
+//! when `reconcile` finds it evicted, wherever that reconcile runs (polls, acks, commits, the
+//! wait path, statistics). For a broadcasting group only the group frontier counts, as `G`
+//! passes each offset (filtered if the filter rejects it, else acked) or finds it evicted;
+//! its members count deliveries only, since every member sees every message. An ended
+//! subscription counts nothing more: it holds nothing above where it stopped.
+//!
 //! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
 //! then its holds.
 
@@ -64,6 +74,16 @@ impl Counters {
             c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// What one [`Track::deliver`] counted. A clustering track's counts are its group's; a
+/// broadcasting member's deliveries are, but its filtered and dropped messages are counted
+/// once for the whole group, when the group frontier passes them (`Sub::advance_group`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    delivered: u64,
+    filtered: u64,
+    dropped: u64,
 }
 
 /// The node whose `end` is `end` (the message at `end - 1`, or the dummy), if still linked.
@@ -171,26 +191,28 @@ impl Track {
     }
 
     /// Acknowledges every offset in `[frontier, to)` that is not yet acknowledged, bumping
-    /// each node once if `bump`; returns how many it acknowledged. `to` must not exceed the
+    /// each node once if `bump`; returns how many it acknowledged, split into those `filter`
+    /// (if given) rejects and the others: `(acked, filtered)`. `to` must not exceed the
     /// queue's end. Reconciles evictions first (their count is added to `dropped`).
     fn ack_until(
         &mut self,
         q: &crate::queue::Queue,
         to: u64,
         bump: bool,
+        filter: Option<&Filter>,
         dropped: &mut u64,
         guard: &Guard,
-    ) -> u64 {
+    ) -> (u64, u64) {
         *dropped += self.reconcile(q.first_offset(guard));
         if to <= self.frontier {
-            return 0;
+            return (0, 0);
         }
         let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
             // Evicted between the reconcile and the lookup: nothing left below to bump.
             *dropped += self.reconcile(q.first_offset(guard));
-            return 0;
+            return (0, 0);
         };
-        let mut count = 0;
+        let (mut count, mut filtered) = (0, 0);
         while n.end() < to {
             let Some(next) = n.next(guard) else { break };
             n = next;
@@ -198,7 +220,11 @@ impl Track {
                 if bump {
                     n.ack();
                 }
-                count += 1;
+                if filter.is_some_and(|f| !f.matches(n.tag())) {
+                    filtered += 1;
+                } else {
+                    count += 1;
+                }
             }
         }
         let reached = n.end();
@@ -211,7 +237,7 @@ impl Track {
             self.cursor_ref = self.frontier_ref;
         }
         self.hwm = self.hwm.max(self.frontier);
-        count
+        (count, filtered)
     }
 
     /// Acknowledges one delivered offset.
@@ -249,7 +275,8 @@ impl Track {
     }
 
     /// Hands out up to `max` messages from the cursor, skipping acknowledged offsets and
-    /// acknowledging (and bumping, if `bump`) the ones `filter` rejects.
+    /// acknowledging (and bumping, if `bump`) the ones `filter` rejects. Returns what this
+    /// track counted; the caller decides which counts are the group's.
     #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
@@ -259,9 +286,8 @@ impl Track {
         max: usize,
         bump: bool,
         out: &mut Vec<Delivery>,
-        counters: &Counters,
         guard: &Guard,
-    ) {
+    ) -> Tally {
         let mut dropped = self.reconcile(q.first_offset(guard));
         let mut prev = match node_ending_at(q, self.cursor_ref, self.cursor, guard) {
             Some(n) => n,
@@ -269,7 +295,7 @@ impl Track {
                 dropped += self.reconcile(q.first_offset(guard));
                 match node_ending_at(q, None, self.cursor, guard) {
                     Some(n) => n,
-                    None => return Counters::add(&counters.dropped, dropped),
+                    None => return Tally { dropped, ..Tally::default() },
                 }
             }
         };
@@ -304,9 +330,7 @@ impl Track {
         self.cursor = prev.end();
         self.cursor_ref = Some(NodeRef::new(q, prev));
         self.hwm = self.hwm.max(self.cursor);
-        Counters::add(&counters.delivered, delivered);
-        Counters::add(&counters.filtered, filtered);
-        Counters::add(&counters.dropped, dropped);
+        Tally { delivered, filtered, dropped }
     }
 
     /// Rewinds the cursor to the frontier (a new owner redelivers what was not acknowledged).
@@ -315,9 +339,15 @@ impl Track {
         self.cursor_ref = self.frontier_ref;
     }
 
-    /// The node the cursor waits behind, when it has caught up with the queue's end.
-    fn cursor_node<'g>(&mut self, q: &crate::queue::Queue, guard: &'g Guard) -> Option<&'g Node> {
-        self.reconcile(q.first_offset(guard));
+    /// The node the cursor waits behind, when it has caught up with the queue's end. Catches
+    /// up with evictions first and adds what they took from under the track to `dropped`.
+    fn cursor_node<'g>(
+        &mut self,
+        q: &crate::queue::Queue,
+        dropped: &mut u64,
+        guard: &'g Guard,
+    ) -> Option<&'g Node> {
+        *dropped += self.reconcile(q.first_offset(guard));
         node_ending_at(q, self.cursor_ref, self.cursor, guard)
     }
 }
@@ -540,8 +570,12 @@ impl Sub {
         match b.members.iter().map(|(_, t)| t.frontier).min() {
             Some(min) => {
                 let to = min.min(eq.q.next_offset(guard));
-                let n = b.group.ack_until(&eq.q, to, true, &mut dropped, guard);
-                Counters::add(&self.counters.acked, n);
+                // The group counts each message once, here: acknowledged, filtered, or (in
+                // `ack_until`'s reconcile) dropped. Members' own counts are not the group's.
+                let (acked, filtered) =
+                    b.group.ack_until(&eq.q, to, true, Some(&self.filter), &mut dropped, guard);
+                Counters::add(&self.counters.acked, acked);
+                Counters::add(&self.counters.filtered, filtered);
             }
             None => {
                 dropped += b.group.reconcile(eq.q.first_offset(guard));
@@ -607,22 +641,18 @@ impl Sub {
         match &mut *st {
             QState::Clustering { track, owner } => {
                 if *owner == Some(member) {
-                    track.deliver(
-                        &eq.q,
-                        queue,
-                        &self.filter,
-                        max,
-                        true,
-                        out,
-                        &self.counters,
-                        guard,
-                    );
+                    let t = track.deliver(&eq.q, queue, &self.filter, max, true, out, guard);
+                    Counters::add(&self.counters.delivered, t.delivered);
+                    Counters::add(&self.counters.filtered, t.filtered);
+                    Counters::add(&self.counters.dropped, t.dropped);
                 }
             }
             QState::Broadcasting(b) => {
                 if let Some((_, t)) = b.members.iter_mut().find(|(m, _)| *m == member) {
-                    // Members do not bump: the group frontier does.
-                    t.deliver(&eq.q, queue, &self.filter, max, false, out, &self.counters, guard);
+                    // Members do not bump: the group frontier does. Only the delivery count
+                    // is the group's (see `Tally`).
+                    let t = t.deliver(&eq.q, queue, &self.filter, max, false, out, guard);
+                    Counters::add(&self.counters.delivered, t.delivered);
                     // A filtered message may have moved this member's frontier.
                     self.advance_group(eq, b, guard);
                 }
@@ -642,13 +672,18 @@ impl Sub {
         let (eq, mut st) = self.queue(queue)?;
         Ok(match &mut *st {
             QState::Clustering { track, owner } if *owner == Some(member) => {
-                track.cursor_node(&eq.q, guard)
+                let mut dropped = 0;
+                let n = track.cursor_node(&eq.q, &mut dropped, guard);
+                Counters::add(&self.counters.dropped, dropped);
+                n
             }
+            // A member's catch-up with evictions is not the group's (the group frontier
+            // counts them): discarded.
             QState::Broadcasting(b) => b
                 .members
                 .iter_mut()
                 .find(|(m, _)| *m == member)
-                .and_then(|(_, t)| t.cursor_node(&eq.q, guard)),
+                .and_then(|(_, t)| t.cursor_node(&eq.q, &mut 0, guard)),
             _ => None,
         })
     }
@@ -715,7 +750,7 @@ impl Sub {
                 if offset < t.frontier {
                     return Err(EngineError::CommitBehind { queue, offset, committed: t.frontier });
                 }
-                t.ack_until(&eq.q, offset, false, &mut member_dropped, guard);
+                t.ack_until(&eq.q, offset, false, None, &mut member_dropped, guard);
                 self.advance_group(eq, b, guard);
                 return Ok(());
             }
@@ -725,7 +760,7 @@ impl Sub {
             Counters::add(&self.counters.dropped, dropped);
             return Err(EngineError::CommitBehind { queue, offset, committed: track.frontier });
         }
-        let n = track.ack_until(&eq.q, offset, true, &mut dropped, guard);
+        let (n, _) = track.ack_until(&eq.q, offset, true, None, &mut dropped, guard);
         Counters::add(&self.counters.acked, n);
         Counters::add(&self.counters.dropped, dropped);
         Ok(())
@@ -736,7 +771,12 @@ impl Sub {
         let (eq, mut st) = self.queue(queue)?;
         let first = eq.q.first_offset(guard);
         let mut dropped = 0;
+        // Checked under the queue's lock, as in `open_queue`: once `close` has settled a
+        // clustering track, the group holds nothing at or above its frontier, so whatever is
+        // reclaimed there later is not the group's drop.
+        let closed = self.is_closed();
         let c = match &mut *st {
+            QState::Clustering { track, .. } if closed => track.frontier,
             QState::Clustering { track, .. } => {
                 dropped += track.reconcile(first);
                 track.frontier
@@ -760,7 +800,10 @@ impl Sub {
             let first = eq.q.first_offset(guard);
             let end = eq.q.next_offset(guard);
             let mut dropped = 0;
+            // An ended subscription has nothing left to acknowledge (see `committed`).
+            let closed = self.is_closed();
             total += match &mut *st {
+                QState::Clustering { .. } if closed => 0,
                 QState::Clustering { track, .. } => {
                     dropped += track.reconcile(first);
                     track.backlog(end)
@@ -794,7 +837,9 @@ impl Sub {
                     dropped += track.reconcile(eq.q.first_offset(&guard));
                     let top = track.acked.last().map_or(track.frontier, |o| o + 1);
                     let top = if mutant("leave_unsettled") { track.frontier } else { top };
-                    track.ack_until(&eq.q, top, true, &mut dropped, &guard);
+                    // These are acknowledged (bumped) on leaving: they count as acked.
+                    let (n, _) = track.ack_until(&eq.q, top, true, None, &mut dropped, &guard);
+                    Counters::add(&self.counters.acked, n);
                     eq.close_hold(self.id, track.frontier);
                 }
                 QState::Broadcasting(b) => {

@@ -99,6 +99,10 @@ pub(crate) struct Inner {
     rejected: PlainU64,
     /// Async sends waiting for room under the `block` policy.
     room: WaitList,
+    /// Deleted topics that handles may still reference (review 2.2): an append that passed its
+    /// "deleted?" check before `delete_topic` can link its message after the topic's queues
+    /// were released. The reaper sweeps these until nobody else holds them (`sweep_graveyard`).
+    graveyard: Mutex<Vec<Arc<Topic>>>,
     closed: PlainBool,
     next_id: PlainU64,
     reaper: Mutex<Option<std::thread::Thread>>,
@@ -154,7 +158,9 @@ impl Inner {
             return Ok(());
         }
         if self.config.policy == MemoryPolicy::DropOldest && cost <= budget {
-            self.evict(prev + cost - budget, topic, queue);
+            // Only this append's share of the overshoot: `prev` includes the costs of racing
+            // appends, which evict their own shares (the shares add up to the total).
+            self.evict((prev + cost - budget).min(cost), topic, queue);
             return Ok(());
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
@@ -165,8 +171,17 @@ impl Inner {
             return Ok(());
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
-        self.rejected.fetch_add(1, PlainOrdering::Relaxed);
         Err(EngineError::BudgetExceeded { needed: cost, used: prev, budget })
+    }
+
+    /// Counts `e` in `rejected_messages` if it is a refusal for lack of room. Called where the
+    /// refusal is final (an async send under `block` that waits and then succeeds is not one).
+    fn refused(&self, e: EngineError) -> EngineError {
+        if matches!(e, EngineError::BudgetExceeded { .. }) {
+            // Relaxed: a statistic.
+            self.rejected.fetch_add(1, PlainOrdering::Relaxed);
+        }
+        e
     }
 
     /// Checks everything about an append except the budget; returns the queue and the cost.
@@ -192,7 +207,7 @@ impl Inner {
 
     fn append_at(&self, topic: &Topic, queue: u32, msg: Message) -> Result<Receipt, EngineError> {
         let (eq, cost) = self.prepare(topic, queue, &msg)?;
-        self.reserve(cost, topic, queue)?;
+        self.reserve(cost, topic, queue).map_err(|e| self.refused(e))?;
         Ok(self.link(eq, cost, msg))
     }
 
@@ -290,12 +305,30 @@ impl Inner {
                 n += self.reap_queue(eq, retention, now);
             }
         }
+        n += self.sweep_graveyard();
         // Push this thread's deferred functions to the collector and let it advance.
         self.pin().flush();
         self.reclaimer.free_ready();
         if n > 0 {
             self.room.wake_all();
         }
+        n
+    }
+
+    /// Releases what late appends linked into deleted topics, and forgets each deleted topic
+    /// once the graveyard holds its last reference. Returns the messages unlinked.
+    fn sweep_graveyard(&self) -> u64 {
+        let mut graves = lock(&self.graveyard);
+        let mut n = 0;
+        graves.retain_mut(|t| {
+            // Unique: no handle is left, so no append can be running on the topic or start on
+            // it. `get_mut` synchronises with the other `Arc`s' drops (as `Arc::drop` does), so
+            // whatever an append linked before dropping its handle is visible to the sweep
+            // below, which is therefore the last one needed.
+            let last = Arc::get_mut(t).is_some();
+            n += unlink_topic(self, t);
+            !last
+        });
         n
     }
 
@@ -345,6 +378,7 @@ impl Engine {
             used: CachePadded::new(AtomicU64::new(0)),
             rejected: PlainU64::new(0),
             room: WaitList::default(),
+            graveyard: Mutex::new(Vec::new()),
             closed: PlainBool::new(false),
             next_id: PlainU64::new(1),
             reaper: Mutex::new(None),
@@ -412,6 +446,9 @@ impl Engine {
             s.close(&|| self.inner.pin());
         }
         release_topic(&self.inner, &t);
+        lock(&self.inner.graveyard).push(t);
+        // Sends waiting for room: there may be room now, and those for this topic must fail.
+        self.inner.room.wake_all();
         Ok(())
     }
 
@@ -527,7 +564,11 @@ impl Engine {
         let (mut live, mut reclaimed, mut evicted) = (0, 0, 0);
         for t in &topics {
             for eq in t.queues.iter() {
-                live += eq.q.next_offset(&guard) - eq.q.first_offset(&guard);
+                // The head first: a reaper pass between the two loads can only move the head
+                // past an end loaded before it (review 2.3), never past one loaded after.
+                // Saturating all the same: a statistic must not panic.
+                let first = eq.q.first_offset(&guard);
+                live += eq.q.next_offset(&guard).saturating_sub(first);
                 // Relaxed: statistics.
                 reclaimed += eq.reclaimed.load(Ordering::Relaxed);
                 evicted += eq.evicted.load(Ordering::Relaxed);
@@ -549,6 +590,8 @@ impl Drop for Engine {
     fn drop(&mut self) {
         // Release: pairs with the Acquire load in `check_open` and in the reaper loop.
         self.inner.closed.store(true, PlainOrdering::Release);
+        // Sends waiting for room under `block` see `closed` and fail (see `RoomWait`).
+        self.inner.room.wake_all();
         if let Some(t) = lock(&self.inner.reaper).take() {
             t.unpark();
         }
@@ -573,6 +616,15 @@ impl Drop for Engine {
 
 /// Unlinks every message of a deleted topic and returns its bytes to the budget.
 fn release_topic(inner: &Inner, t: &Topic) {
+    unlink_topic(inner, t);
+    inner.pin().flush();
+    inner.reclaimer.free_ready();
+}
+
+/// Unlinks every message of `t`'s queues and returns their bytes to the budget; returns the
+/// messages unlinked.
+fn unlink_topic(inner: &Inner, t: &Topic) -> u64 {
+    let mut n = 0;
     for eq in t.queues.iter() {
         let mut head = eq.q.lock_head();
         let guard = inner.pin();
@@ -580,10 +632,10 @@ fn release_topic(inner: &Inner, t: &Topic) {
         if u.count > 0 {
             let released = eq.account_unlinked(u.count, u.payload_bytes, false);
             inner.used.fetch_sub(released, Ordering::Relaxed);
+            n += u.count;
         }
     }
-    inner.pin().flush();
-    inner.reclaimer.free_ready();
+    n
 }
 
 #[cfg(not(loom))]
@@ -678,7 +730,7 @@ impl TopicHandle {
         for m in &messages[1..] {
             cost += inner.message_cost(m)?;
         }
-        inner.reserve(cost, &self.topic, queue)?;
+        inner.reserve(cost, &self.topic, queue).map_err(|e| inner.refused(e))?;
         // Relaxed: statistics; added before linking (see `link`).
         eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
         let guard = inner.pin();
@@ -722,9 +774,9 @@ impl TopicHandle {
                     if inner.config.policy == MemoryPolicy::Block
                         && cost <= inner.config.memory_budget =>
                 {
-                    RoomWait { inner, cost, id: None }.await;
+                    RoomWait { inner, topic: &self.topic, cost, id: None }.await;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(inner.refused(e)),
             }
         }
     }
@@ -878,9 +930,11 @@ impl TopicHandle {
 /// Most nodes one read looks at (filtered-out messages included).
 const SCAN_LIMIT: usize = 4096;
 
-/// Waits until the budget has room for `cost` more bytes (the `block` policy).
+/// Waits until the budget has room for `cost` more bytes (the `block` policy), or until the
+/// engine shuts down or `topic` is deleted (the send then fails in `prepare`).
 struct RoomWait<'a> {
     inner: &'a Inner,
+    topic: &'a Topic,
     cost: u64,
     id: Option<crate::queue::WaitId>,
 }
@@ -889,12 +943,16 @@ impl std::future::Future for RoomWait<'_> {
     type Output = ();
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        let (inner, cost) = (self.inner, self.cost);
+        let (inner, topic, cost) = (self.inner, self.topic, self.cost);
         let budget = inner.config.memory_budget;
         self.id = inner.room.register_with(self.id, Wakeup::Task(cx.waker().clone()), || {
             // Relaxed: the wait list's lock orders this read after a reaper pass that freed
-            // room and then woke the list.
+            // room and then woke the list. Likewise `Engine::drop` and `delete_topic` set
+            // their flag before they wake the list: this check sees it, or the wake-up sees
+            // this registration.
             inner.used.load(Ordering::Relaxed) + cost > budget
+                && inner.check_open().is_ok()
+                && !topic.is_deleted()
         });
         if self.id.is_some() {
             Poll::Pending

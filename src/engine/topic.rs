@@ -7,7 +7,7 @@ use crossbeam_utils::CachePadded;
 use super::config::Retention;
 use super::types::StartFrom;
 use crate::queue::{Queue, Reclaimer, NODE_SIZE};
-use crate::sync::plain::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::plain::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::{lock, Arc, Mutex, RwLock};
 
 /// "This subscription must acknowledge offsets `start..end` of the queue" (invariant 5). A
@@ -119,7 +119,9 @@ pub(crate) struct Topic {
     pub(crate) name: String,
     pub(crate) queues: Box<[EQueue]>,
     pub(crate) subs: RwLock<Vec<Arc<super::group::Sub>>>,
-    pub(crate) deleted: AtomicBool,
+    /// Set by `Engine::delete_topic`. From the `sync` shim, not `plain`: appends racing the
+    /// deletion synchronise through it, so loom must see it (`delete_topic_vs_append`).
+    pub(crate) deleted: crate::sync::AtomicBool,
     /// Round-robin position for appends that name no queue.
     pub(crate) rr: AtomicU32,
     /// This topic's retention of unheld messages, milliseconds and bytes per queue;
@@ -135,7 +137,7 @@ impl Topic {
             name,
             queues: (0..queues).map(|i| EQueue::new(i, Arc::clone(reclaimer))).collect(),
             subs: RwLock::new(Vec::new()),
-            deleted: AtomicBool::new(false),
+            deleted: crate::sync::AtomicBool::new(false),
             rr: AtomicU32::new(0),
             retention_ms: AtomicU64::new(u64::MAX),
             retention_bytes: AtomicU64::new(0),
@@ -169,7 +171,7 @@ impl Topic {
 
     pub(crate) fn is_deleted(&self) -> bool {
         // Acquire: pairs with the Release store in `Engine::delete_topic`.
-        self.deleted.load(Ordering::Acquire)
+        self.deleted.load(crate::sync::Ordering::Acquire)
     }
 }
 
