@@ -50,6 +50,9 @@ mod group;
 mod topic;
 mod types;
 
+#[cfg(test)]
+mod reap_tests;
+
 use std::collections::HashMap;
 use std::task::Poll;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -73,7 +76,7 @@ use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup, NODE_SIZE};
 use crate::sync::plain::{
     AtomicBool as PlainBool, AtomicU64 as PlainU64, Ordering as PlainOrdering,
 };
-use crate::sync::{lock, read, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
+use crate::sync::{lock, read, try_lock, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
 
 /// Most queues a topic may have.
 pub const MAX_QUEUES: u32 = 1024;
@@ -102,6 +105,13 @@ pub(crate) struct Inner {
     closed: PlainBool,
     next_id: PlainU64,
     reaper: Mutex<Option<std::thread::Thread>>,
+    /// Deleted topics whose messages the reaper thread has yet to release.
+    doomed: Mutex<Vec<Arc<Topic>>>,
+    /// Held by the one request thread running a pass for room (engines without a reaper).
+    inline_reap: Mutex<()>,
+    /// Passes and releases run on request threads (tests).
+    #[cfg(test)]
+    inline_work: PlainU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -158,8 +168,8 @@ impl Inner {
             return Ok(());
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
-        // The reaper may simply not have run yet: reclaim what is reclaimable, then retry once.
-        self.reap_pass();
+        // The reaper may simply not have run yet: have what is reclaimable reclaimed, retry once.
+        self.reap_for_room();
         let prev = self.used.fetch_add(cost, Ordering::Relaxed);
         if prev + cost <= budget {
             return Ok(());
@@ -279,8 +289,40 @@ impl Inner {
         u.count
     }
 
+    /// A refused append's attempt to make room. With a reaper thread, only wakes it: request
+    /// threads never pay for a pass (one refused send per producer would otherwise mean one
+    /// full pass each). Without one, runs a pass, unless another thread is already running one.
+    fn reap_for_room(&self) {
+        if let Some(t) = lock(&self.reaper).as_ref() {
+            t.unpark();
+            return;
+        }
+        if let Some(_only) = try_lock(&self.inline_reap) {
+            #[cfg(test)]
+            self.inline_work.fetch_add(1, PlainOrdering::Relaxed);
+            self.reap_pass();
+        }
+    }
+
+    /// Releases a deleted topic's messages: on the reaper thread if there is one (a whole
+    /// topic can be millions of messages), here otherwise.
+    fn release_later(&self, t: Arc<Topic>) {
+        if let Some(r) = lock(&self.reaper).as_ref() {
+            lock(&self.doomed).push(t);
+            r.unpark();
+            return;
+        }
+        #[cfg(test)]
+        self.inline_work.fetch_add(1, PlainOrdering::Relaxed);
+        release_topic(self, &t);
+    }
+
     /// One reaper pass over every queue, then frees what the epoch says is safe to free.
     fn reap_pass(&self) -> u64 {
+        let doomed = std::mem::take(&mut *lock(&self.doomed));
+        for t in &doomed {
+            release_topic(self, t);
+        }
         let topics: Vec<Arc<Topic>> = read(&self.topics).values().cloned().collect();
         let now = now_ms();
         let mut n = 0;
@@ -348,6 +390,10 @@ impl Engine {
             closed: PlainBool::new(false),
             next_id: PlainU64::new(1),
             reaper: Mutex::new(None),
+            doomed: Mutex::new(Vec::new()),
+            inline_reap: Mutex::new(()),
+            #[cfg(test)]
+            inline_work: PlainU64::new(0),
             config,
         });
         let reaper = if inner.config.reaper_thread { Some(spawn_reaper(&inner)?) } else { None };
@@ -411,7 +457,7 @@ impl Engine {
         for s in subs {
             s.close(&|| self.inner.pin());
         }
-        release_topic(&self.inner, &t);
+        self.inner.release_later(t);
         Ok(())
     }
 
@@ -556,7 +602,10 @@ impl Drop for Engine {
             let _ = h.join();
         }
         // Break the topic <-> subscription cycles so everything is freed with the last handle.
-        let topics: Vec<Arc<Topic>> = write(&self.inner.topics).drain().map(|(_, t)| t).collect();
+        let mut topics: Vec<Arc<Topic>> =
+            write(&self.inner.topics).drain().map(|(_, t)| t).collect();
+        // Deleted topics the reaper thread had not released yet (their subscriptions are gone).
+        topics.append(&mut lock(&self.inner.doomed));
         for t in &topics {
             let subs = std::mem::take(&mut *write(&t.subs));
             for s in subs {

@@ -73,16 +73,7 @@ impl EQueue {
             StartFrom::First => first,
             StartFrom::Last => end,
             StartFrom::Offset(o) => o.clamp(first, end),
-            StartFrom::Timestamp(ts) => {
-                let mut n = head;
-                while let Some(next) = n.next(guard) {
-                    if next.timestamp() >= ts {
-                        return next.offset();
-                    }
-                    n = next;
-                }
-                n.end()
-            }
+            StartFrom::Timestamp(ts) => self.q.offset_at_time(ts, guard),
         }
     }
 
