@@ -424,6 +424,21 @@ impl Engine {
     /// # Errors
     /// As [`create_topic`](Self::create_topic), except that an existing topic is not an error.
     pub fn ensure_topic(&self, name: &str, queues: u32) -> Result<u32, EngineError> {
+        self.ensure_topic_from(name, queues, 0)
+    }
+
+    /// As [`ensure_topic`](Self::ensure_topic), except that a topic it creates numbers each
+    /// queue's messages from `first_offset` instead of 0 (a store that names messages by
+    /// offset uses it to keep a re-created topic's offsets clear of an earlier one's).
+    ///
+    /// # Errors
+    /// As [`ensure_topic`](Self::ensure_topic).
+    pub fn ensure_topic_from(
+        &self,
+        name: &str,
+        queues: u32,
+        first_offset: u64,
+    ) -> Result<u32, EngineError> {
         self.inner.check_open()?;
         if !valid_topic_name(name) {
             return Err(EngineError::InvalidTopicName(name.into()));
@@ -436,7 +451,7 @@ impl Engine {
         }
         let mut topics = write(&self.inner.topics);
         let t = topics.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Topic::new(name.to_string(), queues, &self.inner.reclaimer))
+            Arc::new(Topic::new(name.to_string(), queues, first_offset, &self.inner.reclaimer))
         });
         Ok(t.queue_count())
     }

@@ -45,10 +45,10 @@ pub(crate) struct EQueue {
 }
 
 impl EQueue {
-    pub(crate) fn new(id: u32, reclaimer: Arc<Reclaimer>) -> Self {
+    pub(crate) fn new(id: u32, first_offset: u64, reclaimer: Arc<Reclaimer>) -> Self {
         EQueue {
             id,
-            q: Queue::new(0, reclaimer),
+            q: Queue::new(first_offset, reclaimer),
             holds: Mutex::new(Vec::new()),
             bytes_in: CachePadded::new(AtomicU64::new(0)),
             bytes_out: AtomicU64::new(0),
@@ -121,10 +121,17 @@ pub(crate) struct Topic {
 }
 
 impl Topic {
-    pub(crate) fn new(name: String, queues: u32, reclaimer: &Arc<Reclaimer>) -> Self {
+    pub(crate) fn new(
+        name: String,
+        queues: u32,
+        first_offset: u64,
+        reclaimer: &Arc<Reclaimer>,
+    ) -> Self {
         Topic {
             name,
-            queues: (0..queues).map(|i| EQueue::new(i, Arc::clone(reclaimer))).collect(),
+            queues: (0..queues)
+                .map(|i| EQueue::new(i, first_offset, Arc::clone(reclaimer)))
+                .collect(),
             subs: RwLock::new(Vec::new()),
             deleted: AtomicBool::new(false),
             rr: AtomicU32::new(0),
