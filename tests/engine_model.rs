@@ -8,12 +8,12 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
+use baiji::engine::NODE_SIZE;
 use baiji::engine::{
     AckOutcome, Consumer, Engine, EngineConfig, EngineError, Filter, Group, MemoryPolicy, Message,
     Retention, StartFrom, SubscribeOptions,
 };
 use baiji::hash::java_string_hash;
-use baiji::queue::NODE_SIZE;
 use bytes::Bytes;
 
 /// splitmix64: small, seedable, good enough to pick operations.

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use baiji::queue::NODE_SIZE;
+use baiji::engine::NODE_SIZE;
 use baiji::engine::{
     AckOutcome, Engine, EngineConfig, EngineError, Filter, MemoryPolicy, Message, Mode, Retention,
     StartFrom, SubscribeOptions,

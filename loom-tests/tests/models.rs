@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
+use baiji::__private::{NodeRef, Queue, Reclaimer, WaitState, Wakeup, NODE_SIZE};
 use baiji::engine::{
     Engine, EngineConfig, MemoryPolicy, Message, Retention, StartFrom, SubscribeOptions,
 };
-use baiji::queue::{NodeRef, Queue, Reclaimer, WaitState, Wakeup, NODE_SIZE};
 use bytes::Bytes;
 use crossbeam_epoch::Collector;
 use loom::sync::atomic::{AtomicBool, Ordering};

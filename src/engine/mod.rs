@@ -68,11 +68,14 @@ pub use types::{
     QueueStats, Receipt, StartFrom,
 };
 
+/// Bytes the engine counts for each message on top of its payload (its queue node).
+pub use crate::queue::NODE_SIZE;
+
 use epoch::Epoch;
 use group::Sub;
 use topic::{valid_topic_name, EQueue, Topic};
 
-use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup, NODE_SIZE};
+use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup};
 use crate::sync::plain::{
     AtomicBool as PlainBool, AtomicU64 as PlainU64, Ordering as PlainOrdering,
 };

@@ -662,7 +662,9 @@ impl Queue {
         self.waiters.wake_all()
     }
 
-    /// Whether the registration `id` is still waiting (no append has woken it yet).
+    /// Whether the registration `id` is still waiting (no append has woken it yet). For the
+    /// loom models only.
+    #[cfg(loom)]
     pub fn is_waiting(&self, id: WaitId) -> bool {
         self.waiters.is_registered(id)
     }

@@ -105,6 +105,7 @@ impl WaitList {
     }
 
     /// Whether `id` is still registered (not yet woken).
+    #[cfg(loom)]
     pub(crate) fn is_registered(&self, id: WaitId) -> bool {
         lock(&self.entries).list.iter().any(|(i, _)| *i == id)
     }
