@@ -8,8 +8,9 @@
 //! backlog is 1M retained 128-byte messages in one queue, held by one group that never commits.
 //!
 //! Cases (group `engine_lookup`), each at `head` (the oldest retained message), `middle`
-//! (offset 500,032, which is indexed) and `middle_worst` (offset 500,064 + 32: half an index
-//! stride from both neighbouring entries, the longest walk):
+//! (offset 500,032, which is indexed) and `middle_worst` (offset 500,097: a pull there looks
+//! up 500,096 and a get 500,097, each about half an index stride from both neighbouring
+//! entries, the longest walks):
 //! * `pull32/<at>` — `TopicHandle::read` of 32 messages from that offset (the broker's pull,
 //!   RocketMQ's default batch), visiting each payload;
 //! * `get/<at>` — `TopicHandle::get` of one message (`VIEW_MESSAGE_BY_ID`, send-back);
@@ -60,7 +61,7 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
     let (_engine, topic) = rig();
-    let at = [("head", 0u64), ("middle", 500_032), ("middle_worst", 500_064 + 32)];
+    let at = [("head", 0u64), ("middle", 500_032), ("middle_worst", 500_097)];
     {
         let mut g = c.benchmark_group("engine_lookup");
         g.sampling_mode(SamplingMode::Flat);
