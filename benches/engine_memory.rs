@@ -20,8 +20,8 @@
 
 use std::sync::OnceLock;
 
+use baiji::engine::NODE_SIZE;
 use baiji::engine::{Engine, EngineConfig, Message, StartFrom, SubscribeOptions};
-use baiji::queue::NODE_SIZE;
 
 /// Which global allocator this binary runs with (set by the `_mimalloc` wrapper).
 pub(crate) static ALLOCATOR: OnceLock<&'static str> = OnceLock::new();

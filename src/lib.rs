@@ -23,10 +23,29 @@ pub mod bench;
 pub mod broker;
 pub mod engine;
 pub mod hash;
-pub mod queue;
+// The lock-free queue is internal: its references are tied to epoch guards, not to the queue,
+// so safe code outside the engine could misuse it into a use after free (review 2.4). Its
+// items stay `pub` for the loom models, which reach them through `__private` under `cfg(loom)`.
+#[allow(unreachable_pub)]
+pub(crate) mod queue;
 pub mod remoting;
 pub mod store;
 mod sync;
+
+/// Internals for `loom-tests/` only (built with `--cfg loom`); not part of the API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::queue::{NodeRef, Queue, Reclaimer, WaitState, Wakeup, NODE_SIZE};
+}
+
+/// `baiji::queue` is not public (review 2.4):
+///
+/// ```compile_fail
+/// use baiji::queue::Queue;
+/// ```
+#[cfg(doctest)]
+struct QueueIsPrivate;
 
 /// The README's Rust examples compile and run as doctests.
 #[cfg(doctest)]

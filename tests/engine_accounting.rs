@@ -24,11 +24,11 @@ use std::sync::{Arc, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use baiji::engine::NODE_SIZE;
 use baiji::engine::{
     Consumer, Engine, EngineConfig, EngineError, Filter, Group, MemberId, MemoryPolicy, Message,
     Mode, Retention, StartFrom, SubscribeOptions,
 };
-use baiji::queue::NODE_SIZE;
 use bytes::Bytes;
 
 const QUEUES: u32 = 4;

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use baiji::engine::NODE_SIZE;
 use baiji::engine::{
     AckOutcome, Engine, EngineConfig, EngineError, Filter, MemoryPolicy, Message, Mode, Retention,
     StartFrom, SubscribeOptions,
 };
-use baiji::queue::NODE_SIZE;
 use bytes::Bytes;
 
 fn config() -> EngineConfig {
@@ -630,4 +630,92 @@ fn given_async_send_waiting_for_room_when_the_engine_is_dropped_should_wake_and_
         matches!(send.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(EngineError::Closed))),
         "and they fail with Closed"
     );
+}
+
+/// A small deterministic generator (xorshift64*), so the test needs no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+#[test]
+fn given_large_queue_when_looking_up_by_offset_or_time_should_agree_with_a_walk_across_reaping() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    let t = e.topic("T").unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // What was appended, in offset order: (timestamp, payload). Timestamps never decrease but
+    // repeat and jump; some messages arrive in batches (indexed by the batch's appender).
+    let mut appended: Vec<(u64, u64)> = Vec::new();
+    let mut ts = 1_000u64;
+    let mut append_some = |appended: &mut Vec<(u64, u64)>, n: u64, rng: &mut Rng| {
+        let mut left = n;
+        while left > 0 {
+            let batch = (1 + rng.below(100)).min(left);
+            let mut msgs = Vec::new();
+            for _ in 0..batch {
+                ts += rng.below(3) * (1 + rng.below(5));
+                let v = appended.len() as u64;
+                msgs.push(Message::new(Bytes::from(v.to_le_bytes().to_vec())).with_timestamp(ts));
+                appended.push((ts, v));
+            }
+            if batch == 1 {
+                t.append(0, msgs.pop().unwrap()).unwrap();
+            } else {
+                t.append_batch(0, msgs).unwrap();
+            }
+            left -= batch;
+        }
+    };
+    // The reference: a walk over what is retained.
+    let check = |appended: &[(u64, u64)], rng: &mut Rng| {
+        let s = t.queue_stats(0).unwrap();
+        assert_eq!(s.max_offset, appended.len() as u64);
+        for _ in 0..2_000 {
+            let o = rng.below(s.max_offset + 10);
+            let got = t.get(0, o, |m| {
+                (m.timestamp, u64::from_le_bytes(m.payload[..8].try_into().unwrap()))
+            });
+            let want = (s.min_offset..s.max_offset).contains(&o).then(|| appended[o as usize]);
+            assert_eq!(
+                got.unwrap(),
+                want,
+                "get({o}) with retained {}..{}",
+                s.min_offset,
+                s.max_offset
+            );
+            let target = appended[rng.below(appended.len() as u64) as usize].0 + rng.below(3) - 1;
+            let walk = (s.min_offset..s.max_offset)
+                .find(|&i| appended[i as usize].0 >= target)
+                .unwrap_or(s.max_offset);
+            assert_eq!(t.offset_for_timestamp(0, target).unwrap(), walk, "timestamp {target}");
+            if (s.min_offset..s.max_offset).contains(&o) {
+                let mut seen = Vec::new();
+                t.read(0, o, 3, &Filter::All, |m| {
+                    seen.push(m.offset);
+                    true
+                })
+                .unwrap();
+                let want: Vec<u64> = (o..s.max_offset.min(o + 3)).collect();
+                assert_eq!(seen, want, "read from {o}");
+            }
+        }
+    };
+    append_some(&mut appended, 150_000, &mut rng);
+    check(&appended, &mut rng);
+    // Reap part of the queue, several times, appending in between.
+    for round in 1..=3u64 {
+        g.commit(0, round * 40_000 + rng.below(1000)).unwrap();
+        while e.reap() > 0 {}
+        assert!(t.queue_stats(0).unwrap().min_offset >= round * 40_000);
+        append_some(&mut appended, 20_000, &mut rng);
+        check(&appended, &mut rng);
+    }
 }

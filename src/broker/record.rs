@@ -15,8 +15,10 @@
 //! ```
 //!
 //! A commit-log offset (what clients put in offset msgIds, `VIEW_MESSAGE_BY_ID` and
-//! `CONSUMER_SEND_MSG_BACK`) is `topic uid << 46 | queue << 36 | queue offset`: unique per
-//! broker, positive, and resolvable back to the message without an index.
+//! `CONSUMER_SEND_MSG_BACK`) is `topic uid << 46 | queue << 36 | queue offset`: positive, and
+//! resolvable back to the message without an index. The store keeps it from ever naming
+//! another topic's message: uids of deleted topics are reused only with the new topic's
+//! offsets starting after the old one's, and offsets stop below 2^36 (`TopicStore::uid`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -25,7 +27,10 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use crate::remoting::message::{body_crc, encode_record, StoredRecord};
 use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::remoting::MessageError;
-use crate::store::StoreError;
+use crate::store::{StoreError, MAX_ID_OFFSET, MAX_TOPIC_UID};
+
+#[cfg(test)]
+mod id_tests;
 
 const QUEUE_SHIFT: u32 = 36;
 const TOPIC_SHIFT: u32 = 46;
@@ -33,8 +38,15 @@ const OFFSET_MASK: u64 = (1 << QUEUE_SHIFT) - 1;
 const QUEUE_MASK: u64 = (1 << (TOPIC_SHIFT - QUEUE_SHIFT)) - 1;
 const TOPIC_MASK: u64 = (1 << (63 - TOPIC_SHIFT)) - 1;
 
-/// The commit-log offset of `(topic uid, queue, offset)`.
+// The store keeps uids and offsets within these bits (`TopicStore::uid`), so ids never alias.
+const _: () = assert!(TOPIC_MASK == MAX_TOPIC_UID as u64 && OFFSET_MASK == MAX_ID_OFFSET);
+
+/// The commit-log offset of `(topic uid, queue, offset)`; -1, which names no message, if a
+/// part does not fit its bits (never for what the store hands out).
 pub(crate) fn physical_offset(topic_uid: u32, queue: u32, offset: u64) -> i64 {
+    if u64::from(topic_uid) > TOPIC_MASK || u64::from(queue) > QUEUE_MASK || offset > OFFSET_MASK {
+        return -1;
+    }
     let v = (u64::from(topic_uid) & TOPIC_MASK) << TOPIC_SHIFT
         | (u64::from(queue) & QUEUE_MASK) << QUEUE_SHIFT
         | (offset & OFFSET_MASK);

@@ -412,7 +412,6 @@ pub(crate) struct Sub {
     pub(crate) waiters: WaitList,
     pub(crate) closed: AtomicBool,
     pub(crate) counters: Counters,
-    next_member: PlainU64,
 }
 
 impl Sub {
@@ -459,7 +458,6 @@ impl Sub {
             waiters: WaitList::default(),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
-            next_member: PlainU64::new(1),
         }
     }
 
@@ -496,7 +494,7 @@ impl Sub {
     /// A fresh member id, unique within this subscription.
     pub(crate) fn new_member_id(&self) -> MemberId {
         // Relaxed: only uniqueness matters.
-        MemberId(self.next_member.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        MemberId::fresh()
     }
 
     /// Adds a member and rebalances. Idempotent.

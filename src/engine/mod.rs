@@ -50,6 +50,9 @@ mod group;
 mod topic;
 mod types;
 
+#[cfg(test)]
+mod reap_tests;
+
 use std::collections::HashMap;
 use std::task::Poll;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -65,15 +68,18 @@ pub use types::{
     QueueStats, Receipt, StartFrom,
 };
 
+/// Bytes the engine counts for each message on top of its payload (its queue node).
+pub use crate::queue::NODE_SIZE;
+
 use epoch::Epoch;
 use group::Sub;
 use topic::{valid_topic_name, EQueue, Topic};
 
-use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup, NODE_SIZE};
+use crate::queue::{Reclaimer, WaitList, WaitState, Wakeup};
 use crate::sync::plain::{
     AtomicBool as PlainBool, AtomicU64 as PlainU64, Ordering as PlainOrdering,
 };
-use crate::sync::{lock, mutant, read, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
+use crate::sync::{lock, mutant, read, try_lock, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
 
 /// Most queues a topic may have.
 pub const MAX_QUEUES: u32 = 1024;
@@ -106,6 +112,11 @@ pub(crate) struct Inner {
     closed: PlainBool,
     next_id: PlainU64,
     reaper: Mutex<Option<std::thread::Thread>>,
+    /// Held by the one request thread running a pass for room (engines without a reaper).
+    inline_reap: Mutex<()>,
+    /// Passes and releases run on request threads (tests).
+    #[cfg(test)]
+    inline_work: PlainU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -164,8 +175,8 @@ impl Inner {
             return Ok(());
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
-        // The reaper may simply not have run yet: reclaim what is reclaimable, then retry once.
-        self.reap_pass();
+        // The reaper may simply not have run yet: have what is reclaimable reclaimed, retry once.
+        self.reap_for_room();
         let prev = self.used.fetch_add(cost, Ordering::Relaxed);
         if prev + cost <= budget {
             return Ok(());
@@ -294,6 +305,38 @@ impl Inner {
         u.count
     }
 
+    /// A refused append's attempt to make room. With a reaper thread, only wakes it: request
+    /// threads never pay for a pass (one refused send per producer would otherwise mean one
+    /// full pass each). Without one, runs a pass, unless another thread is already running one.
+    fn reap_for_room(&self) {
+        if let Some(t) = lock(&self.reaper).as_ref() {
+            t.unpark();
+            return;
+        }
+        if let Some(_only) = try_lock(&self.inline_reap) {
+            #[cfg(test)]
+            self.inline_work.fetch_add(1, PlainOrdering::Relaxed);
+            self.reap_pass();
+        }
+    }
+
+    /// Releases a deleted topic's messages: on the reaper thread if there is one (a whole
+    /// topic can be millions of messages), here otherwise. Either way the topic goes to the
+    /// graveyard, whose sweep in every pass also releases what a late append linked after
+    /// this (review 2.2).
+    fn release_later(&self, t: Arc<Topic>) {
+        let reaper = lock(&self.reaper).clone();
+        if reaper.is_none() {
+            #[cfg(test)]
+            self.inline_work.fetch_add(1, PlainOrdering::Relaxed);
+            release_topic(self, &t);
+        }
+        lock(&self.graveyard).push(t);
+        if let Some(r) = reaper {
+            r.unpark();
+        }
+    }
+
     /// One reaper pass over every queue, then frees what the epoch says is safe to free.
     fn reap_pass(&self) -> u64 {
         let topics: Vec<Arc<Topic>> = read(&self.topics).values().cloned().collect();
@@ -382,6 +425,9 @@ impl Engine {
             closed: PlainBool::new(false),
             next_id: PlainU64::new(1),
             reaper: Mutex::new(None),
+            inline_reap: Mutex::new(()),
+            #[cfg(test)]
+            inline_work: PlainU64::new(0),
             config,
         });
         let reaper = if inner.config.reaper_thread { Some(spawn_reaper(&inner)?) } else { None };
@@ -412,6 +458,21 @@ impl Engine {
     /// # Errors
     /// As [`create_topic`](Self::create_topic), except that an existing topic is not an error.
     pub fn ensure_topic(&self, name: &str, queues: u32) -> Result<u32, EngineError> {
+        self.ensure_topic_from(name, queues, 0)
+    }
+
+    /// As [`ensure_topic`](Self::ensure_topic), except that a topic it creates numbers each
+    /// queue's messages from `first_offset` instead of 0 (a store that names messages by
+    /// offset uses it to keep a re-created topic's offsets clear of an earlier one's).
+    ///
+    /// # Errors
+    /// As [`ensure_topic`](Self::ensure_topic).
+    pub fn ensure_topic_from(
+        &self,
+        name: &str,
+        queues: u32,
+        first_offset: u64,
+    ) -> Result<u32, EngineError> {
         self.inner.check_open()?;
         if !valid_topic_name(name) {
             return Err(EngineError::InvalidTopicName(name.into()));
@@ -424,7 +485,7 @@ impl Engine {
         }
         let mut topics = write(&self.inner.topics);
         let t = topics.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Topic::new(name.to_string(), queues, &self.inner.reclaimer))
+            Arc::new(Topic::new(name.to_string(), queues, first_offset, &self.inner.reclaimer))
         });
         Ok(t.queue_count())
     }
@@ -445,9 +506,8 @@ impl Engine {
         for s in subs {
             s.close(&|| self.inner.pin());
         }
-        release_topic(&self.inner, &t);
-        lock(&self.inner.graveyard).push(t);
-        // Sends waiting for room: there may be room now, and those for this topic must fail.
+        self.inner.release_later(t);
+        // Sends waiting for room: there may be room soon, and those for this topic must fail.
         self.inner.room.wake_all();
         Ok(())
     }
@@ -599,7 +659,10 @@ impl Drop for Engine {
             let _ = h.join();
         }
         // Break the topic <-> subscription cycles so everything is freed with the last handle.
-        let topics: Vec<Arc<Topic>> = write(&self.inner.topics).drain().map(|(_, t)| t).collect();
+        let mut topics: Vec<Arc<Topic>> =
+            write(&self.inner.topics).drain().map(|(_, t)| t).collect();
+        // Deleted topics the reaper thread had not released yet (their subscriptions are gone).
+        topics.append(&mut lock(&self.inner.graveyard));
         for t in &topics {
             let subs = std::mem::take(&mut *write(&t.subs));
             for s in subs {

@@ -45,10 +45,10 @@ pub(crate) struct EQueue {
 }
 
 impl EQueue {
-    pub(crate) fn new(id: u32, reclaimer: Arc<Reclaimer>) -> Self {
+    pub(crate) fn new(id: u32, first_offset: u64, reclaimer: Arc<Reclaimer>) -> Self {
         EQueue {
             id,
-            q: Queue::new(0, reclaimer),
+            q: Queue::new(first_offset, reclaimer),
             holds: Mutex::new(Vec::new()),
             bytes_in: CachePadded::new(AtomicU64::new(0)),
             bytes_out: AtomicU64::new(0),
@@ -73,16 +73,7 @@ impl EQueue {
             StartFrom::First => first,
             StartFrom::Last => end,
             StartFrom::Offset(o) => o.clamp(first, end),
-            StartFrom::Timestamp(ts) => {
-                let mut n = head;
-                while let Some(next) = n.next(guard) {
-                    if next.timestamp() >= ts {
-                        return next.offset();
-                    }
-                    n = next;
-                }
-                n.end()
-            }
+            StartFrom::Timestamp(ts) => self.q.offset_at_time(ts, guard),
         }
     }
 
@@ -132,10 +123,17 @@ pub(crate) struct Topic {
 }
 
 impl Topic {
-    pub(crate) fn new(name: String, queues: u32, reclaimer: &Arc<Reclaimer>) -> Self {
+    pub(crate) fn new(
+        name: String,
+        queues: u32,
+        first_offset: u64,
+        reclaimer: &Arc<Reclaimer>,
+    ) -> Self {
         Topic {
             name,
-            queues: (0..queues).map(|i| EQueue::new(i, Arc::clone(reclaimer))).collect(),
+            queues: (0..queues)
+                .map(|i| EQueue::new(i, first_offset, Arc::clone(reclaimer)))
+                .collect(),
             subs: RwLock::new(Vec::new()),
             deleted: crate::sync::AtomicBool::new(false),
             rr: AtomicU32::new(0),

@@ -151,9 +151,23 @@ pub enum AckOutcome {
     AlreadyAcked,
 }
 
-/// Identifies a member of a consumer group.
+/// Identifies a member of a consumer group. Only the engine makes them, and never the same
+/// one twice in a process, so an id names one member of one group and cannot be made up:
+///
+/// ```compile_fail
+/// let forged = baiji::engine::MemberId(3);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MemberId(pub u64);
+pub struct MemberId(u64);
+
+impl MemberId {
+    /// A member id no member of any group of any engine in this process had before.
+    pub(crate) fn fresh() -> Self {
+        static NEXT: crate::sync::plain::AtomicU64 = crate::sync::plain::AtomicU64::new(1);
+        // Relaxed: only uniqueness matters.
+        MemberId(NEXT.fetch_add(1, crate::sync::plain::Ordering::Relaxed))
+    }
+}
 
 /// Per-queue statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -94,6 +94,7 @@
 //! in by the caller, never the global one) supplies the SeqCst fences that make "unlinked, then
 //! deferred" safe against every guard pinned before the unlink.
 
+mod index;
 mod pool;
 pub(crate) mod wait;
 
@@ -337,6 +338,7 @@ pub struct Queue {
     waiters: WaitList,
     reaper: Mutex<()>,
     reclaimer: Arc<Reclaimer>,
+    index: index::Index,
     id: u64,
 }
 
@@ -353,6 +355,7 @@ impl Queue {
             waiters: WaitList::default(),
             reaper: Mutex::new(()),
             reclaimer,
+            index: index::Index::new(),
             id,
         };
         // SAFETY: nobody else can see `q` yet, so the unprotected guard is not observed by any
@@ -444,6 +447,11 @@ impl Queue {
                     guard,
                 );
                 let offset = tail.end();
+                if index::indexed(offset) {
+                    // SAFETY: the node is linked and we are still pinned, so it cannot have
+                    // been freed (invariant 4).
+                    self.index.record(self, [unsafe { &*new }]);
+                }
                 let wake = next.tag() & WAITING != 0 && !mutant("append_no_wake");
                 let woke = if wake { self.waiters.wake_all() } else { 0 };
                 return Appended { offset, woke };
@@ -520,33 +528,97 @@ impl Queue {
                     Ordering::Relaxed,
                     guard,
                 );
+                let len = nodes.len() as u64;
+                let first_indexed = base.next_multiple_of(index::STRIDE) - base;
+                if first_indexed < len {
+                    let linked = (first_indexed..len).step_by(index::STRIDE as usize).map(|i| {
+                        // SAFETY: the chain is linked and we are still pinned, so none of its
+                        // nodes can have been freed (invariant 4).
+                        unsafe { &*nodes[i as usize] }
+                    });
+                    self.index.record(self, linked);
+                }
                 let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
                 return Some(Appended { offset: base, woke });
             }
         }
     }
 
-    /// The live node holding `offset`, if any. Walks from whichever end is nearer: forward from
-    /// the head or backward from the tail along the `prev` links.
+    /// The live node holding `offset`, if any. Walks from whichever start is nearest: the
+    /// head, the last node, or the index entries around `offset` (see [`index`]), so it
+    /// walks at most about half an index stride, however long the queue.
     pub fn find<'g>(&self, offset: u64, guard: &'g Guard) -> Option<&'g Node> {
         let head = self.head(guard);
         let last = self.last(guard);
         if offset < head.end() || offset >= last.end() {
             return None;
         }
-        if offset - head.end() <= last.end() - 1 - offset {
-            let mut n = head.next(guard)?;
-            while n.offset() < offset {
+        let want = offset + 1; // the `end` of the node we look for; no overflow: < last.end()
+        let (before, after) = self.index.around(offset);
+        // Forward start: the head (a dummy, before every live offset) or the entry at or
+        // before `offset`; backward start: the last node or the entry after `offset`.
+        let mut fwd = head;
+        if let Some(n) = before.and_then(|e| e.get(self, guard)) {
+            if n.end() > fwd.end() && n.end() <= want {
+                fwd = n;
+            }
+        }
+        let mut back = last;
+        if let Some(n) = after.and_then(|e| e.get(self, guard)) {
+            if n.end() < back.end() && n.end() >= want {
+                back = n;
+            }
+        }
+        // An indexed node walked past is a hole in the index (see `index`): fill it.
+        let mut hole = None;
+        let found = if want - fwd.end() <= back.end() - want {
+            let mut n = fwd;
+            while n.end() < want {
+                step();
                 n = n.next(guard)?;
+                if hole.is_none() && index::indexed(n.offset()) {
+                    hole = Some(n);
+                }
             }
             Some(n)
         } else {
-            let mut n = last;
-            while n.offset() > offset {
+            let mut n = back;
+            while n.end() > want {
+                step();
                 n = n.prev(guard)?;
+                if hole.is_none() && index::indexed(n.offset()) {
+                    hole = Some(n);
+                }
             }
-            (n.offset() == offset).then_some(n)
+            (n.end() == want).then_some(n)
+        };
+        if let Some(h) = hole {
+            self.index.record(self, [h]);
         }
+        found
+    }
+
+    /// The offset of the first live message whose timestamp is at least `timestamp` (the
+    /// queue's next offset if there is none). Exact when timestamps do not decrease along the
+    /// queue (what the engine's clock gives, give or take a racing producer); otherwise an
+    /// offset from which the timestamps reach `timestamp`, as RocketMQ's binary search gives.
+    /// Starts from the index entry just before that time, so it walks about one stride.
+    pub fn offset_at_time(&self, timestamp: u64, guard: &Guard) -> u64 {
+        let head = self.head(guard);
+        let mut n = self
+            .index
+            .before_time(timestamp)
+            .and_then(|e| e.get(self, guard))
+            .filter(|n| n.end() >= head.end())
+            .unwrap_or(head);
+        while let Some(next) = n.next(guard) {
+            step();
+            if next.timestamp() >= timestamp {
+                return next.offset();
+            }
+            n = next;
+        }
+        n.end()
     }
 
     /// Registers `who` to be woken by the next append behind `node` (normally the last node),
@@ -590,7 +662,9 @@ impl Queue {
         self.waiters.wake_all()
     }
 
-    /// Whether the registration `id` is still waiting (no append has woken it yet).
+    /// Whether the registration `id` is still waiting (no append has woken it yet). For the
+    /// loom models only.
+    #[cfg(loom)]
     pub fn is_waiting(&self, id: WaitId) -> bool {
         self.waiters.is_registered(id)
     }
@@ -698,6 +772,10 @@ impl HeadLock<'_> {
                 guard,
             );
         }
+        // Invalidate the index entries of the chain before the chain leaves the list, so no
+        // entry read after this point can lead to it (see `index`).
+        let first_offset = new_dummy.end();
+        q.index.prune(first_offset);
         // Release: a backward walk that loads null stops here; one that loaded the old value
         // did so before this store and therefore before the deferral below (invariant 4).
         new_dummy.prev.store(Shared::null(), Ordering::Release);
@@ -713,7 +791,7 @@ impl HeadLock<'_> {
         } else {
             guard.defer(move || reclaimer.push(chain))
         }
-        Unlinked { count, payload_bytes: bytes, first_offset: new_dummy.end() }
+        Unlinked { count, payload_bytes: bytes, first_offset }
     }
 }
 
@@ -822,5 +900,60 @@ impl Drop for Reclaimer {
             // SAFETY: as in `free_ready`.
             unsafe { c.free() };
         }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Nodes walked by lookups on this thread (unit tests measure the cost of a lookup).
+    static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one step of a lookup walk (unit tests only).
+#[inline(always)]
+fn step() {
+    #[cfg(test)]
+    STEPS.with(|s| s.set(s.get() + 1));
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Nodes one lookup walked.
+    fn steps_of<R>(f: impl FnOnce() -> R) -> (R, u64) {
+        STEPS.with(|s| s.set(0));
+        let r = f();
+        (r, STEPS.with(|s| s.get()))
+    }
+
+    /// A lookup by offset or by time walks a bounded number of nodes, wherever the offset is
+    /// in a long queue (the broker's pull, view and send-back paths depend on it).
+    #[test]
+    fn lookups_cost_the_same_at_any_offset() {
+        let collector = crossbeam_epoch::Collector::new();
+        let handle = collector.register();
+        let guard = handle.pin();
+        let q = Queue::new(0, Reclaimer::new());
+        const N: u64 = 200_000;
+        for i in 0..N {
+            q.append(Bytes::new(), 1000 + i, 0, &guard);
+        }
+        let bound = 4 * 64;
+        for off in [0, 1, 63, 64, 65, 777, N / 3, N / 2, N / 2 + 17, N - 100, N - 1] {
+            let (n, steps) = steps_of(|| q.find(off, &guard).map(|n| n.offset()));
+            assert_eq!(n, Some(off));
+            assert!(steps <= bound, "find({off}) walked {steps} nodes");
+            let (at, steps) = steps_of(|| q.offset_at_time(1000 + off, &guard));
+            assert_eq!(at, off);
+            assert!(steps <= bound, "offset_at_time({}) walked {steps} nodes", 1000 + off);
+        }
+        // The reaper prunes the index as it unlinks: one slot per stride of what is left.
+        let u = q.lock_head().unlink_while(N / 2, &guard, |_| true);
+        assert_eq!(u.first_offset, N / 2);
+        assert!(q.index.len() as u64 <= N / 2 / index::STRIDE + 1, "{} slots", q.index.len());
+        assert_eq!(q.find(N / 2 - 1, &guard).map(|n| n.offset()), None);
+        let (n, steps) = steps_of(|| q.find(N / 2 + N / 4, &guard).map(|n| n.offset()));
+        assert_eq!((n, steps <= bound), (Some(N / 2 + N / 4), true), "{steps} steps");
     }
 }

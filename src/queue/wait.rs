@@ -108,6 +108,7 @@ impl WaitList {
     }
 
     /// Whether `id` is still registered (not yet woken).
+    #[cfg(loom)]
     pub(crate) fn is_registered(&self, id: WaitId) -> bool {
         lock(&self.entries).list.contains_key(&id)
     }

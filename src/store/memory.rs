@@ -1,7 +1,7 @@
 //! The in-memory store: the store traits over the [`Engine`].
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::Waker;
 
@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::{
     ConsumerOffsets, MemoryStats, MessageLookup, MessageStore, ReadOutcome, StoreError, StoreStats,
-    StoredRef, TopicStore, WaitId,
+    StoredRef, TopicStore, WaitId, MAX_ID_OFFSET, MAX_TOPIC_UID,
 };
 use crate::engine::{
     Engine, EngineConfig, EngineError, Filter, MemberId, Message, Mode, Retention, StartFrom,
@@ -30,11 +30,75 @@ fn map_err(e: EngineError) -> StoreError {
     }
 }
 
+/// Appends stop this far below [`MAX_ID_OFFSET`], so that appends racing the check cannot
+/// pass it (they would need 16 Mi messages in flight on one topic).
+const OFFSET_MARGIN: u64 = 1 << 24;
+/// The last offset a topic appends below (see [`TopicStore::uid`]).
+const OFFSET_LIMIT: u64 = MAX_ID_OFFSET - OFFSET_MARGIN;
+
 /// A topic of the in-memory store.
 #[derive(Debug)]
 struct MemTopic {
     handle: TopicHandle,
     uid: u32,
+    /// The highest queue end any of its appends reached (starts at its first offset).
+    high: AtomicU64,
+}
+
+impl MemTopic {
+    /// Refuses `n` more messages if an offset could pass what a message id can name.
+    fn check_offsets(&self, n: u64) -> Result<(), StoreError> {
+        // Relaxed: a bound with a margin for racing appends (OFFSET_MARGIN), not a protocol.
+        if self.high.load(Ordering::Relaxed).saturating_add(n) > OFFSET_LIMIT {
+            return Err(StoreError::Other(format!(
+                "topic {} has used every offset a message id can name",
+                self.handle.name()
+            )));
+        }
+        Ok(())
+    }
+
+    fn appended(&self, first: u64, n: u64) {
+        // Relaxed: see `check_offsets`.
+        self.high.fetch_max(first.saturating_add(n), Ordering::Relaxed);
+    }
+
+    /// The end of its longest queue: no message of this topic ever had an offset at or above.
+    fn offsets_end(&self) -> u64 {
+        let ends = (0..self.handle.queue_count())
+            .filter_map(|q| self.handle.queue_stats(q).ok())
+            .map(|s| s.max_offset);
+        // Relaxed: see `check_offsets`.
+        ends.fold(self.high.load(Ordering::Relaxed), u64::max)
+    }
+}
+
+/// Topic uids (see [`TopicStore::uid`]): fresh ones while they last, then the uids of deleted
+/// topics, each with the offset its next topic must start at.
+#[derive(Debug)]
+struct Uids {
+    next: u32,
+    free: VecDeque<(u32, u64)>,
+}
+
+impl Uids {
+    /// A uid and the first offset its topic's queues must use; `None` when every uid is taken.
+    fn take(&mut self) -> Option<(u32, u64)> {
+        if self.next <= MAX_TOPIC_UID {
+            let uid = self.next;
+            self.next += 1;
+            return Some((uid, 0));
+        }
+        self.free.pop_front()
+    }
+
+    /// Gives back `uid`, whose topic never had an offset at or above `end`.
+    fn give_back(&mut self, uid: u32, end: u64) {
+        // A uid whose offsets are nearly used up retires for good (a new topic must have room).
+        if end <= OFFSET_LIMIT / 2 {
+            self.free.push_back((uid, end));
+        }
+    }
 }
 
 impl TopicStore for MemTopic {
@@ -59,8 +123,11 @@ impl TopicStore for MemTopic {
     }
 
     fn append(&self, queue: u32, record: Bytes, tag: i32, ts: u64) -> Result<u64, StoreError> {
+        self.check_offsets(1)?;
         let msg = Message::new(record).with_tag_hash(tag).with_timestamp(ts);
-        self.handle.append(queue, msg).map(|r| r.offset).map_err(map_err)
+        let offset = self.handle.append(queue, msg).map(|r| r.offset).map_err(map_err)?;
+        self.appended(offset, 1);
+        Ok(offset)
     }
 
     fn append_batch(
@@ -69,11 +136,15 @@ impl TopicStore for MemTopic {
         records: Vec<(Bytes, i32)>,
         ts: u64,
     ) -> Result<u64, StoreError> {
+        let n = records.len() as u64;
+        self.check_offsets(n)?;
         let msgs = records
             .into_iter()
             .map(|(r, tag)| Message::new(r).with_tag_hash(tag).with_timestamp(ts))
             .collect();
-        self.handle.append_batch(queue, msgs).map(|r| r.offset).map_err(map_err)
+        let first = self.handle.append_batch(queue, msgs).map(|r| r.offset).map_err(map_err)?;
+        self.appended(first, n);
+        Ok(first)
     }
 
     fn read(
@@ -131,7 +202,7 @@ pub struct MemoryStore {
     engine: Engine,
     topics: RwLock<HashMap<String, Arc<MemTopic>>>,
     by_uid: RwLock<HashMap<u32, Arc<MemTopic>>>,
-    next_uid: AtomicU32,
+    uids: Mutex<Uids>,
     offsets: Mutex<HashMap<OffsetKey, u64>>,
 }
 
@@ -149,7 +220,7 @@ impl MemoryStore {
             engine: Engine::new(config).map_err(map_err)?,
             topics: RwLock::new(HashMap::new()),
             by_uid: RwLock::new(HashMap::new()),
-            next_uid: AtomicU32::new(1),
+            uids: Mutex::new(Uids { next: 1, free: VecDeque::new() }),
             offsets: Mutex::new(HashMap::new()),
         })
     }
@@ -162,6 +233,13 @@ impl MemoryStore {
     fn handle(&self, name: &str) -> Option<Arc<MemTopic>> {
         let t = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()?;
         (!t.handle.is_deleted()).then_some(t)
+    }
+
+    /// The live topic behind `topic`: the one holding its uid now, if that is still it (not a
+    /// topic created since under the same name or given the same uid).
+    fn same_topic(&self, topic: &dyn TopicStore) -> Option<Arc<MemTopic>> {
+        let t = self.by_uid.read().unwrap_or_else(|p| p.into_inner()).get(&topic.uid()).cloned()?;
+        (!t.handle.is_deleted() && t.handle.name() == topic.name()).then_some(t)
     }
 
     fn group(
@@ -199,11 +277,24 @@ impl MessageStore for MemoryStore {
         if let Some(t) = topics.get(name).filter(|t| !t.handle.is_deleted()) {
             return Ok(Arc::clone(t) as Arc<dyn TopicStore>);
         }
-        self.engine.ensure_topic(name, queues).map_err(map_err)?;
-        let handle = self.engine.topic(name).map_err(map_err)?;
-        // Relaxed: uniqueness only.
-        let uid = self.next_uid.fetch_add(1, Ordering::Relaxed);
-        let t = Arc::new(MemTopic { handle, uid });
+        let Some((uid, first)) = lock(&self.uids).take() else {
+            return Err(StoreError::Other(format!(
+                "cannot create topic {name}: {MAX_TOPIC_UID} topics exist"
+            )));
+        };
+        let created = self
+            .engine
+            .ensure_topic_from(name, queues, first)
+            .and_then(|_| self.engine.topic(name))
+            .map_err(map_err);
+        let handle = match created {
+            Ok(h) => h,
+            Err(e) => {
+                lock(&self.uids).give_back(uid, first);
+                return Err(e);
+            }
+        };
+        let t = Arc::new(MemTopic { handle, uid, high: AtomicU64::new(first) });
         topics.insert(name.to_string(), Arc::clone(&t));
         self.by_uid.write().unwrap_or_else(|p| p.into_inner()).insert(uid, Arc::clone(&t));
         Ok(t)
@@ -215,7 +306,13 @@ impl MessageStore for MemoryStore {
             self.by_uid.write().unwrap_or_else(|p| p.into_inner()).remove(&t.uid);
         }
         lock(&self.offsets).retain(|(_, topic, _), _| topic != name);
-        self.engine.delete_topic(name).map_err(map_err)
+        let deleted = self.engine.delete_topic(name).map_err(map_err);
+        if let Some(t) = t {
+            // After the engine's delete, so appends have stopped (but for one racing the
+            // delete itself, review 2.2, which lands within microseconds).
+            lock(&self.uids).give_back(t.uid, t.offsets_end());
+        }
+        deleted
     }
 
     fn topic_by_uid(&self, uid: u32) -> Option<Arc<dyn TopicStore>> {
@@ -297,7 +394,7 @@ impl ConsumerOffsets for MemoryStore {
 
 impl MessageLookup for MemoryStore {
     fn get(&self, topic: &dyn TopicStore, queue: u32, offset: u64) -> Option<(Bytes, u64)> {
-        let t = self.handle(topic.name())?;
+        let t = self.same_topic(topic)?;
         t.handle.get(queue, offset, |m| (m.payload.clone(), m.timestamp)).ok().flatten()
     }
 
@@ -307,12 +404,12 @@ impl MessageLookup for MemoryStore {
         queue: u32,
         timestamp: u64,
     ) -> Option<u64> {
-        let t = self.handle(topic.name())?;
+        let t = self.same_topic(topic)?;
         t.handle.offset_for_timestamp(queue, timestamp).ok()
     }
 
     fn earliest_timestamp(&self, topic: &dyn TopicStore, queue: u32) -> Option<u64> {
-        let t = self.handle(topic.name())?;
+        let t = self.same_topic(topic)?;
         let min = t.handle.queue_stats(queue).ok()?.min_offset;
         t.handle.get(queue, min, |m| m.timestamp).ok().flatten()
     }

@@ -98,6 +98,11 @@ pub struct StoredRef<'a> {
     pub record: &'a Bytes,
 }
 
+/// Largest topic uid: the broker packs uids into 17 bits of a commit-log offset.
+pub const MAX_TOPIC_UID: u32 = (1 << 17) - 1;
+/// Largest queue offset a message may get: the broker packs offsets into 36 bits.
+pub const MAX_ID_OFFSET: u64 = (1 << 36) - 1;
+
 /// The core: topics by name.
 pub trait MessageStore: Send + Sync + std::fmt::Debug {
     /// The topic, if it exists.
@@ -112,7 +117,7 @@ pub trait MessageStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`StoreError::UnknownTopic`].
     fn delete_topic(&self, name: &str) -> Result<(), StoreError>;
-    /// The topic with this store-wide unique id (see [`TopicStore::uid`]).
+    /// The live topic that holds this uid now (see [`TopicStore::uid`]).
     fn topic_by_uid(&self, uid: u32) -> Option<Arc<dyn TopicStore>>;
     /// Names and queue counts of every topic.
     fn topics(&self) -> Vec<(String, u32)>;
@@ -122,8 +127,12 @@ pub trait MessageStore: Send + Sync + std::fmt::Debug {
 pub trait TopicStore: Send + Sync + std::fmt::Debug {
     /// Its name.
     fn name(&self) -> &str;
-    /// A number unique to this topic for the store's lifetime (never reused after deletion);
-    /// the broker builds commit-log offsets from it.
+    /// A number in `1..=`[`MAX_TOPIC_UID`] that no other live topic has; the broker builds
+    /// commit-log offsets (message ids) from it and the queue offset. A store may give a
+    /// deleted topic's uid to a new topic only if no `(uid, queue, offset)` the old topic ever
+    /// had names a message of the new one (for example, by starting the new topic's offsets
+    /// after the old one's), and keeps every queue offset at most [`MAX_ID_OFFSET`] (refusing
+    /// appends beyond): so an id never resolves to another topic's message.
     fn uid(&self) -> u32;
     /// Number of queues.
     fn queue_count(&self) -> u32;
