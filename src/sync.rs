@@ -165,5 +165,10 @@ pub(crate) const fn mutant(_name: &str) -> bool {
 pub(crate) fn mutant(name: &str) -> bool {
     // std's `OnceLock`, not a modelled primitive: the value never changes during a run.
     static ACTIVE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    ACTIVE.get_or_init(|| std::env::var("BAIJI_MUTANT").ok()).as_deref() == Some(name)
+    // `BAIJI_MUTANT` names one mutant, or several separated by commas (a bug that needs two
+    // rules broken at once, such as an index entry neither pruned nor validated).
+    ACTIVE
+        .get_or_init(|| std::env::var("BAIJI_MUTANT").ok())
+        .as_deref()
+        .is_some_and(|active| active.split(',').any(|m| m == name))
 }

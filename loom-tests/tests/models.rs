@@ -293,9 +293,13 @@ fn reader_vs_reaper() {
 /// catches: an index entry that leads a reader to a freed node, i.e. an entry neither pruned
 /// before its node is unlinked nor validated against the head when it is read. (The index
 /// has both rules and either alone keeps this model green; removing both makes it fail.)
+///
+/// Catches `index_no_prune,unvalidated_noderef` (both rules off at once).
 #[test]
 fn index_lookup_vs_reaper() {
-    model(|| {
+    // Bound 2: at 3 it ran past 10 CPU-minutes; the use-after-free it exists for needs one
+    // preemption (the reader between loading an entry and validating it).
+    model_capped(2, || {
         let alive = Arc::new(());
         let collector = Collector::new();
         let reclaimer = Reclaimer::new();
@@ -611,6 +615,8 @@ fn parked_engine_consumer_wakeup() {
 /// nodes the group no longer holds. The stray bumps make the reaper count them as acknowledged
 /// by the *other* group, which never received them: B loses them under `reject`. The commit must
 /// re-check `closed` under the track's lock. Payloads are tracked for leaks.
+///
+/// Catches `commit_ignores_close` (the pre-fix code, injected by `.ci/loom-mutants`).
 #[test]
 fn commit_vs_unsubscribe() {
     model(|| {
@@ -648,6 +654,8 @@ fn commit_vs_unsubscribe() {
 /// hold on the closed subscription, which nobody can ever close again: every later message of
 /// the topic is pinned for good. `add_member` must re-check `closed` under the membership lock.
 /// Payloads are tracked for leaks.
+///
+/// Catches `add_member_ignores_close` (the pre-fix code, injected by `.ci/loom-mutants`).
 #[test]
 fn add_member_vs_unsubscribe() {
     model(|| {
@@ -678,6 +686,8 @@ fn add_member_vs_unsubscribe() {
 /// `live_messages` in release). The race needs one preemption (between the two loads); the
 /// bound is capped at 2 because a whole reaper pass at 3 takes minutes to explore. Payloads are
 /// tracked for leaks.
+///
+/// Catches `stats_end_first` (the pre-fix code, injected by `.ci/loom-mutants`).
 #[test]
 fn stats_vs_reaper() {
     model_capped(2, || {
@@ -705,6 +715,8 @@ fn stats_vs_reaper() {
 /// after `delete_topic` released the topic's queues. Nothing reaped a deleted topic, so the
 /// message's bytes were never returned to the budget, which shrank for good. Payloads are
 /// tracked for leaks.
+///
+/// Catches `no_graveyard` (the pre-fix code, injected by `.ci/loom-mutants`).
 #[test]
 fn delete_topic_vs_append() {
     model(|| {
@@ -732,6 +744,8 @@ fn delete_topic_vs_append() {
 /// producers' in-flight costs, so two racing producers evicted three messages where two were
 /// needed (and one of them the other producer's new message). Each must evict its own share.
 /// Payloads are tracked for leaks.
+///
+/// Catches `evict_total_overshoot` (the pre-fix code, injected by `.ci/loom-mutants`).
 #[test]
 fn drop_oldest_two_producers() {
     model(|| {
@@ -765,6 +779,8 @@ fn drop_oldest_two_producers() {
 /// and that catch-up's count of evicted, unacknowledged messages was discarded. An eviction
 /// between the consumer's last poll and its registration was then neither acknowledged nor
 /// counted as dropped. Payloads are tracked for leaks.
+///
+/// Catches `cursor_drops_discarded` (the pre-fix code, injected by `.ci/loom-mutants`).
 #[test]
 fn drop_oldest_vs_waiting_consumer() {
     model(|| {

@@ -347,7 +347,8 @@ impl Track {
         dropped: &mut u64,
         guard: &'g Guard,
     ) -> Option<&'g Node> {
-        *dropped += self.reconcile(q.first_offset(guard));
+        let evicted = self.reconcile(q.first_offset(guard));
+        *dropped += if mutant("cursor_drops_discarded") { 0 } else { evicted };
         node_ending_at(q, self.cursor_ref, self.cursor, guard)
     }
 }
@@ -485,7 +486,7 @@ impl Sub {
     /// at the group's frontier, and the caller would then bump nodes the group no longer holds.
     fn open_queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
         let (eq, st) = self.queue(queue)?;
-        if self.is_closed() {
+        if self.is_closed() && !mutant("commit_ignores_close") {
             return Err(EngineError::NotAMember);
         }
         Ok((eq, st))
@@ -509,7 +510,7 @@ impl Sub {
         guard_fn: &dyn Fn() -> Guard,
     ) -> Result<(), EngineError> {
         let mut m = lock(&self.membership);
-        if self.is_closed() {
+        if self.is_closed() && !mutant("add_member_ignores_close") {
             return Err(EngineError::NotAMember);
         }
         if let Err(pos) = m.members.binary_search(&id) {

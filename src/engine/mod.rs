@@ -171,7 +171,9 @@ impl Inner {
         if self.config.policy == MemoryPolicy::DropOldest && cost <= budget {
             // Only this append's share of the overshoot: `prev` includes the costs of racing
             // appends, which evict their own shares (the shares add up to the total).
-            self.evict((prev + cost - budget).min(cost), topic, queue);
+            let overshoot = prev + cost - budget;
+            let own = if mutant("evict_total_overshoot") { overshoot } else { overshoot.min(cost) };
+            self.evict(own, topic, queue);
             return Ok(());
         }
         self.used.fetch_sub(cost, Ordering::Relaxed);
@@ -331,7 +333,9 @@ impl Inner {
             self.inline_work.fetch_add(1, PlainOrdering::Relaxed);
             release_topic(self, &t);
         }
-        lock(&self.graveyard).push(t);
+        if !mutant("no_graveyard") {
+            lock(&self.graveyard).push(t);
+        }
         if let Some(r) = reaper {
             r.unpark();
         }
@@ -627,8 +631,14 @@ impl Engine {
                 // The head first: a reaper pass between the two loads can only move the head
                 // past an end loaded before it (review 2.3), never past one loaded after.
                 // Saturating all the same: a statistic must not panic.
-                let first = eq.q.first_offset(&guard);
-                live += eq.q.next_offset(&guard).saturating_sub(first);
+                if mutant("stats_end_first") {
+                    // The pre-fix order: the end first, then a head that may have passed it.
+                    let next = eq.q.next_offset(&guard);
+                    live += next.wrapping_sub(eq.q.first_offset(&guard));
+                } else {
+                    let first = eq.q.first_offset(&guard);
+                    live += eq.q.next_offset(&guard).saturating_sub(first);
+                }
                 // Relaxed: statistics.
                 reclaimed += eq.reclaimed.load(Ordering::Relaxed);
                 evicted += eq.evicted.load(Ordering::Relaxed);

@@ -53,7 +53,7 @@ use std::collections::VecDeque;
 use crossbeam_epoch::Guard;
 
 use super::{Node, NodeRef, Queue};
-use crate::sync::{read, write, RwLock};
+use crate::sync::{mutant, read, write, RwLock};
 
 /// Offsets between two indexed nodes: a lookup walks at most about half of it (a power of
 /// two, so the slot of an offset is a shift). Small, because the broker's pull reads 32
@@ -136,6 +136,9 @@ impl Index {
     pub(crate) fn prune(&self, first_end: u64) {
         // Slot `s` holds the node ending at `s * STRIDE + 1`; keep it if that is >= first_end.
         let keep_from = first_end.saturating_sub(1).div_ceil(STRIDE);
+        if mutant("index_no_prune") {
+            return;
+        }
         let mut slots = write(&self.slots);
         if keep_from <= slots.base {
             return;
