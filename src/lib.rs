@@ -31,6 +31,7 @@ pub(crate) mod queue;
 pub mod remoting;
 pub mod store;
 mod sync;
+mod time;
 
 /// Internals for `loom-tests/` only (built with `--cfg loom`); not part of the API.
 #[cfg(loom)]

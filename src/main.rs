@@ -77,7 +77,7 @@ struct BrokerArgs {
     /// Memory budget in bytes (payload plus bookkeeping); suffixes k, m, g accepted.
     #[arg(long, value_parser = parse_size)]
     memory_budget: Option<u64>,
-    /// What to do when the budget is full: reject (clients get SYSTEM_BUSY and retry), drop-oldest, block.
+    /// What to do when the budget is full: reject (clients get SYSTEM_BUSY and retry) or drop-oldest.
     #[arg(long)]
     memory_policy: Option<String>,
     /// Largest message body, bytes (RocketMQ: maxMessageSize).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::BrokerError;
-use crate::engine::{EngineConfig, MemoryPolicy, Retention};
+use crate::store::{EngineConfig, EngineError, MemoryPolicy, Retention};
 
 /// Everything a broker needs to start. `BrokerConfig::default()` serves RocketMQ clients on
 /// 127.0.0.1:10911 with an embedded name server on 127.0.0.1:9876.
@@ -37,7 +37,8 @@ pub struct BrokerConfig {
     pub auto_create_topic: bool,
     /// Memory budget in bytes (payload plus bookkeeping).
     pub memory_budget: u64,
-    /// `reject` (default), `drop-oldest` or `block`.
+    /// `reject` (default) or `drop-oldest` (`block`, the in-process API's policy, is refused:
+    /// the broker answers every send at once).
     pub memory_policy: String,
     /// Largest message body accepted, bytes (RocketMQ: `maxMessageSize`, 4 MiB).
     pub max_message_size: usize,
@@ -186,23 +187,53 @@ impl BrokerConfig {
         let policy: MemoryPolicy = self
             .memory_policy
             .parse()
-            .map_err(|e: crate::engine::EngineError| BrokerError::Config(e.to_string()))?;
-        if self.default_queues == 0 || self.default_queues > crate::engine::MAX_QUEUES {
+            .map_err(|e: EngineError| BrokerError::Config(e.to_string()))?;
+        if policy == MemoryPolicy::Block {
+            // Every broker append is synchronous, so `block` would behave exactly like
+            // `reject` (review 3.4): refuse it rather than let it pretend to wait.
+            return Err(BrokerError::Config(
+                "memory-policy block is the in-process API's policy (an async send waits for \
+                 room); the broker answers every send at once: use reject (clients get \
+                 SYSTEM_BUSY and retry) or drop-oldest"
+                    .into(),
+            ));
+        }
+        if self.default_queues == 0 || self.default_queues > crate::store::MAX_QUEUES {
             return Err(BrokerError::Config(format!(
                 "default-queues must be between 1 and {}",
-                crate::engine::MAX_QUEUES
+                crate::store::MAX_QUEUES
             )));
         }
         Ok(EngineConfig {
             memory_budget: self.memory_budget,
             policy,
             // The engine counts the whole stored record; leave room for headers and properties.
-            max_message_size: self.max_message_size + 64 * 1024,
+            max_message_size: self.max_message_size.saturating_add(64 * 1024),
             retention: Retention {
                 time: Duration::from_secs(self.retention_secs),
                 bytes: self.retention_bytes,
             },
             ..EngineConfig::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_block_policy_when_building_the_engine_config_should_refuse_it() {
+        let c = BrokerConfig { memory_policy: "block".into(), ..BrokerConfig::default() };
+        let e = c.engine_config().unwrap_err().to_string();
+        assert!(e.contains("block") && e.contains("reject"), "{e}");
+        let c = BrokerConfig { memory_policy: "drop-oldest".into(), ..BrokerConfig::default() };
+        assert_eq!(c.engine_config().unwrap().policy, MemoryPolicy::DropOldest);
+    }
+
+    #[test]
+    fn given_huge_max_message_size_when_building_the_engine_config_should_not_overflow() {
+        let c = BrokerConfig { max_message_size: usize::MAX, ..BrokerConfig::default() };
+        assert_eq!(c.engine_config().unwrap().max_message_size, usize::MAX);
     }
 }

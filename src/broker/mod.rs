@@ -5,7 +5,9 @@
 //! table ([`table`]); most requests are answered inline, a pull that must wait (long polling)
 //! moves to its own task and answers later through the connection's outgoing channel, so
 //! responses may leave out of order, matched by `opaque`. The broker depends on the store
-//! traits only, never on the engine.
+//! traits only, never on the engine: the engine's configuration types it reads from its config
+//! file come through `store`'s re-exports, and only the composition root ([`start`], which
+//! builds the `MemoryStore`) chooses the concrete store.
 //!
 //! [`store`]: crate::store
 
@@ -157,7 +159,7 @@ impl Shared {
     }
 
     pub(crate) fn new_uniq_key(&self) -> String {
-        let now = crate::engine::now_ms() as i64;
+        let now = crate::time::now_ms() as i64;
         self.uniq.lock().unwrap_or_else(|p| p.into_inner()).next_key(now)
     }
 
@@ -285,12 +287,8 @@ impl Shared {
             std::net::IpAddr::V4(ip) => ip,
             std::net::IpAddr::V6(_) => std::net::Ipv4Addr::LOCALHOST,
         };
-        let uniq = UniqKeyGenerator::new(
-            ip,
-            std::process::id(),
-            rand_u32(),
-            crate::engine::now_ms() as i64,
-        );
+        let uniq =
+            UniqKeyGenerator::new(ip, std::process::id(), rand_u32(), crate::time::now_ms() as i64);
         let mut cluster_property = Vec::new();
         let _ = crate::remoting::properties::write_pair(
             &mut cluster_property,
@@ -319,7 +317,7 @@ impl Shared {
 fn rand_u32() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(crate::engine::now_ms());
+    h.write_u64(crate::time::now_ms());
     h.finish() as u32
 }
 

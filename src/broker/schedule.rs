@@ -18,9 +18,9 @@ use tokio::sync::{watch, Notify};
 
 use super::record::{self, NewRecord, PutError};
 use super::Shared;
-use crate::engine::now_ms;
 use crate::remoting::properties;
 use crate::store::{Filter, StoreError, StoredRef, TopicStore};
+use crate::time::now_ms;
 
 /// The internal topic delayed messages wait in.
 pub(crate) const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";

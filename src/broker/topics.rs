@@ -81,7 +81,7 @@ impl TopicTable {
         let t = TopicTable {
             configs: RwLock::new(HashMap::new()),
             counter: AtomicI64::new(0),
-            timestamp: AtomicI64::new(crate::engine::now_ms() as i64),
+            timestamp: AtomicI64::new(crate::time::now_ms() as i64),
         };
         if auto_create {
             let mut c = TopicConfig::new(AUTO_CREATE_TOPIC, default_queues, default_queues);
@@ -121,7 +121,7 @@ impl TopicTable {
     fn bump(&self) {
         // Relaxed: a version number; readers only compare it.
         self.counter.fetch_add(1, Ordering::Relaxed);
-        self.timestamp.store(crate::engine::now_ms() as i64, Ordering::Relaxed);
+        self.timestamp.store(crate::time::now_ms() as i64, Ordering::Relaxed);
     }
 
     pub(crate) fn data_version(&self) -> DataVersion {

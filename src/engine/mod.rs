@@ -55,7 +55,6 @@ mod reap_tests;
 
 use std::collections::HashMap;
 use std::task::Poll;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crossbeam_epoch::{Collector, Guard};
 use crossbeam_utils::CachePadded;
@@ -87,13 +86,7 @@ pub const MAX_QUEUES: u32 = 1024;
 /// Most nodes one reaper pass unlinks from one queue (keeps the head lock short).
 const REAP_BATCH: u64 = if cfg!(loom) { 4 } else { 8192 };
 
-/// Milliseconds since the Unix epoch (0 if the clock is before it). Avoids `as_millis`'s
-/// 128-bit arithmetic: this runs on every append.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() * 1000 + u64::from(d.subsec_millis()))
-}
+pub(crate) use crate::time::now_ms;
 
 /// Shared state behind every handle.
 pub(crate) struct Inner {

@@ -77,7 +77,7 @@ impl EQueue {
         }
     }
 
-    /// Opens a hold at `start` (the caller holds the head lock). Returns its id.
+    /// Opens a hold at `start` (the caller holds the head lock).
     pub(crate) fn open_hold(&self, id: u64, start: u64) {
         lock(&self.holds).push(Hold { id, start, end: u64::MAX });
     }

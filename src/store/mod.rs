@@ -19,7 +19,9 @@ use std::task::Waker;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use crate::engine::{EngineConfig, Filter, MemberId, MemoryPolicy, Mode, Retention};
+pub use crate::engine::{
+    EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, Retention, MAX_QUEUES,
+};
 pub use crate::queue::WaitId;
 pub use memory::MemoryStore;
 

@@ -33,12 +33,12 @@ pub(crate) fn update_and_create_topic(
             format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
         );
     }
-    let q = |n: i32| u32::try_from(n).ok().filter(|n| (1..=crate::engine::MAX_QUEUES).contains(n));
+    let q = |n: i32| u32::try_from(n).ok().filter(|n| (1..=crate::store::MAX_QUEUES).contains(n));
     let (Some(read), Some(write)) = (q(h.read_queue_nums), q(h.write_queue_nums)) else {
         return reply_error(
             &req,
             response_code::SYSTEM_ERROR,
-            format!("queue counts must be between 1 and {}", crate::engine::MAX_QUEUES),
+            format!("queue counts must be between 1 and {}", crate::store::MAX_QUEUES),
         );
     };
     let mut conf = TopicConfig::new(h.topic, read, write);

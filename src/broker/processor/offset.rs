@@ -20,11 +20,11 @@ fn offset_reply(req: &RemotingCommand, offset: u64) -> Reply {
     Reply::now(ok(req, OffsetResponseHeader { offset: offset as i64 }.to_ext_fields()))
 }
 
-/// The topic and queue a metadata request names. An unknown topic reads as an empty queue
-/// (RocketMQ answers offset 0 there too), so `None` is not an error.
 /// A topic handle and one of its queues.
 type TopicQueue = (Arc<dyn TopicStore>, u32);
 
+/// The topic and queue a metadata request names. An unknown topic reads as an empty queue
+/// (RocketMQ answers offset 0 there too), so `None` is not an error.
 fn topic_queue(
     s: &Shared,
     req: &RemotingCommand,

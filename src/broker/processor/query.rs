@@ -103,7 +103,7 @@ pub(crate) fn query_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingComman
         return not_found("can not find message, maybe time range not correct");
     }
     let resp = QueryMessageResponseHeader {
-        index_last_update_timestamp: crate::engine::now_ms() as i64,
+        index_last_update_timestamp: crate::time::now_ms() as i64,
         index_last_update_phyoffset: 0,
     };
     Reply::now(ok(&req, resp.to_ext_fields()).with_body(Bytes::from(body)))

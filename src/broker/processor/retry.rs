@@ -17,13 +17,13 @@ use crate::broker::record::{self, split_physical_offset, NewRecord, PutError};
 use crate::broker::schedule::{self, rewrite_properties, MAX_LEVEL};
 use crate::broker::topics::{perm, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
-use crate::engine::now_ms;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
 use crate::remoting::header::{ConsumerSendMsgBackRequestHeader, FromExtFields};
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::{properties, ExtFields, RemotingCommand};
 use crate::store::{Retention, StoreError, TopicStore};
+use crate::time::now_ms;
 
 /// Clients older than this ignore `maxReconsumeTimes` (RocketMQ `V3_4_9`).
 const VERSION_WITH_MAX_RECONSUME: i32 = 121;

@@ -13,7 +13,6 @@ use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
 use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
-use crate::engine::now_ms;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
@@ -25,6 +24,7 @@ use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::remoting::RemotingCommand;
 use crate::store::TopicStore;
+use crate::time::now_ms;
 
 /// Most messages one batch may carry. The answer lists one 32-character msgId (plus a comma) per
 /// message in one header field: 65,536 of them take about 2.1 MiB, so the answer to any batch
@@ -176,7 +176,9 @@ fn with_uniq_key<'a>(s: &Shared, props: &'a [u8]) -> Cow<'a, [u8]> {
 fn pick_queue(req: &RemotingCommand, topic: &dyn TopicStore, asked: i32) -> Result<u32, Reply> {
     let queues = topic.queue_count();
     if asked < 0 {
-        return Ok((now_ms() % u64::from(queues)) as u32);
+        // Relaxed: only spreads sends; no ordering with anything else.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        return Ok(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % queues);
     }
     u32::try_from(asked).ok().filter(|q| *q < queues).ok_or_else(|| {
         reply_error(

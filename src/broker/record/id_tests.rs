@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::{physical_offset, split_physical_offset};
-use crate::engine::EngineConfig;
+use crate::store::EngineConfig;
 use crate::store::{MemoryStore, MessageLookup, MessageStore, MAX_ID_OFFSET, MAX_TOPIC_UID};
 
 fn store() -> MemoryStore {
