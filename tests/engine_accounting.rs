@@ -40,21 +40,9 @@ const BUDGET_MESSAGES: u64 = 96;
 const SEEDS: [u64; 4] = [0x5EED_0001, 0xBA11_D002, 0x0DD5_EED3, 0xC0FF_EE04];
 const TAGS: [&str; 3] = ["a", "b", "c"];
 
-/// splitmix64: small, seedable, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// What the producers did.
 #[derive(Debug, Default)]
