@@ -236,6 +236,13 @@ impl RunningBroker {
         self.shared.counters.sends_rejected.load(Ordering::Relaxed)
     }
 
+    /// Frames refused so far: headers over a decoding limit (answered with an error) and
+    /// unparseable frames (their connection closed).
+    pub fn bad_frames(&self) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        self.shared.counters.bad_frames.load(Ordering::Relaxed)
+    }
+
     /// Stored records that could not be written out to a consumer and were skipped so far
     /// (each is also logged as a warning). Always 0 unless the store holds records the broker
     /// did not build.

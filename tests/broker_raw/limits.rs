@@ -68,6 +68,7 @@ async fn given_more_ext_fields_than_the_limit_in_a_short_header_should_answer_an
     conn.write_raw(&frame(0, &header)).await;
     let (_, resp) = conn.response(78, PATIENCE).await.expect("answered");
     assert_eq!(resp.code, code::SUCCESS, "a header at the limit is served: {resp:?}");
+    assert_eq!(broker.bad_frames(), 1, "the refused header is counted, the served one is not");
     broker.shutdown().await;
 }
 
