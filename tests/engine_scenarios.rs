@@ -593,21 +593,27 @@ fn full_block_engine() -> (Engine, baiji::engine::Group) {
     (e, g)
 }
 
+/// Polls `f` once with a waker that raises `flag`.
+fn poll_once<F: std::future::Future>(
+    f: std::pin::Pin<&mut F>,
+    flag: &std::sync::Arc<Flag>,
+) -> std::task::Poll<F::Output> {
+    let waker = std::task::Waker::from(std::sync::Arc::clone(flag));
+    f.poll(&mut std::task::Context::from_waker(&waker))
+}
+
 #[test]
 fn given_async_send_waiting_for_room_when_its_topic_is_deleted_should_wake_and_fail() {
-    use std::future::Future;
     let (e, _g) = full_block_engine();
     let t = e.topic("T").unwrap();
     let flag = std::sync::Arc::new(Flag::default());
-    let waker = std::task::Waker::from(std::sync::Arc::clone(&flag));
-    let mut cx = std::task::Context::from_waker(&waker);
     let mut send = Box::pin(t.append_async(0, Message::new(Bytes::from(vec![9; 100]))));
-    assert!(send.as_mut().poll(&mut cx).is_pending(), "no room: the send waits");
+    assert!(poll_once(send.as_mut(), &flag).is_pending(), "no room: the send waits");
     e.delete_topic("T").unwrap();
     assert!(flag.woken(), "deleting the topic wakes the sends waiting to append to it");
     assert!(
         matches!(
-            send.as_mut().poll(&mut cx),
+            poll_once(send.as_mut(), &flag),
             std::task::Poll::Ready(Err(EngineError::UnknownTopic(_)))
         ),
         "and they fail instead of waiting for room on a topic that is gone"
@@ -616,18 +622,15 @@ fn given_async_send_waiting_for_room_when_its_topic_is_deleted_should_wake_and_f
 
 #[test]
 fn given_async_send_waiting_for_room_when_the_engine_is_dropped_should_wake_and_fail() {
-    use std::future::Future;
     let (e, _g) = full_block_engine();
     let t = e.topic("T").unwrap();
     let flag = std::sync::Arc::new(Flag::default());
-    let waker = std::task::Waker::from(std::sync::Arc::clone(&flag));
-    let mut cx = std::task::Context::from_waker(&waker);
     let mut send = Box::pin(t.append_async(0, Message::new(Bytes::from(vec![9; 100]))));
-    assert!(send.as_mut().poll(&mut cx).is_pending(), "no room: the send waits");
+    assert!(poll_once(send.as_mut(), &flag).is_pending(), "no room: the send waits");
     drop(e);
     assert!(flag.woken(), "shutting the engine down wakes the sends waiting for room");
     assert!(
-        matches!(send.as_mut().poll(&mut cx), std::task::Poll::Ready(Err(EngineError::Closed))),
+        matches!(poll_once(send.as_mut(), &flag), std::task::Poll::Ready(Err(EngineError::Closed))),
         "and they fail with Closed"
     );
 }
