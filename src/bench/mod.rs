@@ -302,9 +302,11 @@ pub struct Received {
     pub queue: u32,
     /// The payload as sent.
     pub payload: Bytes,
-    /// When the driver got it off the wire ([`now_ns`]); 0 means "when the runner sees it".
-    /// Drivers that hand messages through a task or channel stamp them where they arrive, so
-    /// end-to-end latency does not include the driver's own hand-offs.
+    /// When the consuming task had it decoded ([`now_ns`]); 0 means "when the runner sees it".
+    /// Every driver stamps at the same point: once its client (library or connection reader
+    /// task) has decoded the reply and the task that consumes it has woken with it — not at the
+    /// socket read, which only the raw driver could see. The runner's own hand-off from the
+    /// driver is not included.
     pub received_ns: u64,
 }
 

@@ -534,8 +534,8 @@ impl Direct {
     }
 }
 
-/// Waiters by opaque; each gets the response and when the reader decoded it ([`now_ns`]).
-type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<(RemotingCommand, u64)>>>>;
+/// Waiters by opaque; the reader task hands each its decoded response.
+type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
 
 /// A pipelined connection: any number of requests in flight, answers matched by opaque.
 #[derive(Debug)]
@@ -589,7 +589,6 @@ impl Mux {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
                     }
-                    let at = now_ns();
                     loop {
                         match RemotingCommand::decode(&mut buf) {
                             Ok(Some(cmd)) if cmd.is_response() => {
@@ -598,7 +597,7 @@ impl Mux {
                                     .unwrap_or_else(|p| p.into_inner())
                                     .remove(&cmd.opaque);
                                 if let Some(w) = waiter {
-                                    let _ = w.send((cmd, at));
+                                    let _ = w.send(cmd);
                                 }
                             }
                             Ok(Some(cmd)) => {
@@ -634,7 +633,12 @@ impl Mux {
         self.call_stamped(cmd).await.map(|(resp, _)| resp)
     }
 
-    /// As [`Mux::call`], also returning when the response came off the socket.
+    /// As [`Mux::call`], also returning when this task got the decoded response ([`now_ns`]).
+    ///
+    /// That is the receipt point every wire driver shares (the Redis and NATS drivers stamp when
+    /// their client library hands the consuming task a decoded reply): after the connection's
+    /// reader task has decoded the frame and the waiting task has woken. Stamping in the reader
+    /// task, at the socket read, would leave out one task hop the other drivers include.
     pub(crate) async fn call_stamped(
         &self,
         mut cmd: RemotingCommand,
@@ -649,7 +653,7 @@ impl Mux {
             return Err(BenchError::Protocol("connection closed".into()));
         }
         match tokio::time::timeout(RPC_TIMEOUT, rx).await {
-            Ok(Ok(resp)) => Ok(resp),
+            Ok(Ok(resp)) => Ok((resp, now_ns())),
             Ok(Err(_)) => Err(BenchError::Protocol("connection closed by the broker".into())),
             Err(_) => {
                 self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cmd.opaque);
