@@ -14,11 +14,19 @@
 //! # The pending table and release
 //!
 //! RocketMQ records each decision in an "op" topic. Here a table of the undecided half
-//! messages, keyed by half-queue offset, plays that role: it holds each message's producer
-//! group, `UNIQ_KEY`, store time, immunity and check count. An internal group
-//! (`CID_RMQ_SYS_TRANS`) holds the half topic in the store; its committed offset is kept at
-//! the smallest undecided offset (or the end of the queue when none is), so every decided
-//! message below it is released to the reaper.
+//! messages plays that role, keyed by the half-queue offset the producer was given (its id
+//! for good): it holds each message's producer group, `UNIQ_KEY`, store time, immunity, check
+//! count and where its record is now. An internal group (`CID_RMQ_SYS_TRANS`) holds the half
+//! topic in the store; its committed offset is kept at the lowest position of an undecided
+//! record (or the end of the queue when none is), so every decided message below it is
+//! released to the reaper.
+//!
+//! So that an undecided message does not hold every later one in memory, each check pass
+//! re-appends the records of the messages it looked at (those past their immunity) to the end
+//! of the half queue, as RocketMQ re-appends checked messages: the same bytes, shared, at a
+//! new position. Their ids do not change; only the table's position does, and the release
+//! point moves past everything decided before them. What stays held is the undecided
+//! messages themselves and the decided ones younger than the oldest not yet checked.
 //!
 //! Every transition happens under the table's mutex, and a half message leaves the table
 //! exactly once: by a commit (after its real copy was appended), a rollback, a move to
@@ -40,11 +48,11 @@
 //! waits for a member of its group to come back.
 //!
 //! Differences from RocketMQ: ages are measured from the broker's store time, not the
-//! producer's born time; a checked message keeps its offset (RocketMQ re-appends it), so one
-//! that stays undecided holds the half messages after it in memory until it is decided or
-//! moved.
+//! producer's born time; a checked message keeps the ids it was sent with (RocketMQ's check
+//! names the re-appended copy), so the producer's original and checked decisions name the
+//! same entry.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -93,6 +101,30 @@ struct Half {
     immune_ms: u64,
     /// Checks sent so far.
     checks: u32,
+    /// Offset of its record in the half queue now (moves when re-appended).
+    at: u64,
+}
+
+/// The undecided half messages by id, and the positions of their records.
+#[derive(Debug, Default)]
+struct Table {
+    /// By the half-queue offset the producer was given.
+    halves: BTreeMap<u64, Half>,
+    /// Every `Half::at`: the lowest one is the release point.
+    positions: BTreeSet<u64>,
+}
+
+impl Table {
+    fn insert(&mut self, id: u64, half: Half) {
+        self.positions.insert(half.at);
+        self.halves.insert(id, half);
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(h) = self.halves.remove(&id) {
+            self.positions.remove(&h.at);
+        }
+    }
 }
 
 /// Figures about transactional messages (see the module docs).
@@ -117,7 +149,7 @@ pub struct TransactionStats {
 /// The undecided half messages and the counters (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Transactions {
-    pending: Mutex<BTreeMap<u64, Half>>,
+    pending: Mutex<Table>,
     committed: AtomicU64,
     rolled_back: AtomicU64,
     end_refused: AtomicU64,
@@ -126,7 +158,7 @@ pub(crate) struct Transactions {
 }
 
 impl Transactions {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Half>> {
+    fn lock(&self) -> MutexGuard<'_, Table> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -138,7 +170,7 @@ impl Transactions {
 
     /// The figures now.
     pub(crate) fn stats(&self) -> TransactionStats {
-        let half_messages = self.lock().len() as u64;
+        let half_messages = self.lock().halves.len() as u64;
         // Relaxed: statistics, each read on its own.
         TransactionStats {
             half_messages,
@@ -174,10 +206,10 @@ fn half_topic(s: &Shared) -> Result<Arc<dyn TopicStore>, StoreError> {
     Ok(t)
 }
 
-/// Moves the internal group's committed offset to the first undecided half message (or the
-/// end of the queue), releasing every decided one below it. Called with the table locked.
-fn release(s: &Shared, topic: &dyn TopicStore, pending: &BTreeMap<u64, Half>) {
-    let upto = match pending.keys().next() {
+/// Moves the internal group's committed offset to the lowest undecided record (or the end of
+/// the queue), releasing every decided one below it. Called with the table locked.
+fn release(s: &Shared, topic: &dyn TopicStore, pending: &Table) {
+    let upto = match pending.positions.first() {
         Some(first) => *first,
         None => topic.offsets(0).map_or(0, |(_, max)| max),
     };
@@ -227,7 +259,7 @@ pub(crate) fn prepare(
     let now = now_ms();
     let mut pending = s.transactions.lock();
     let offset = topic.append(0, stored, tag, now)?;
-    pending.insert(offset, Half { group, uniq, stored_at: now, immune_ms, checks: 0 });
+    pending.insert(offset, Half { group, uniq, stored_at: now, immune_ms, checks: 0, at: offset });
     Ok((topic.uid(), offset))
 }
 
@@ -316,7 +348,7 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
         _ => return not_found(),
     };
     let mut pending = s.transactions.lock();
-    let Some(half) = pending.get(&offset) else { return not_found() };
+    let Some(half) = pending.halves.get(&offset) else { return not_found() };
     if half.group != h.producer_group {
         return Ended::Refused(response_code::SYSTEM_ERROR, "The producer group wrong".into());
     }
@@ -326,7 +358,7 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
             "The transaction state table offset wrong".into(),
         );
     }
-    match s.store.get(topic.as_ref(), 0, offset) {
+    match s.store.get(topic.as_ref(), 0, half.at) {
         Some((rec, _)) if commit => {
             if let Err(refused) = deliver_committed(s, &rec) {
                 // Still undecided: the producer is asked again at the next check.
@@ -336,12 +368,12 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
         Some(_) => {}
         None => {
             // Evicted under `drop-oldest`: nothing left to decide.
-            pending.remove(&offset);
+            pending.remove(offset);
             release(s, topic.as_ref(), &pending);
             return not_found();
         }
     }
-    pending.remove(&offset);
+    pending.remove(offset);
     release(s, topic.as_ref(), &pending);
     drop(pending);
     let counter = if commit { &s.transactions.committed } else { &s.transactions.rolled_back };
@@ -435,53 +467,65 @@ fn check_pass(s: &Shared) {
     let now = now_ms();
     let max = s.config.transaction_check_max;
     let mut checks = Vec::new();
-    {
-        let mut pending = s.transactions.lock();
-        let mut gone = Vec::new();
-        for (&offset, half) in pending.iter_mut() {
-            if now.saturating_sub(half.stored_at) < half.immune_ms {
-                continue;
-            }
-            let Some((record, stored_at)) = s.store.get(topic.as_ref(), 0, offset) else {
-                tracing::warn!(offset, "an undecided half message was evicted");
-                gone.push(offset);
-                continue;
-            };
-            if half.checks >= max {
-                match move_to_check_max(s, &record, half.checks) {
-                    Ok(()) => {
-                        tracing::info!(offset, group = %half.group, checks = half.checks, "a half message checked too often moved to {CHECK_MAX_TOPIC}");
-                        // Relaxed: a statistic.
-                        s.transactions.moved.fetch_add(1, Ordering::Relaxed);
-                        gone.push(offset);
-                    }
-                    Err(e) => {
-                        tracing::warn!(offset, error = ?e, "cannot move a half message to {CHECK_MAX_TOPIC}; trying again later")
-                    }
+    let mut pending = s.transactions.lock();
+    let mut end = topic.offsets(0).map_or(0, |(_, end)| end);
+    let mut gone = Vec::new();
+    let Table { halves, positions } = &mut *pending;
+    for (&id, half) in halves.iter_mut() {
+        if now.saturating_sub(half.stored_at) < half.immune_ms {
+            continue;
+        }
+        let Some((record, _)) = s.store.get(topic.as_ref(), 0, half.at) else {
+            tracing::warn!(id, "an undecided half message was evicted");
+            gone.push(id);
+            continue;
+        };
+        if half.checks >= max {
+            match move_to_check_max(s, &record, half.checks) {
+                Ok(()) => {
+                    tracing::info!(id, group = %half.group, checks = half.checks, "a half message checked too often moved to {CHECK_MAX_TOPIC}");
+                    // Relaxed: a statistic.
+                    s.transactions.moved.fetch_add(1, Ordering::Relaxed);
+                    gone.push(id);
+                    continue;
                 }
-                continue;
+                Err(e) => {
+                    tracing::warn!(id, error = ?e, "cannot move a half message to {CHECK_MAX_TOPIC}; trying again later");
+                }
             }
-            let Some(tx) = s.clients.producer_channel(&half.group) else {
-                tracing::debug!(offset, group = %half.group, "no producer of the group is connected: the check waits");
-                continue;
-            };
+        } else if let Some(tx) = s.clients.producer_channel(&half.group) {
             half.checks += 1;
             checks.push(Check {
                 tx,
-                offset,
-                record,
-                stored_at,
+                offset: id,
+                record: record.clone(),
+                stored_at: half.stored_at,
                 uniq: half.uniq.clone(),
                 checks: half.checks,
             });
+        } else {
+            tracing::debug!(id, group = %half.group, "no producer of the group is connected: the check waits");
         }
-        if !gone.is_empty() {
-            for offset in gone {
-                pending.remove(&offset);
+        if half.at + 1 < end {
+            // Behind it may be decided messages: move its record to the end so they go.
+            match topic.append(0, record, 0, now) {
+                Ok(at) => {
+                    positions.remove(&half.at);
+                    positions.insert(at);
+                    half.at = at;
+                    end = at + 1;
+                }
+                Err(e) => {
+                    tracing::debug!(id, error = %e, "a half message cannot move to the end yet")
+                }
             }
-            release(s, topic.as_ref(), &pending);
         }
     }
+    for id in gone {
+        pending.remove(id);
+    }
+    release(s, topic.as_ref(), &pending);
+    drop(pending);
     for c in checks {
         let Some(cmd) = check_request(s, topic.uid(), &c) else { continue };
         // A producer that does not read its connection misses this check; the next pass

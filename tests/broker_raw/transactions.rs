@@ -362,3 +362,35 @@ async fn given_no_producer_connected_when_checking_should_wait_for_one_without_c
     assert_eq!(prop(m, "TRANSACTION_CHECK_TIMES"), Some("1"), "as its first check");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_an_undecided_half_message_when_later_ones_are_decided_should_release_them_and_keep_its_ids(
+) {
+    let (broker, mut conn) = tx_broker(fast_checks).await;
+    // Nobody will ever be asked about the first one (no producer is connected).
+    let stuck = send_half(&mut conn, 0, "undecided", "7F0000010001000000000000000000A3").await;
+    let decided = send_half(&mut conn, 1, "decided", "7F0000010001000000000000000000A4").await;
+    oneway(&mut conn, end_transaction(&decided, GROUP, ROLLBACK, false)).await;
+    wait_stats(&broker, "the second one is rolled back", |s| s.rolled_back == 1).await;
+    let released = || {
+        broker.store().committed("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0).unwrap_or(0)
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while released() <= 1 {
+        assert!(
+            Instant::now() < deadline,
+            "a decided half message is released even behind an undecided one (released up to {})",
+            released()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The undecided one keeps the ids its producer was given.
+    let s = broker.transaction_stats();
+    assert_eq!(s.half_messages, 1, "the first one is still undecided: {s:?}");
+    oneway(&mut conn, end_transaction(&stuck, GROUP, COMMIT, false)).await;
+    wait_stats(&broker, "it is committed by its original ids", |s| s.committed == 1).await;
+    let msgs = pull_all(&mut conn, 0).await;
+    assert_eq!(msgs.len(), 1, "and delivered once: {msgs:?}");
+    assert_eq!(&msgs[0].body[..], b"undecided");
+    broker.shutdown().await;
+}
