@@ -99,6 +99,9 @@ struct Half {
     stored_at: u64,
     /// Age at which it is first checked, ms.
     immune_ms: u64,
+    /// Whether it set `CHECK_IMMUNITY_TIME_IN_SECONDS`: then, past that age, only an answer to
+    /// a check may decide it.
+    immunity_set: bool,
     /// Checks sent so far.
     checks: u32,
     /// Offset of its record in the half queue now (moves when re-appended).
@@ -196,6 +199,19 @@ pub(crate) fn producer_group(props: &[u8]) -> Option<&str> {
     properties::find(props, properties::PGROUP).filter(|g| !g.is_empty())
 }
 
+/// When a half message is first checked, ms, and whether it set its own immunity
+/// (`CHECK_IMMUNITY_TIME_IN_SECONDS`): as RocketMQ's `getImmunityTime`, never sooner than
+/// `transactionTimeOut`.
+fn immunity(props: &[u8], timeout_ms: u64) -> (u64, bool) {
+    match properties::find(props, CHECK_IMMUNITY) {
+        Some(v) => {
+            let ms = v.trim().parse::<u64>().map_or(0, |secs| secs.saturating_mul(1000));
+            (ms.max(timeout_ms), true)
+        }
+        None => (timeout_ms, false),
+    }
+}
+
 /// The half topic, created (and held by the internal group) on first use.
 fn half_topic(s: &Shared) -> Result<Arc<dyn TopicStore>, StoreError> {
     if let Some(t) = s.store.topic(HALF_TOPIC) {
@@ -242,9 +258,7 @@ pub(crate) fn prepare(
             (properties::TRANSACTION_ID, uniq),
         ],
     );
-    let immune_ms = properties::find(&props, CHECK_IMMUNITY)
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(s.config.transaction_time_out, |secs| secs.saturating_mul(1000));
+    let (immune_ms, immunity_set) = immunity(&props, s.config.transaction_time_out);
     let stored = record::encode(
         &NewRecord {
             sys_flag: rec.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK,
@@ -259,7 +273,10 @@ pub(crate) fn prepare(
     let now = now_ms();
     let mut pending = s.transactions.lock();
     let offset = topic.append(0, stored, tag, now)?;
-    pending.insert(offset, Half { group, uniq, stored_at: now, immune_ms, checks: 0, at: offset });
+    pending.insert(
+        offset,
+        Half { group, uniq, stored_at: now, immune_ms, immunity_set, checks: 0, at: offset },
+    );
     Ok((topic.uid(), offset))
 }
 
@@ -321,7 +338,9 @@ fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
 
 /// Commits or rolls back the half message an `END_TRANSACTION` names, after RocketMQ's checks
 /// (`checkPrepareMessage`): the message is undecided, `PGROUP` equals `producerGroup`, its
-/// offset equals `tranStateTableOffset`. Refusals are counted; the caller logs them.
+/// offset equals `tranStateTableOffset`; and (`rejectCommitOrRollback`) a message with its own
+/// `CHECK_IMMUNITY_TIME_IN_SECONDS` is past it only decided by a check's answer. Refusals are
+/// counted; the caller logs them.
 pub(crate) fn end(s: &Shared, h: &EndTransactionRequestHeader<'_>) -> Ended {
     let commit = match h.commit_or_rollback {
         sys_flag::TRANSACTION_COMMIT => true,
@@ -356,6 +375,17 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
         return Ended::Refused(
             response_code::SYSTEM_ERROR,
             "The transaction state table offset wrong".into(),
+        );
+    }
+    if !h.from_transaction_check
+        && half.immunity_set
+        && now_ms().saturating_sub(half.stored_at) > half.immune_ms
+    {
+        // RocketMQ's `rejectCommitOrRollback`: past its own immunity the message waits for
+        // the check.
+        return Ended::Refused(
+            response_code::ILLEGAL_OPERATION,
+            "the message is past its CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for the check".into(),
         );
     }
     match s.store.get(topic.as_ref(), 0, half.at) {
@@ -552,6 +582,15 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_an_immunity_property_when_reading_it_should_never_be_shorter_than_the_timeout() {
+        let with = |v: &str| format!("{CHECK_IMMUNITY}\x01{v}\x02").into_bytes();
+        assert_eq!(immunity(&with("10"), 6_000), (10_000, true), "seconds, when longer");
+        assert_eq!(immunity(&with("2"), 6_000), (6_000, true), "never below transactionTimeOut");
+        assert_eq!(immunity(&with("x"), 6_000), (6_000, true), "unparseable: the timeout");
+        assert_eq!(immunity(b"TAGS\x01A\x02", 6_000), (6_000, false), "absent: the timeout");
+    }
 
     #[test]
     fn given_sends_when_classifying_should_see_half_messages_by_property_or_sys_flag() {

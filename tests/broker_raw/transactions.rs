@@ -394,3 +394,37 @@ async fn given_an_undecided_half_message_when_later_ones_are_decided_should_rele
     assert_eq!(&msgs[0].body[..], b"undecided");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_message_past_its_own_check_immunity_should_refuse_a_producer_decision_but_take_a_check_answer(
+) {
+    let (broker, mut conn) = tx_broker(|c| c.transaction_time_out = 100).await;
+    let uniq = "7F0000010001000000000000000000A5";
+    let mut send = half_send(2, "immune", uniq);
+    let props = format!(
+        "CHECK_IMMUNITY_TIME_IN_SECONDS\u{1}1\u{2}{}",
+        send.ext_fields.get("i").expect("properties")
+    );
+    send.ext_fields.insert("i", &props);
+    let r = conn.call(send).await;
+    assert_eq!(r.code, code::SUCCESS, "a half message is stored: {r:?}");
+    let sent = HalfSent {
+        queue_offset: r.ext_fields.get("queueOffset").and_then(|o| o.parse().ok()).expect("offset"),
+        commit_log_offset: decode_offset_msg_id(r.ext_fields.get("msgId").expect("msgId"))
+            .expect("an offset msgId")
+            .commit_log_offset,
+        msg_id: uniq.to_string(),
+    };
+    // Past its 1 s immunity (the broker's check interval, 30 s, does not come by).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut late = end_transaction(&sent, GROUP, COMMIT, false);
+    late.flag = 0;
+    let r = conn.call(late).await;
+    assert_eq!(r.code, 604, "the producer's late decision is ILLEGAL_OPERATION: {r:?}");
+    let s = broker.transaction_stats();
+    assert_eq!((s.half_messages, s.end_refused), (1, 1), "it stays half, refusal counted: {s:?}");
+    oneway(&mut conn, end_transaction(&sent, GROUP, COMMIT, true)).await;
+    wait_stats(&broker, "a check's answer decides it", |s| s.committed == 1).await;
+    assert_eq!(pull_all(&mut conn, 2).await.len(), 1, "delivered once");
+    broker.shutdown().await;
+}
