@@ -428,3 +428,54 @@ async fn given_a_message_past_its_own_check_immunity_should_refuse_a_producer_de
     assert_eq!(pull_all(&mut conn, 2).await.len(), 1, "delivered once");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_small_memory_budget_when_half_messages_fill_it_should_refuse_more_until_they_are_decided(
+) {
+    let (broker, mut conn) = tx_broker(|c| c.memory_budget = 256 * 1024).await;
+    let body = "h".repeat(8 * 1024);
+    let mut stored = Vec::new();
+    let refused = loop {
+        assert!(stored.len() < 64, "a 256 KiB budget cannot hold 64 half messages of 8 KiB");
+        let uniq = format!("7F00000100010000000000000000{:04X}", stored.len());
+        let r = conn.call(half_send(0, &body, &uniq)).await;
+        if r.code != code::SUCCESS {
+            break r;
+        }
+        let sent = HalfSent {
+            queue_offset: r.ext_fields.get("queueOffset").and_then(|o| o.parse().ok()).expect("o"),
+            commit_log_offset: decode_offset_msg_id(r.ext_fields.get("msgId").expect("msgId"))
+                .expect("an offset msgId")
+                .commit_log_offset,
+            msg_id: uniq,
+        };
+        stored.push(sent);
+    };
+    assert_eq!(
+        refused.code,
+        code::SYSTEM_BUSY,
+        "half messages count against the budget: {refused:?}"
+    );
+    assert!(!stored.is_empty(), "some half messages fit");
+    let s = broker.transaction_stats();
+    assert_eq!(s.half_messages, stored.len() as u64, "every stored one waits: {s:?}");
+    for sent in &stored {
+        oneway(&mut conn, end_transaction(sent, GROUP, ROLLBACK, false)).await;
+    }
+    let n = stored.len() as u64;
+    wait_stats(&broker, "every one is rolled back", |s| s.rolled_back == n).await;
+    // Decided half messages are released: the memory comes back and sends are taken again.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = conn.call(half_send(0, &body, "7F0000010001000000000000000000FF")).await;
+        if r.code == code::SUCCESS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rolled-back half messages give their memory back: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    broker.shutdown().await;
+}
