@@ -115,6 +115,9 @@ struct Table {
     halves: BTreeMap<u64, Half>,
     /// Every `Half::at`: the lowest one is the release point.
     positions: BTreeSet<u64>,
+    /// Whether the internal group holds the half topic (set, under the lock, before the first
+    /// half message is appended).
+    held: bool,
 }
 
 impl Table {
@@ -212,13 +215,17 @@ fn immunity(props: &[u8], timeout_ms: u64) -> (u64, bool) {
     }
 }
 
-/// The half topic, created (and held by the internal group) on first use.
-fn half_topic(s: &Shared) -> Result<Arc<dyn TopicStore>, StoreError> {
-    if let Some(t) = s.store.topic(HALF_TOPIC) {
-        return Ok(t);
+/// The half topic, created and held by the internal group on first use. Called with the
+/// table locked, so no half message is appended before the group holds the topic.
+fn half_topic(s: &Shared, pending: &mut Table) -> Result<Arc<dyn TopicStore>, StoreError> {
+    let t = match s.store.topic(HALF_TOPIC) {
+        Some(t) => t,
+        None => s.store.ensure_topic(HALF_TOPIC, 1)?,
+    };
+    if !pending.held {
+        s.store.subscribe(HALF_GROUP, HALF_TOPIC)?;
+        pending.held = true;
     }
-    let t = s.store.ensure_topic(HALF_TOPIC, 1)?;
-    s.store.subscribe(HALF_GROUP, HALF_TOPIC)?;
     Ok(t)
 }
 
@@ -269,9 +276,9 @@ pub(crate) fn prepare(
     )?;
     let tag = properties::tags_code(&props);
     let uniq = uniq.to_owned();
-    let topic = half_topic(s)?;
     let now = now_ms();
     let mut pending = s.transactions.lock();
+    let topic = half_topic(s, &mut pending)?;
     let offset = topic.append(0, stored, tag, now)?;
     pending.insert(
         offset,
@@ -500,7 +507,7 @@ fn check_pass(s: &Shared) {
     let mut pending = s.transactions.lock();
     let mut end = topic.offsets(0).map_or(0, |(_, end)| end);
     let mut gone = Vec::new();
-    let Table { halves, positions } = &mut *pending;
+    let Table { halves, positions, .. } = &mut *pending;
     for (&id, half) in halves.iter_mut() {
         if now.saturating_sub(half.stored_at) < half.immune_ms {
             continue;

@@ -479,3 +479,39 @@ async fn given_a_small_memory_budget_when_half_messages_fill_it_should_refuse_mo
     }
     broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn given_concurrent_first_half_messages_when_unheld_messages_expire_at_once_should_keep_every_one(
+) {
+    for round in 0..3 {
+        // Messages no group holds are reclaimed at once: a half message stored before the
+        // internal group holds the half topic would be gone.
+        let broker = start_broker(|c| c.retention_secs = 0).await;
+        let mut admin = Conn::open(broker_addr(&broker)).await;
+        let r = admin.call(create_topic_request(TOPIC, 4)).await;
+        assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+        let mut senders = Vec::new();
+        for i in 0..8 {
+            let addr = broker_addr(&broker);
+            senders.push(tokio::spawn(async move {
+                let mut conn = Conn::open(addr).await;
+                let uniq = format!("7F000001000100000000000000{round:02X}{i:04X}");
+                send_half(&mut conn, 0, "first", &uniq).await
+            }));
+        }
+        let mut sent = Vec::new();
+        for t in senders {
+            sent.push(t.await.expect("a sender task"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for s in &sent {
+            oneway(&mut admin, end_transaction(s, GROUP, COMMIT, false)).await;
+        }
+        let s = wait_stats(&broker, "every commit is applied or refused", |s| {
+            s.committed + s.end_refused == 8
+        })
+        .await;
+        assert_eq!(s.committed, 8, "round {round}: every half message was kept: {s:?}");
+        broker.shutdown().await;
+    }
+}
