@@ -33,13 +33,16 @@
 //! `TRANS_CHECK_MAX_TIME_TOPIC`, or because the store evicted it (`drop-oldest`). So a commit
 //! that races a check-back answer, or a duplicate `END_TRANSACTION`, finds no entry the second
 //! time and is refused (logged and counted), never delivered twice. Appending a half message
-//! and inserting its entry also happen under the mutex, so the release point never passes a
-//! message that is not in the table yet.
+//! and inserting its entry also happen under the mutex (the internal group subscribes under it
+//! before the first append), so no half message is ever unheld and the release point never
+//! passes a message that is not in the table yet.
 //!
 //! # Check-back
 //!
 //! Every `transactionCheckInterval` the checker looks at the undecided messages older than
-//! their immunity (`CHECK_IMMUNITY_TIME_IN_SECONDS`, else `transactionTimeOut`). A message
+//! their immunity (`CHECK_IMMUNITY_TIME_IN_SECONDS` when longer than `transactionTimeOut`,
+//! else `transactionTimeOut`, as RocketMQ's `getImmunityTime`; past its own immunity a
+//! message is decided only by a check's answer, `rejectCommitOrRollback`). A message
 //! already checked `transactionCheckMax` times moves to `TRANS_CHECK_MAX_TIME_TOPIC`
 //! (kept like dead letters). Otherwise, if a producer of its group is connected (the
 //! heartbeats' producer data), its check count goes up and one of those connections gets a
