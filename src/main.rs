@@ -120,6 +120,17 @@ struct BrokerArgs {
     /// written (default 4m; RocketMQ: writeBufferHighWaterMark); suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     write_buffer_high_water_mark: Option<u64>,
+    /// Milliseconds after which an undecided transactional (half) message is checked with its
+    /// producer (default 6000; RocketMQ: transactionTimeOut).
+    #[arg(long)]
+    transaction_time_out: Option<u64>,
+    /// Milliseconds between transaction checks (default 30000; RocketMQ: transactionCheckInterval).
+    #[arg(long)]
+    transaction_check_interval: Option<u64>,
+    /// Checks of a half message before it moves to TRANS_CHECK_MAX_TIME_TOPIC (default 15;
+    /// RocketMQ: transactionCheckMax).
+    #[arg(long)]
+    transaction_check_max: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -226,6 +237,15 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     if let Some(v) = a.write_buffer_high_water_mark {
         c.write_buffer_high_water_mark = usize::try_from(v)
             .map_err(|_| "write-buffer-high-water-mark is too large".to_string())?;
+    }
+    if let Some(v) = a.transaction_time_out {
+        c.transaction_time_out = v;
+    }
+    if let Some(v) = a.transaction_check_interval {
+        c.transaction_check_interval = v;
+    }
+    if let Some(v) = a.transaction_check_max {
+        c.transaction_check_max = v;
     }
     Ok(c)
 }

@@ -1078,3 +1078,7 @@ mod completeness;
 mod cluster;
 #[path = "rocketmq_client/cluster_support.rs"]
 mod cluster_support;
+
+// Transactional messages: commit, rollback, check-back, a producer that leaves (issue 12).
+#[path = "rocketmq_client/transactions.rs"]
+mod transactions;

@@ -635,6 +635,90 @@ async fn given_java_properties_without_trailing_separator_when_sent_back_should_
     b.shutdown().await;
 }
 
+/// Transactions (issue 12) as Java 5.x writes them: a half message by SEND_MESSAGE_V2 with
+/// sysFlag 4 and `TRAN_MSG`/`PGROUP` among properties without a trailing 0x02 (row 1), a
+/// heartbeat naming the producer group, END_TRANSACTION one-way (row 6, flag 2) with fastjson's
+/// sorted fields; the broker's CHECK_TRANSACTION_STATE is one-way with every field a JSON
+/// string, and its answer commits the message.
+#[tokio::test]
+async fn given_a_java_transaction_left_unknown_when_checked_and_committed_should_deliver_it_once() {
+    let b = start_broker(|c| {
+        c.transaction_time_out = 100;
+        c.transaction_check_interval = 100;
+    })
+    .await;
+    let addr = b.broker_addr().expect("a broker address");
+    let mut w = Wire::open(addr, Client::Java5).await;
+    let topic = unique("JavaTx");
+    create_topic(&mut w, &topic, 4).await;
+    let hb = br#"{"clientID":"127.0.0.1@java_tx","consumerDataSet":[],"producerDataSet":[{"groupName":"java_pg"},{"groupName":"CLIENT_INNER_PRODUCER"}]}"#;
+    let r = w.call(rc::HEART_BEAT, None, hb).await;
+    assert_eq!(r.code(), code::SUCCESS, "heartbeat: {}", r.header);
+    let uniq = java_uniq_key(37);
+    let props = java_props(&[
+        ("KEYS", "tk"),
+        ("TRAN_MSG", "true"),
+        ("UNIQ_KEY", &uniq),
+        ("WAIT", "true"),
+        ("TAGS", "TagX"),
+        ("PGROUP", "java_pg"),
+    ]);
+    let r = w.call(rc::SEND_MESSAGE_V2, Some(&java_send_v2(&topic, 1, 4, &props)), b"tx").await;
+    assert_eq!(r.code(), code::SUCCESS, "a half message is stored: {}", r.header);
+    assert_eq!(r.ext("transactionId"), Some(uniq.as_str()), "transactionId: {}", r.header);
+    let queue_offset = r.ext("queueOffset").expect("a queueOffset").to_string();
+    let id = baiji::remoting::msgid::decode_offset_msg_id(r.ext("msgId").expect("a msgId"))
+        .expect("an offset msgId");
+    let end = |state: i32, from_check: bool, topic: &str| {
+        vec![
+            ("bname", s("baiji-a")),
+            ("commitLogOffset", s(id.commit_log_offset)),
+            ("commitOrRollback", s(state)),
+            ("fromTransactionCheck", s(from_check)),
+            ("msgId", s(&uniq)),
+            ("producerGroup", s("java_pg")),
+            ("topic", s(topic)),
+            ("tranStateTableOffset", s(&queue_offset)),
+            ("transactionId", s(&uniq)),
+        ]
+    };
+    w.send(rc::END_TRANSACTION, Some(&end(0, false, &topic)), b"", true).await;
+    let check = loop {
+        let f = w.read_frame(PATIENCE).await.expect("the broker checks the transaction");
+        if !f.is_response() && f.code() == rc::CHECK_TRANSACTION_STATE {
+            break f;
+        }
+    };
+    assert_eq!(check.header["flag"].as_i64(), Some(2), "one-way: {}", check.header);
+    for (k, v) in [
+        ("topic", "RMQ_SYS_TRANS_HALF_TOPIC".to_string()),
+        ("tranStateTableOffset", queue_offset.clone()),
+        ("commitLogOffset", id.commit_log_offset.to_string()),
+        ("msgId", uniq.clone()),
+        ("transactionId", uniq.clone()),
+        ("bname", "baiji-a".to_string()),
+    ] {
+        assert_eq!(check.ext(k), Some(v.as_str()), "{k} as a string: {}", check.header);
+    }
+    assert!(check.ext("offsetMsgId").is_some(), "offsetMsgId: {}", check.header);
+    let m = &check.records()[0];
+    assert_canonical(&m.properties);
+    assert_eq!((m.topic.as_str(), m.queue_id), (topic.as_str(), 1), "real topic and queue");
+    assert_eq!(prop(m, "PGROUP"), Some("java_pg"), "the last Java pair is intact");
+    assert_eq!(prop(m, "TRANSACTION_CHECK_TIMES"), Some("1"));
+    w.send(rc::END_TRANSACTION, Some(&end(8, true, "RMQ_SYS_TRANS_HALF_TOPIC")), b"", true).await;
+    let got = pull_until_found(&mut w, &java_pull("java_tx_cg", &topic, 1, 0, Some("*"))).await;
+    let got = got.records();
+    assert_eq!(got.len(), 1, "delivered once");
+    let m = &got[0];
+    assert_canonical(&m.properties);
+    assert_eq!(m.sys_flag & 0xC, 8, "TRANSACTION_COMMIT_TYPE");
+    assert_eq!(prop(m, "TRAN_MSG"), None);
+    assert_eq!(prop(m, "TAGS"), Some("TagX"));
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq.as_str()));
+    b.shutdown().await;
+}
+
 /// A unique key as Go's `primitive.CreateUniqID` makes it (row 10): upper-case prefix,
 /// lower-case time/counter half.
 fn go_uniq_key(n: u32) -> String {

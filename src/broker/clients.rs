@@ -238,6 +238,16 @@ impl ClientRegistry {
         apply(s, effects);
     }
 
+    /// The outgoing channel of one live connection of producer group `group` (the one that
+    /// heartbeated last), for `CHECK_TRANSACTION_STATE`.
+    pub(crate) fn producer_channel(&self, group: &str) -> Option<mpsc::Sender<Outgoing>> {
+        let r = self.read();
+        let members = r.producers.get(group)?;
+        let mut live: Vec<&(ConnId, Instant)> = members.values().collect();
+        live.sort_by_key(|(_, seen)| std::cmp::Reverse(*seen));
+        live.iter().find_map(|(conn, _)| r.conns.get(conn).map(|c| c.tx.clone()))
+    }
+
     /// Client ids of a consumer group's live members, sorted.
     pub(crate) fn consumer_ids(&self, group: &str) -> Vec<String> {
         self.read()

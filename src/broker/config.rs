@@ -83,6 +83,16 @@ pub struct BrokerConfig {
     /// While more than this many bytes of one connection's answers wait to be written, the
     /// broker reads no more of its requests (RocketMQ: `writeBufferHighWaterMark`, 4 MiB).
     pub write_buffer_high_water_mark: usize,
+    /// A half (transactional) message not committed or rolled back for this long is checked
+    /// with its producer, milliseconds (RocketMQ: `transactionTimeOut`, 6000); a message's
+    /// `CHECK_IMMUNITY_TIME_IN_SECONDS` overrides it.
+    pub transaction_time_out: u64,
+    /// Milliseconds between passes of the transaction check (RocketMQ:
+    /// `transactionCheckInterval`, 30000 in 5.x).
+    pub transaction_check_interval: u64,
+    /// Checks of one half message before it moves to `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ:
+    /// `transactionCheckMax`, 15).
+    pub transaction_check_max: u32,
 }
 
 impl Default for BrokerConfig {
@@ -113,6 +123,9 @@ impl Default for BrokerConfig {
             server_channel_max_idle_time_seconds: 120,
             max_suspended_pulls_per_connection: 1024,
             write_buffer_high_water_mark: 4 * 1024 * 1024,
+            transaction_time_out: 6_000,
+            transaction_check_interval: 30_000,
+            transaction_check_max: 15,
         }
     }
 }

@@ -22,6 +22,7 @@ mod schedule;
 mod server;
 mod table;
 mod topics;
+mod transaction;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -31,6 +32,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 
 pub use config::BrokerConfig;
+pub use transaction::TransactionStats;
 
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
@@ -134,6 +136,7 @@ pub(crate) struct Shared {
     pub(crate) clients: clients::ClientRegistry,
     pub(crate) locks: locks::LockManager,
     pub(crate) scheduler: schedule::Scheduler,
+    pub(crate) transactions: transaction::Transactions,
     pub(crate) routes: namesrv::RouteTable,
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
@@ -270,6 +273,12 @@ impl RunningBroker {
         self.shared.counters.max_queued_write_bytes.load(Ordering::Relaxed)
     }
 
+    /// Transactional messages: undecided half messages, decisions, refused `END_TRANSACTION`
+    /// requests (which producers never see), checks sent.
+    pub fn transaction_stats(&self) -> TransactionStats {
+        self.shared.transactions.stats()
+    }
+
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).
     pub async fn wait(mut self) {
         while self.tasks.join_next().await.is_some() {}
@@ -307,6 +316,7 @@ impl Shared {
             clients: clients::ClientRegistry::default(),
             locks: locks::LockManager::default(),
             scheduler: schedule::Scheduler::default(),
+            transactions: transaction::Transactions::default(),
             routes: namesrv::RouteTable::default(),
             store_host,
             counters: BrokerCounters::default(),
@@ -388,6 +398,7 @@ pub async fn start_with_store(
     }
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

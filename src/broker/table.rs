@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::processor::{admin, client, lock, offset, pull, query, retry, send};
+use super::processor::{admin, client, lock, offset, pull, query, retry, send, transaction};
 use super::{namesrv, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::RemotingCommand;
@@ -45,6 +45,7 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::HEART_BEAT, "HEART_BEAT", client::heart_beat),
     (rc::UNREGISTER_CLIENT, "UNREGISTER_CLIENT", client::unregister_client),
     (rc::CONSUMER_SEND_MSG_BACK, "CONSUMER_SEND_MSG_BACK", retry::consumer_send_msg_back),
+    (rc::END_TRANSACTION, "END_TRANSACTION", transaction::end_transaction),
     (
         rc::GET_CONSUMER_LIST_BY_GROUP,
         "GET_CONSUMER_LIST_BY_GROUP",

@@ -64,7 +64,7 @@ pub mod request_code {
         UNREGISTER_CLIENT = 35;
         /// Send a consumed message back for retry (or to the dead-letter queue).
         CONSUMER_SEND_MSG_BACK = 36;
-        /// Commit or roll back a transactional message (out of scope).
+        /// Commit or roll back a transactional (half) message (one-way).
         END_TRANSACTION = 37;
         /// Client ids of a consumer group, for client-side rebalance.
         GET_CONSUMER_LIST_BY_GROUP = 38;

@@ -8,6 +8,7 @@ pub(crate) mod pull;
 pub(crate) mod query;
 pub(crate) mod retry;
 pub(crate) mod send;
+pub(crate) mod transaction;
 
 use crate::broker::record::PutError;
 use crate::remoting::code::response_code;

@@ -12,6 +12,7 @@ use super::{bad_header, put_error, store_error};
 use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
 use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
+use crate::broker::transaction;
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
@@ -19,7 +20,7 @@ use crate::remoting::error::quote;
 use crate::remoting::header::{
     SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields,
 };
-use crate::remoting::message::{decode_batch, sys_flag};
+use crate::remoting::message::decode_batch;
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::remoting::RemotingCommand;
@@ -67,7 +68,7 @@ fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, 
 }
 
 /// The checks every send makes before storing: topic name and permission, body and
-/// properties size, transactions.
+/// properties size.
 fn check(
     s: &Shared,
     req: &RemotingCommand,
@@ -102,13 +103,6 @@ fn check(
                 "the message properties size {} exceeds the maximum {MAX_PROPERTIES_LEN} bytes",
                 h.properties.len()
             ),
-        ));
-    }
-    if h.sys_flag & sys_flag::TRANSACTION_TYPE_MASK == sys_flag::TRANSACTION_PREPARED {
-        return Err(reply_error(
-            req,
-            response_code::SYSTEM_ERROR,
-            "baiji does not support transactional (half) messages".into(),
         ));
     }
     Ok(())
@@ -231,9 +225,18 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         body: &req.body,
         properties: &props,
     };
-    // A delayed message waits in the schedule topic; the producer gets that copy's id and
-    // offset, as from RocketMQ.
+    // A half message waits for its producer's decision in the half topic, a delayed one in
+    // the schedule topic; the producer gets that copy's id and offset, as from RocketMQ.
+    let half = transaction::is_half(h.sys_flag, &props);
+    if half && transaction::producer_group(&props).is_none() {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            "a transactional (half) message needs the PGROUP property".into(),
+        );
+    }
     let stored = match schedule::delay_level(&props) {
+        _ if half => transaction::prepare(s, topic.name(), queue, &rec).map(|(u, o)| (u, 0, o)),
         Some(level) => {
             schedule::schedule(s, level, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
         }
@@ -252,7 +255,9 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
                 msg_id,
                 queue_id: queue as i32,
                 queue_offset: offset as i64,
-                transaction_id: None,
+                transaction_id: half
+                    .then(|| properties::find(&props, properties::UNIQ_KEY).map(str::to_owned))
+                    .flatten(),
                 batch_uniq_id: None,
             };
             Reply::now(ok(req, resp.to_ext_fields()))
@@ -284,6 +289,13 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     // before decoding also bounds what decoding allocates.
     if let Err(r) = check(s, req, &h, req.body.len()) {
         return r;
+    }
+    if transaction::is_half(h.sys_flag, h.properties.as_bytes()) {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            "a batch cannot carry transactional (half) messages".into(),
+        );
     }
     let entries = match decode_batch(&req.body) {
         Ok(e) if !e.is_empty() => e,

@@ -18,6 +18,7 @@ mod offset;
 mod pull;
 mod query;
 mod send;
+mod transaction;
 
 pub use admin::{
     CreateTopicRequestHeader, DeleteTopicRequestHeader, GetRouteInfoRequestHeader,
@@ -40,6 +41,7 @@ pub use query::{QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessa
 pub use send::{
     SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, DEFAULT_MSG_REGION,
 };
+pub use transaction::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 
 use crate::remoting::error::HeaderError;
 use crate::remoting::ext::ExtFields;
