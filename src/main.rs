@@ -120,6 +120,10 @@ struct BrokerArgs {
     /// written (default 4m; RocketMQ: writeBufferHighWaterMark); suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     write_buffer_high_water_mark: Option<u64>,
+    /// Longest a timer message may wait, seconds (default 259200, 3 days; RocketMQ:
+    /// timerMaxDelaySec); further ahead is refused.
+    #[arg(long)]
+    timer_max_delay_sec: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -226,6 +230,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     if let Some(v) = a.write_buffer_high_water_mark {
         c.write_buffer_high_water_mark = usize::try_from(v)
             .map_err(|_| "write-buffer-high-water-mark is too large".to_string())?;
+    }
+    if let Some(v) = a.timer_max_delay_sec {
+        c.timer_max_delay_sec = v;
     }
     Ok(c)
 }

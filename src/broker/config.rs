@@ -83,6 +83,10 @@ pub struct BrokerConfig {
     /// While more than this many bytes of one connection's answers wait to be written, the
     /// broker reads no more of its requests (RocketMQ: `writeBufferHighWaterMark`, 4 MiB).
     pub write_buffer_high_water_mark: usize,
+    /// Longest a timer message (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`, `TIMER_DELAY_MS`) may
+    /// wait, seconds (RocketMQ: `timerMaxDelaySec`, 3 days); further ahead is refused with
+    /// `MESSAGE_ILLEGAL`.
+    pub timer_max_delay_sec: u64,
 }
 
 impl Default for BrokerConfig {
@@ -113,6 +117,7 @@ impl Default for BrokerConfig {
             server_channel_max_idle_time_seconds: 120,
             max_suspended_pulls_per_connection: 1024,
             write_buffer_high_water_mark: 4 * 1024 * 1024,
+            timer_max_delay_sec: 259_200,
         }
     }
 }

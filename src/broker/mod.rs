@@ -21,6 +21,7 @@ mod registrar;
 mod schedule;
 mod server;
 mod table;
+mod timer;
 mod topics;
 
 use std::net::SocketAddr;
@@ -134,6 +135,7 @@ pub(crate) struct Shared {
     pub(crate) clients: clients::ClientRegistry,
     pub(crate) locks: locks::LockManager,
     pub(crate) scheduler: schedule::Scheduler,
+    pub(crate) timers: timer::Timers,
     pub(crate) routes: namesrv::RouteTable,
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
@@ -270,6 +272,12 @@ impl RunningBroker {
         self.shared.counters.max_queued_write_bytes.load(Ordering::Relaxed)
     }
 
+    /// Timer messages (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`, `TIMER_DELAY_MS`) waiting for
+    /// their time.
+    pub fn timers_waiting(&self) -> usize {
+        self.shared.timers.waiting()
+    }
+
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).
     pub async fn wait(mut self) {
         while self.tasks.join_next().await.is_some() {}
@@ -307,6 +315,7 @@ impl Shared {
             clients: clients::ClientRegistry::default(),
             locks: locks::LockManager::default(),
             scheduler: schedule::Scheduler::default(),
+            timers: timer::Timers::default(),
             routes: namesrv::RouteTable::default(),
             store_host,
             counters: BrokerCounters::default(),
@@ -388,6 +397,7 @@ pub async fn start_with_store(
     }
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

@@ -11,6 +11,7 @@ use super::retry;
 use super::{bad_header, put_error, store_error};
 use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
+use crate::broker::timer::{self, Wait};
 use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::TopicConfig;
@@ -222,6 +223,10 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         }
         props = Cow::Owned(schedule::rewrite_properties(&props, &[properties::DELAY], &[]));
     }
+    let wait = match timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec) {
+        Ok(w) => w,
+        Err(remark) => return reply_error(req, response_code::MESSAGE_ILLEGAL, remark),
+    };
     let rec = NewRecord {
         flag: h.flag,
         sys_flag: h.sys_flag,
@@ -231,18 +236,21 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         body: &req.body,
         properties: &props,
     };
-    // A delayed message waits in the schedule topic; the producer gets that copy's id and
-    // offset, as from RocketMQ.
-    let stored = match schedule::delay_level(&props) {
-        Some(level) => {
+    // A delayed or timer message waits in an internal topic; the producer gets that copy's id
+    // and offset, as from RocketMQ.
+    let stored = match wait {
+        Wait::Level(level) => {
             schedule::schedule(s, level, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
         }
-        None => record::encode(&rec, s.cluster_property.len()).map_err(PutError::from).and_then(
-            |encoded| {
+        Wait::Until(due) => {
+            timer::schedule(s, due, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        Wait::No => record::encode(&rec, s.cluster_property.len())
+            .map_err(PutError::from)
+            .and_then(|encoded| {
                 let tag = properties::tags_code(&props);
                 Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
-            },
-        ),
+            }),
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
