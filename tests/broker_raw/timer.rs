@@ -215,3 +215,32 @@ async fn given_a_timer_time_already_past_should_store_the_message_on_its_topic_a
     }
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_waiting_timers_filling_the_memory_budget_should_refuse_the_next_send_with_system_busy(
+) {
+    let broker = start_broker(|c| c.memory_budget = 1024 * 1024).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(create_topic_request("TimerTopic", 1)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    let body = "x".repeat(8 * 1024);
+    let mut accepted = 0;
+    let refused = loop {
+        assert!(accepted < 1_000, "1 MiB cannot hold 1000 messages of 8 KiB");
+        let r = conn
+            .call(timer_send("TimerTopic", 0, &body, &[("TIMER_DELAY_SEC", "3600".into())]))
+            .await;
+        if r.code != code::SUCCESS {
+            break r;
+        }
+        accepted += 1;
+    };
+    assert_eq!(refused.code, code::SYSTEM_BUSY, "a full budget refuses the send: {refused:?}");
+    assert!(accepted > 10, "the budget took {accepted} timers first");
+    assert_eq!(broker.timers_waiting(), accepted, "every accepted timer waits, counted");
+    let stats = broker.store().memory();
+    assert_eq!(stats.live_messages, accepted as u64, "in the store: {stats:?}");
+    let r = conn.call(max_offset_request("TimerTopic", 0)).await;
+    assert_eq!(max_offset(&r), 0, "none is on its topic an hour early: {r:?}");
+    broker.shutdown().await;
+}
