@@ -242,6 +242,8 @@ struct State {
     topic: Arc<dyn TopicStore>,
     bounds: Vec<u64>,
     index: TimerIndex,
+    /// Taken from the index by the delivery task and not yet reported back.
+    in_flight: usize,
 }
 
 /// The broker's timer messages: the index and a wake-up for the delivery task.
@@ -252,9 +254,9 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
-    /// Timer messages waiting.
+    /// Timer messages waiting (those being delivered right now included).
     pub(crate) fn waiting(&self) -> usize {
-        lock(&self.state).as_ref().map_or(0, |st| st.index.len())
+        lock(&self.state).as_ref().map_or(0, |st| st.index.len() + st.in_flight)
     }
 }
 
@@ -275,7 +277,7 @@ fn with_state<R>(s: &Shared, f: impl FnOnce(&mut State) -> R) -> Result<R, Store
     s.store.subscribe(TIMER_GROUP, TIMER_TOPIC)?;
     let starts: Vec<u64> =
         (0..topic.queue_count()).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
-    let st = g.insert(State { topic, bounds, index: TimerIndex::new(starts) });
+    let st = g.insert(State { topic, bounds, index: TimerIndex::new(starts), in_flight: 0 });
     Ok(f(st))
 }
 
@@ -347,6 +349,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
                     None => break,
                 }
             }
+            st.in_flight = due.len();
             Arc::clone(&st.topic)
         });
         let topic = match taken {
@@ -376,6 +379,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         let no_room = !waiting.is_empty();
         let mut commits = Vec::new();
         let next = with_state(&s, |st| {
+            st.in_flight = 0;
             for e in waiting {
                 st.index.insert(e);
             }

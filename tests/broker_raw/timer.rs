@@ -244,3 +244,59 @@ async fn given_waiting_timers_filling_the_memory_budget_should_refuse_the_next_s
     assert_eq!(max_offset(&r), 0, "none is on its topic an hour early: {r:?}");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_no_room_on_the_real_topic_when_timers_are_due_should_deliver_each_once_when_room_returns(
+) {
+    let broker = start_broker(|c| c.memory_budget = 1024 * 1024).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    for t in ["TimerTopic", "Filler"] {
+        let r = conn.call(create_topic_request(t, 1)).await;
+        assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    }
+    let body = "x".repeat(8 * 1024);
+    let due = epoch_ms() + 1_500;
+    for i in 0..20 {
+        let b = format!("{i:02}{body}");
+        let r = conn
+            .call(timer_send("TimerTopic", 0, &b, &[("TIMER_DELIVER_MS", due.to_string())]))
+            .await;
+        assert_eq!(r.code, code::SUCCESS, "timer {i} is accepted: {r:?}");
+    }
+    // Fill the rest of the budget with ordinary messages nobody consumes.
+    let mut filled = 0;
+    loop {
+        assert!(filled < 1_000, "1 MiB cannot hold 1000 messages of 8 KiB");
+        let r = conn.call(timer_send("Filler", 0, &format!("{filled}{body}"), &[])).await;
+        if r.code != code::SUCCESS {
+            assert_eq!(r.code, code::SYSTEM_BUSY, "the budget is full: {r:?}");
+            break;
+        }
+        filled += 1;
+    }
+    // Past the due time, with no room: nothing can be delivered, nothing is lost.
+    while epoch_ms() < due + 1_000 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = conn.call(max_offset_request("TimerTopic", 0)).await;
+    assert_eq!(max_offset(&r), 0, "no room for a delivered copy while the budget is full: {r:?}");
+    assert_eq!(broker.store().memory().live_messages, 20 + filled, "the timers still wait");
+    // Room returns: every timer is delivered, once.
+    broker.store().delete_topic("Filler").expect("the filler topic is deleted");
+    let delivered = |b: &RunningBroker| {
+        b.store().topic("TimerTopic").and_then(|t| t.offsets(0).ok()).map_or(0, |(_, max)| max)
+    };
+    assert!(
+        wait_for(|| delivered(&broker) >= 20).await,
+        "the timers are delivered once there is room (delivered: {})",
+        delivered(&broker)
+    );
+    assert_eq!(broker.timers_waiting(), 0, "none waits any more");
+    let got = pull_all(&mut conn, "TimerTopic", 0).await;
+    let mut heads: Vec<String> =
+        got.iter().map(|m| String::from_utf8_lossy(&m.body[..2]).into_owned()).collect();
+    heads.sort();
+    let want: Vec<String> = (0..20).map(|i| format!("{i:02}")).collect();
+    assert_eq!(heads, want, "each timer delivered exactly once");
+    broker.shutdown().await;
+}
