@@ -355,8 +355,12 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         let topic = match taken {
             Ok(t) => t,
             Err(e) => {
-                tracing::error!(error = %e, "cannot create the timer topic: timer messages are not delivered");
-                return;
+                // Sends fail the same way until the topic exists; keep trying.
+                tracing::error!(error = %e, "cannot create the timer topic; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    _ = shutdown.changed() => return,
+                }
             }
         };
         let full_batch = due.len() == BATCH;
