@@ -291,7 +291,7 @@ async fn given_no_room_on_the_real_topic_when_timers_are_due_should_deliver_each
         "the timers are delivered once there is room (delivered: {})",
         delivered(&broker)
     );
-    assert_eq!(broker.timers_waiting(), 0, "none waits any more");
+    assert!(wait_for(|| broker.timers_waiting() == 0).await, "none waits any more");
     let got = pull_all(&mut conn, "TimerTopic", 0).await;
     let mut heads: Vec<String> =
         got.iter().map(|m| String::from_utf8_lossy(&m.body[..2]).into_owned()).collect();
