@@ -300,3 +300,39 @@ async fn given_no_room_on_the_real_topic_when_timers_are_due_should_deliver_each
     assert_eq!(heads, want, "each timer delivered exactly once");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_delay_level_and_timer_properties_should_use_the_level_and_drop_the_timer_properties(
+) {
+    let (broker, mut conn) = broker_with_topic("TimerTopic").await;
+    let before = epoch_ms();
+    let pairs = [("DELAY", "1".to_string()), ("TIMER_DELAY_SEC", "3600".to_string())];
+    let r = conn.call(timer_send("TimerTopic", 0, "level", &pairs)).await;
+    assert_eq!(r.code, code::SUCCESS, "accepted: {r:?}");
+    assert_eq!(broker.timers_waiting(), 0, "not a timer: the delay level wins, as in RocketMQ");
+    let deadline = Instant::now() + PATIENCE;
+    let mut got = Vec::new();
+    while got.is_empty() && Instant::now() < deadline {
+        got = pull_all(&mut conn, "TimerTopic", 0).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(got.len(), 1, "delivered at level 1 (1 s), not in an hour");
+    assert!(got[0].store_timestamp as u64 >= before + 1_000, "not before level 1's delay");
+    let p = props_of(&got[0]);
+    assert!(!p.contains_key("TIMER_DELAY_SEC") && !p.contains_key("TIMER_OUT_MS"), "{p:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_an_illegal_one_way_timer_should_count_it_as_a_refused_one_way_send() {
+    let (broker, mut conn) = broker_with_topic("TimerTopic").await;
+    let mut bad = timer_send("TimerTopic", 0, "far", &[("TIMER_DELAY_SEC", "259201".into())]);
+    bad.flag = RemotingCommand::FLAG_ONEWAY;
+    bad.opaque = 1;
+    conn.write(&bad).await;
+    let r = conn.call(max_offset_request("TimerTopic", 0)).await;
+    assert_eq!(max_offset(&r), 0, "the first answer is the probe's, nothing stored: {r:?}");
+    assert_eq!(broker.oneway_rejected(), 1, "the refused one-way timer is counted");
+    assert_eq!(broker.timers_waiting(), 0);
+    broker.shutdown().await;
+}
