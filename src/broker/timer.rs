@@ -16,8 +16,9 @@
 //!   one that is still waiting stays in memory until that one goes too. To bound this, the
 //!   timer topic has one queue per band of delays, each band 1.25 times as long as the one
 //!   before (below 1 s, 1–1.25 s, …, up to the maximum delay; 58 queues for 3 days): a
-//!   message stored at `t` in a band `[lo, hi)` is released by `t + hi` at the latest, so no
-//!   message stays more than a quarter of its delay after it was delivered. Per queue, the
+//!   message stored at `t` in a band `[lo, hi)` is released by `t + hi` at the latest (given
+//!   room to deliver), so no message stays more than a quarter of its delay (1 s below 1 s)
+//!   after it was delivered. Per queue, the
 //!   index keeps the offsets delivered beyond the committed prefix ([`TimerIndex::done`]) and
 //!   commits as the prefix grows, so every stored copy is released exactly once.
 //!
