@@ -336,3 +336,29 @@ async fn given_an_illegal_one_way_timer_should_count_it_as_a_refused_one_way_sen
     assert_eq!(broker.timers_waiting(), 0);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_java_properties_without_the_last_separator_and_the_timer_last_should_read_the_timer()
+{
+    // Java 4.9.1–5.1.4 writes no 0x02 after the last pair (client-wire-facts row 1), and with
+    // HashMap order the timer property may be that last pair.
+    let (broker, mut conn) = broker_with_topic("TimerTopic").await;
+    let due = epoch_ms() + 1_200;
+    let mut req = send_v2_request(rc::SEND_MESSAGE_V2, "TimerTopic", 0, &b"java"[..]);
+    let props = format!("UNIQ_KEY\u{1}java\u{2}WAIT\u{1}true\u{2}TIMER_DELIVER_MS\u{1}{due}");
+    req.ext_fields.insert("i", props.as_str());
+    let r = conn.call(req).await;
+    assert_eq!(r.code, code::SUCCESS, "accepted: {r:?}");
+    let deadline = Instant::now() + PATIENCE;
+    let mut got = Vec::new();
+    while got.is_empty() && Instant::now() < deadline {
+        got = pull_all(&mut conn, "TimerTopic", 0).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(got.len(), 1, "delivered once");
+    assert!(got[0].store_timestamp as u64 >= due, "not before TIMER_DELIVER_MS");
+    let p = props_of(&got[0]);
+    assert_eq!(p.get("TIMER_OUT_MS"), Some(&due.to_string()), "the whole last value was read");
+    assert_eq!(p.get("TIMER_DELIVER_MS"), Some(&due.to_string()), "and kept: {p:?}");
+    broker.shutdown().await;
+}
