@@ -131,6 +131,10 @@ struct BrokerArgs {
     /// RocketMQ: transactionCheckMax).
     #[arg(long)]
     transaction_check_max: Option<u32>,
+    /// Longest a timer message may wait, seconds (default 259200, 3 days; RocketMQ:
+    /// timerMaxDelaySec); further ahead is refused.
+    #[arg(long)]
+    timer_max_delay_sec: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -246,6 +250,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.transaction_check_max {
         c.transaction_check_max = v;
+    }
+    if let Some(v) = a.timer_max_delay_sec {
+        c.timer_max_delay_sec = v;
     }
     Ok(c)
 }

@@ -29,6 +29,8 @@ mod limits;
 mod poison;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
+#[path = "broker_raw/timer.rs"]
+mod timer;
 
 /// Bound for any answer the tests wait for (a healthy broker answers in milliseconds).
 const PATIENCE: Duration = Duration::from_secs(20);

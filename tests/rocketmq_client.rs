@@ -1072,6 +1072,10 @@ mod completeness_support;
 #[path = "rocketmq_client/completeness.rs"]
 mod completeness;
 
+// Timer messages (RocketMQ 5: TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS), issue 12.
+#[path = "rocketmq_client/timers.rs"]
+mod timers;
+
 // Cluster membership: baiji brokers under a real rocketmq-namesrv and under baiji's own name
 // server (issue 6).
 #[path = "rocketmq_client/cluster.rs"]

@@ -93,6 +93,10 @@ pub struct BrokerConfig {
     /// Checks of one half message before it moves to `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ:
     /// `transactionCheckMax`, 15).
     pub transaction_check_max: u32,
+    /// Longest a timer message (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`, `TIMER_DELAY_MS`) may
+    /// wait, seconds (RocketMQ: `timerMaxDelaySec`, 3 days); further ahead is refused with
+    /// `MESSAGE_ILLEGAL`.
+    pub timer_max_delay_sec: u64,
 }
 
 impl Default for BrokerConfig {
@@ -126,6 +130,7 @@ impl Default for BrokerConfig {
             transaction_time_out: 6_000,
             transaction_check_interval: 30_000,
             transaction_check_max: 15,
+            timer_max_delay_sec: 259_200,
         }
     }
 }

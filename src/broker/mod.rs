@@ -21,6 +21,7 @@ mod registrar;
 mod schedule;
 mod server;
 mod table;
+mod timer;
 mod topics;
 mod transaction;
 
@@ -137,6 +138,7 @@ pub(crate) struct Shared {
     pub(crate) locks: locks::LockManager,
     pub(crate) scheduler: schedule::Scheduler,
     pub(crate) transactions: transaction::Transactions,
+    pub(crate) timers: timer::Timers,
     pub(crate) routes: namesrv::RouteTable,
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
@@ -279,6 +281,12 @@ impl RunningBroker {
         self.shared.transactions.stats()
     }
 
+    /// Timer messages (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`, `TIMER_DELAY_MS`) waiting for
+    /// their time.
+    pub fn timers_waiting(&self) -> usize {
+        self.shared.timers.waiting()
+    }
+
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).
     pub async fn wait(mut self) {
         while self.tasks.join_next().await.is_some() {}
@@ -317,6 +325,7 @@ impl Shared {
             locks: locks::LockManager::default(),
             scheduler: schedule::Scheduler::default(),
             transactions: transaction::Transactions::default(),
+            timers: timer::Timers::default(),
             routes: namesrv::RouteTable::default(),
             store_host,
             counters: BrokerCounters::default(),
@@ -399,6 +408,7 @@ pub async fn start_with_store(
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

@@ -6,7 +6,10 @@
 //! head of each of the 18 level queues — a heap of 18 heads, never a scan of every waiting
 //! message. When a head is due it is appended to its real topic (with `DELAY` removed and a
 //! new store time) and the level queue's offset is committed, which releases the waiting copy.
-//! Waiting messages live in the store, so they count against the memory budget.
+//! Waiting messages live in the store, so they count against the memory budget. Parking a
+//! message in an internal topic ([`park`]) and delivering it to its real topic
+//! ([`deliver_record`]) are shared with timer messages, which differ only in how they find
+//! what is due.
 //!
 //! Clients never see the schedule topic: it is not in the topic table, so it is neither routed
 //! nor readable, and sends to it are forbidden.
@@ -77,34 +80,78 @@ pub(crate) fn schedule(
     rec: &NewRecord<'_>,
 ) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
     let queue = level.clamp(1, MAX_LEVEL) - 1;
-    let qid = real_queue.to_string();
     let level_str = level.to_string();
-    let props = rewrite_properties(
-        rec.properties,
-        &[],
-        &[
-            (properties::REAL_TOPIC, real_topic),
-            (properties::REAL_QID, &qid),
-            (properties::DELAY, &level_str),
-        ],
-    );
-    let stored =
-        record::encode(&NewRecord { properties: &props, ..*rec }, s.cluster_property.len())?;
     let topic = s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;
-    let tag = properties::tags_code(&props);
-    let offset = topic.append(queue, stored, tag, now_ms())?;
+    let offset = park(
+        s,
+        topic.as_ref(),
+        queue,
+        Parked { real_topic, real_queue, add: &[(properties::DELAY, &level_str)], reserve: 0 },
+        rec,
+    )?;
     s.scheduler.wake.notify_one();
     Ok((topic, queue, offset))
 }
 
-/// Delivers one due message to its real topic. `Ok(false)` when it must wait (no room).
-fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
-    let Some(d) = record::decode(m.record) else { return Ok(true) };
+/// Where a parked message goes when it is due, and what its waiting copy carries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parked<'a> {
+    /// The topic it is delivered to (`REAL_TOPIC`).
+    pub(crate) real_topic: &'a str,
+    /// The queue it is delivered to (`REAL_QID`).
+    pub(crate) real_queue: u32,
+    /// Properties the waiting copy carries besides `REAL_TOPIC` and `REAL_QID`.
+    pub(crate) add: &'a [(&'a str, &'a str)],
+    /// Bytes of properties delivery may add beyond what it removes, checked now so that a
+    /// stored copy can always be delivered.
+    pub(crate) reserve: usize,
+}
+
+/// Stores a message in `queue` of an internal topic (delay levels, timers) to wait, with
+/// `REAL_TOPIC` and `REAL_QID` naming where [`deliver_record`] takes it. Returns its offset.
+///
+/// # Errors
+/// [`PutError::Record`] when the properties with what is added (and `reserve`) would not fit
+/// a record (checked before anything is stored), or the store's error.
+pub(crate) fn park(
+    s: &Shared,
+    topic: &dyn TopicStore,
+    queue: u32,
+    p: Parked<'_>,
+    rec: &NewRecord<'_>,
+) -> Result<u64, PutError> {
+    let qid = p.real_queue.to_string();
+    let mut add = vec![(properties::REAL_TOPIC, p.real_topic), (properties::REAL_QID, &qid)];
+    add.extend_from_slice(p.add);
+    let props = rewrite_properties(rec.properties, &[], &add);
+    let stored = record::encode(
+        &NewRecord { properties: &props, ..*rec },
+        s.cluster_property.len().saturating_add(p.reserve),
+    )?;
+    let tag = properties::tags_code(&props);
+    Ok(topic.append(queue, stored, tag, now_ms())?)
+}
+
+/// Delivers one due message to its real topic (`REAL_TOPIC`, `REAL_QID`) with the properties
+/// in `drop` removed and `add` appended; `seed` spreads it over the queues when `REAL_QID` is
+/// out of range. `Ok(false)` when it must wait (no room); `Ok(true)` when it was delivered or
+/// cannot ever be (logged), so the waiting copy can be released.
+///
+/// # Errors
+/// The store's error other than a full budget.
+pub(crate) fn deliver_record(
+    s: &Shared,
+    stored: &bytes::Bytes,
+    seed: u64,
+    drop: &[&str],
+    add: &[(&str, &str)],
+) -> Result<bool, StoreError> {
+    let Some(d) = record::decode(stored) else { return Ok(true) };
     let Some(real_topic) = properties::find(d.properties, properties::REAL_TOPIC) else {
         tracing::warn!("a delayed message without REAL_TOPIC was dropped");
         return Ok(true);
     };
-    let props = rewrite_properties(d.properties, &[properties::DELAY], &[]);
+    let props = rewrite_properties(d.properties, drop, add);
     let topic = match s.store.topic(real_topic) {
         Some(t) => t,
         None if real_topic.starts_with(super::topics::RETRY_PREFIX) => {
@@ -127,7 +174,7 @@ fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
     let queue = if asked < topic.queue_count() {
         asked
     } else {
-        (m.offset % u64::from(topic.queue_count())) as u32
+        (seed % u64::from(topic.queue_count())) as u32
     };
     let rec = match record::encode(
         &NewRecord {
@@ -143,7 +190,7 @@ fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
     ) {
         Ok(rec) => rec,
         Err(e) => {
-            // Never for what `schedule` stored: dropping DELAY only shortens the properties.
+            // Never for what `park` stored: it reserved room for what delivery adds.
             tracing::warn!(topic = %real_topic, error = %e, "a delayed message cannot be delivered; dropped");
             return Ok(true);
         }
@@ -153,6 +200,11 @@ fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
         Err(StoreError::Full { .. }) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Delivers one due delay-level message to its real topic, without `DELAY`.
+fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
+    deliver_record(s, m.record, m.offset, &[properties::DELAY], &[])
 }
 
 /// Delivers delayed messages when due until shutdown.

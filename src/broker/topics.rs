@@ -48,7 +48,9 @@ pub(crate) fn is_system_topic(t: &str) -> bool {
 
 /// Whether clients may send to `t`.
 pub(crate) fn send_allowed(t: &str) -> bool {
-    !NOT_ALLOWED_SEND.contains(&t)
+    // The timer topic too: RocketMQ re-reads what lands there as timer messages; baiji keeps
+    // it internal (never routed or readable), like the schedule topic.
+    !NOT_ALLOWED_SEND.contains(&t) && t != super::timer::TIMER_TOPIC
 }
 
 /// RocketMQ's topic name rule, with its Java wording on failure.

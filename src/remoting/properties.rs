@@ -79,10 +79,20 @@ pub const TTL: &str = "TTL";
 pub const INSTANCE_ID: &str = "INSTANCE_ID";
 /// Transaction id.
 pub const TRANSACTION_ID: &str = "__transactionId__";
-/// Absolute delivery time of a 5.x timer message (out of scope).
+/// Absolute delivery time of a 5.x timer message, epoch milliseconds.
 pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
-/// Relative delay of a 5.x timer message (out of scope).
+/// Relative delay of a 5.x timer message, seconds.
 pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+/// Relative delay of a 5.x timer message, milliseconds.
+pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+/// When a timer message is due, epoch milliseconds (set by the broker).
+pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+/// When a timer message started waiting, epoch milliseconds (set by the broker).
+pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+/// When a timer message was delivered to its topic, epoch milliseconds (set by the broker).
+pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
+/// The `UNIQ_KEY` of a waiting timer message this one cancels.
+pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
 /// Number of records in an inner batch.
 pub const INNER_NUM: &str = "INNER_NUM";
 /// Sharding key of an ordered message.

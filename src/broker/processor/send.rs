@@ -11,6 +11,7 @@ use super::retry;
 use super::{bad_header, put_error, store_error};
 use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
+use crate::broker::timer::{self, Wait};
 use crate::broker::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::transaction;
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
@@ -216,6 +217,24 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         }
         props = Cow::Owned(schedule::rewrite_properties(&props, &[properties::DELAY], &[]));
     }
+    // A half message waits for its producer's decision in the half topic; its timer
+    // properties (if any) stay as sent (the producer clears any delay level first).
+    let half = transaction::is_half(h.sys_flag, &props);
+    if half && transaction::producer_group(&props).is_none() {
+        return reply_error(
+            req,
+            response_code::MESSAGE_ILLEGAL,
+            "a transactional (half) message needs the PGROUP property".into(),
+        );
+    }
+    let wait = if half {
+        Wait::No
+    } else {
+        match timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec) {
+            Ok(w) => w,
+            Err(remark) => return reply_error(req, response_code::MESSAGE_ILLEGAL, remark),
+        }
+    };
     let rec = NewRecord {
         flag: h.flag,
         sys_flag: h.sys_flag,
@@ -225,27 +244,22 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         body: &req.body,
         properties: &props,
     };
-    // A half message waits for its producer's decision in the half topic, a delayed one in
-    // the schedule topic; the producer gets that copy's id and offset, as from RocketMQ.
-    let half = transaction::is_half(h.sys_flag, &props);
-    if half && transaction::producer_group(&props).is_none() {
-        return reply_error(
-            req,
-            response_code::MESSAGE_ILLEGAL,
-            "a transactional (half) message needs the PGROUP property".into(),
-        );
-    }
-    let stored = match schedule::delay_level(&props) {
+    // A half, delayed or timer message waits in an internal topic; the producer gets that
+    // copy's id and offset, as from RocketMQ.
+    let stored = match wait {
         _ if half => transaction::prepare(s, topic.name(), queue, &rec).map(|(u, o)| (u, 0, o)),
-        Some(level) => {
+        Wait::Level(level) => {
             schedule::schedule(s, level, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
         }
-        None => record::encode(&rec, s.cluster_property.len()).map_err(PutError::from).and_then(
-            |encoded| {
+        Wait::Until(due) => {
+            timer::schedule(s, due, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        Wait::No => record::encode(&rec, s.cluster_property.len())
+            .map_err(PutError::from)
+            .and_then(|encoded| {
                 let tag = properties::tags_code(&props);
                 Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
-            },
-        ),
+            }),
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
