@@ -27,10 +27,10 @@ mod hardening;
 mod limits;
 #[path = "broker_raw/poison.rs"]
 mod poison;
-#[path = "broker_raw/transactions.rs"]
-mod transactions;
 #[path = "broker_raw/timer.rs"]
 mod timer;
+#[path = "broker_raw/transactions.rs"]
+mod transactions;
 
 /// Bound for any answer the tests wait for (a healthy broker answers in milliseconds).
 const PATIENCE: Duration = Duration::from_secs(20);
