@@ -1078,3 +1078,7 @@ mod completeness;
 mod cluster;
 #[path = "rocketmq_client/cluster_support.rs"]
 mod cluster_support;
+
+// SQL92 selectors (issue 12): broker-side filtering by message properties.
+#[path = "rocketmq_client/sql92.rs"]
+mod sql92;

@@ -1,4 +1,4 @@
-//! Consuming: `PULL_MESSAGE` and `LITE_PULL_MESSAGE`, with server-side tag filtering, the
+//! Consuming: `PULL_MESSAGE` and `LITE_PULL_MESSAGE`, with server-side tag and SQL92 filtering, the
 //! commit-offset flag, and long polling woken by appends.
 //!
 //! Status mapping (RocketMQ's `DefaultPullMessageResultHandler`):
