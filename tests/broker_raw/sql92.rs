@@ -14,9 +14,11 @@ fn check_client_config(expression_type: &str, expr: &str) -> RemotingCommand {
     request(rc::CHECK_CLIENT_CONFIG, ExtFields::new()).with_body(body.into_bytes())
 }
 
-/// A SEND_MESSAGE of `body` to queue 0 with these properties (`TAGS` first, as clients do).
+/// A SEND_MESSAGE of `body` to queue 0 with these properties, after `TAGS` `TagA` unless they
+/// name a tag themselves.
 fn send_with(topic: &str, body: &str, props: &[(&str, &str)]) -> RemotingCommand {
-    let mut properties = String::from("TAGS\u{1}TagA\u{2}");
+    let tagged = props.iter().any(|(k, _)| *k == "TAGS");
+    let mut properties = String::from(if tagged { "" } else { "TAGS\u{1}TagA\u{2}" });
     for (k, v) in props {
         properties.push_str(&format!("{k}\u{1}{v}\u{2}"));
     }
@@ -173,5 +175,27 @@ async fn given_a_held_sql92_pull_when_a_non_matching_message_arrives_should_keep
     assert_eq!(r.code, code::SUCCESS, "the pull waits for a matching message: {r:?}");
     assert_eq!(bodies(&r), ["hit"], "the message that does not match never crosses the wire");
     assert_eq!(r.ext_fields.get("nextBeginOffset"), Some("2"), "{r:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_held_tag_pull_when_a_message_of_another_tag_arrives_should_keep_holding() {
+    let (broker, mut conn) = broker_with_topic("RawTopic").await;
+    let mut pull = pull_request("tag_group", "RawTopic", 0, 0, 20_000, SUB_AND_SUSPEND);
+    pull.ext_fields.insert("subscription", "TagB");
+    pull.opaque = 800;
+    conn.write(&pull).await;
+    let mut producer = Conn::open(broker_addr(&broker)).await;
+    // `send_request` tags its message TagA.
+    let r = producer.call(send_request("RawTopic", 0, &b"tag-a"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    let r = producer.call(send_with("RawTopic", "tag-b", &[("TAGS", "TagB")])).await;
+    assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    let (_, r) = conn
+        .response(800, PATIENCE)
+        .await
+        .expect("the matching append wakes the held pull well before its 20 s hold expires");
+    assert_eq!(r.code, code::SUCCESS, "the pull waits for a message of its tag: {r:?}");
+    assert_eq!(bodies(&r), ["tag-b"], "only the TagB message is delivered");
     broker.shutdown().await;
 }

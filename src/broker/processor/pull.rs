@@ -1,5 +1,5 @@
-//! Consuming: `PULL_MESSAGE` and `LITE_PULL_MESSAGE`, with server-side tag and SQL92 filtering, the
-//! commit-offset flag, and long polling woken by appends.
+//! Consuming: `PULL_MESSAGE` and `LITE_PULL_MESSAGE`, with server-side tag and SQL92
+//! filtering, the commit-offset flag, and long polling woken by appends that match.
 //!
 //! Status mapping (RocketMQ's `DefaultPullMessageResultHandler`):
 //!
