@@ -173,8 +173,25 @@ impl Sql92 {
     }
 }
 
+/// The last well-formed value of `key` (what [`properties::iter`] would yield last for it),
+/// found by comparing key bytes in place: only a matching value is checked for UTF-8.
 fn last_value<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
-    properties::iter(props).filter(|(k, _)| *k == key).last().map(|(_, v)| v)
+    let key = key.as_bytes();
+    let mut found = None;
+    for segment in props.split(|&b| b == properties::PROPERTY_SEPARATOR) {
+        let Some(sep) = segment.iter().position(|&b| b == properties::NAME_VALUE_SEPARATOR) else {
+            continue;
+        };
+        let (k, v) = (segment.get(..sep), segment.get(sep + 1..));
+        if let (Some(k), Some(v)) = (k, v) {
+            if k == key && !v.is_empty() {
+                if let Ok(v) = std::str::from_utf8(v) {
+                    found = Some(v);
+                }
+            }
+        }
+    }
+    found
 }
 
 // ---------------------------------------------------------------------------------------------

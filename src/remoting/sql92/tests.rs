@@ -352,6 +352,18 @@ proptest! {
     }
 
     #[test]
+    fn fuzz_in_place_lookup_agrees_with_the_properties_parser(
+        bytes in proptest::collection::vec(
+            prop_oneof![Just(1u8), Just(2u8), Just(b'a'), Just(b'b'), Just(0xffu8), any::<u8>()],
+            0..64,
+        ),
+        key in "[ab]{1,2}",
+    ) {
+        let parsed = properties::iter(&bytes).filter(|(k, _)| *k == key).last().map(|(_, v)| v);
+        prop_assert_eq!(last_value(&bytes, &key), parsed);
+    }
+
+    #[test]
     fn fuzz_nesting_is_bounded(depth in 0usize..400, open in prop_oneof![Just("("), Just("NOT "), Just("- ")]) {
         let text = format!("{}a{}", open.repeat(depth), if open == "(" { ")".repeat(depth) } else { String::new() });
         let too_deep = matches!(Sql92::compile(&text), Err(Sql92Error::TooDeep { .. }));
