@@ -75,3 +75,24 @@ pub(crate) fn compile(expression: &str) -> Result<Arc<Sql92>, Sql92Error> {
 pub(crate) fn matches(sql: &Sql92, stored_record: &[u8], extra: &[u8]) -> bool {
     record::decode(stored_record).is_some_and(|d| sql.matches_properties(d.properties, extra))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_the_same_expression_twice_should_compile_it_once() {
+        let a = compile("cache_probe_a > 1").expect("valid");
+        let b = compile("cache_probe_a > 1").expect("valid");
+        assert!(Arc::ptr_eq(&a, &b), "the second pull reuses the compiled expression");
+        assert_eq!(compile("cache_probe_b >").err(), compile("cache_probe_b >").err());
+        for i in 0..2 * CACHE_ENTRIES {
+            let e = format!("cache_probe_{i} = 1");
+            assert_eq!(
+                compile(&e).map(|f| f.expression().to_owned()),
+                Ok(e),
+                "bounded, still right"
+            );
+        }
+    }
+}

@@ -380,12 +380,24 @@ enum Tok<'s> {
 
 impl Tok<'_> {
     fn describe(self) -> String {
-        match self {
-            Tok::Decimal(s) | Tok::Float(s) | Tok::Id(s) => format!("\"{s}\""),
-            Tok::Str(s) => format!("\"'{s}'\""),
-            Tok::End => "<EOF>".into(),
-            other => format!("{other:?}").to_uppercase(),
-        }
+        let symbol = match self {
+            Tok::Decimal(s) | Tok::Float(s) | Tok::Id(s) => return format!("\"{s}\""),
+            Tok::Str(s) => return format!("\"'{s}'\""),
+            Tok::End => return "<EOF>".into(),
+            Tok::Eq => "=",
+            Tok::Ne => "<>",
+            Tok::Gt => ">",
+            Tok::Ge => ">=",
+            Tok::Lt => "<",
+            Tok::Le => "<=",
+            Tok::LParen => "(",
+            Tok::RParen => ")",
+            Tok::Comma => ",",
+            Tok::Plus => "+",
+            Tok::Minus => "-",
+            keyword => return format!("{keyword:?}").to_uppercase(),
+        };
+        format!("\"{symbol}\"")
     }
 }
 

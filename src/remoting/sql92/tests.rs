@@ -228,6 +228,12 @@ fn given_what_rocketmq_refuses_when_compiling_should_refuse_with_a_reason() {
         assert!(e.to_string().starts_with("Invalid MessageSelector. "), "{expr}: {e}");
     }
     assert!(refused("a > 'x'").to_string().contains("cannot be compared"));
+    assert_eq!(
+        refused("a = = 1").to_string(),
+        "Invalid MessageSelector. Encountered \"=\" at byte 4, expected a literal, a property, \
+         a sign, NOT or (",
+        "the remark names the token and where it is"
+    );
 }
 
 #[test]
