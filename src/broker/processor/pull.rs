@@ -75,7 +75,7 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
                         _ = shutdown.changed() => break None,
                         _ = ctx.tx.closed() => return,
                     }
-                    match pull(&s, &ctx, &req, Pass::Woken) {
+                    match pull(&s, &ctx, &req, Pass::Woken(at)) {
                         Pulled::Reply(r) => break Some(r),
                         Pulled::Suspend { offset: next, .. } => at = next,
                     }
@@ -102,8 +102,9 @@ const SQL_SCAN_WINDOW: usize = 800;
 enum Pass {
     /// As it arrives: it may commit an offset and be held.
     First,
-    /// Held, after an append woke it: it stays held if nothing new matched its filter.
-    Woken,
+    /// Held, after an append woke it: it reads on from the offset (everything below was
+    /// looked at and filtered out) and stays held if nothing new matched its filter.
+    Woken(u64),
     /// Answered whatever it finds (the hold expired, or could not be taken).
     Last,
 }
@@ -265,6 +266,11 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
             }
         }
     }
+    // A woken pull already looked at everything below `at`: none of it matched.
+    let offset = match pass {
+        Pass::Woken(at) => at.max(offset),
+        Pass::First | Pass::Last => offset,
+    };
     // Bounded as RocketMQ bounds a pull from memory: at most `maxTransferCountOnMessageInMemory`
     // messages and `maxTransferBytesOnMessageInMemory` bytes, whatever the client's
     // `maxMsgBytes` (Java's lite pull sends i32::MAX), but always at least one message.
@@ -334,7 +340,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
     // Woken by records the filter rejected (all of them up to the end): keep holding from there.
     let only_filtered = code == response_code::PULL_NOT_FOUND
         || (code == response_code::PULL_RETRY_IMMEDIATELY && next >= max);
-    if pass == Pass::Woken && only_filtered {
+    if matches!(pass, Pass::Woken(_)) && only_filtered {
         return Pulled::Suspend { topic, queue, offset: next, hold: Duration::ZERO };
     }
     if code == response_code::PULL_NOT_FOUND && pass == Pass::First && h.has_suspend() {
