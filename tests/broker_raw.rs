@@ -31,6 +31,8 @@ mod poison;
 mod timer;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
+#[path = "broker_raw/sql92.rs"]
+mod sql92;
 
 /// Bound for any answer the tests wait for (a healthy broker answers in milliseconds).
 const PATIENCE: Duration = Duration::from_secs(20);

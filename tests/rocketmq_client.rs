@@ -1086,3 +1086,6 @@ mod cluster_support;
 // Transactional messages: commit, rollback, check-back, a producer that leaves (issue 12).
 #[path = "rocketmq_client/transactions.rs"]
 mod transactions;
+// SQL92 selectors (issue 12): broker-side filtering by message properties.
+#[path = "rocketmq_client/sql92.rs"]
+mod sql92;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use super::filter::SqlFilter;
 use super::topics::RETRY_PREFIX;
 use super::{ConnId, Outgoing, Shared};
 use crate::remoting::body::{ConsumerData, HeartbeatData, MessageModel, SubscriptionData};
@@ -35,6 +36,8 @@ pub(crate) fn filter_of(m: &TagMatcher) -> Filter {
 pub(crate) struct Subscription {
     pub(crate) data: SubscriptionData,
     pub(crate) filter: Filter,
+    /// The compiled SQL92 filter of an SQL92 subscription.
+    pub(crate) sql: Option<SqlFilter>,
 }
 
 #[derive(Debug)]
@@ -127,6 +130,7 @@ impl ClientRegistry {
                     .map(|sd| Subscription {
                         data: sd.clone(),
                         filter: filter_of(&TagMatcher::for_subscription(sd)),
+                        sql: super::filter::of_subscription(sd),
                     })
                     .collect();
                 (c, subs)

@@ -13,6 +13,7 @@
 
 mod clients;
 mod config;
+mod filter;
 mod locks;
 mod namesrv;
 mod processor;

@@ -41,6 +41,7 @@ pub mod header;
 pub mod message;
 pub mod msgid;
 pub mod properties;
+pub mod sql92;
 pub mod subscription;
 
 mod binary_header;

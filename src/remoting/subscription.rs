@@ -120,8 +120,8 @@ impl TagMatcher {
         Self::from_expr(SubscriptionExpr::parse(sub))
     }
 
-    /// The matcher for a heartbeat subscription. Non-TAG expressions (SQL92) match everything:
-    /// baiji does not evaluate them.
+    /// The matcher for a heartbeat subscription. Non-TAG expressions (SQL92) match every tag:
+    /// the broker evaluates them on properties ([`crate::remoting::sql92`]).
     #[must_use]
     pub fn for_subscription(sub: &SubscriptionData) -> Self {
         if sub.expression_type != ExpressionType::Tag {

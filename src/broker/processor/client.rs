@@ -123,15 +123,21 @@ pub(crate) fn get_consumer_list_by_group(
     }
 }
 
-/// `CHECK_CLIENT_CONFIG` (46): baiji filters by tag; other expression types (SQL92) are
-/// refused, as a RocketMQ broker without `enablePropertyFilter` refuses them.
+/// `CHECK_CLIENT_CONFIG` (46): tag subscriptions always pass; an SQL92 expression is compiled
+/// and refused with `SUBSCRIPTION_PARSE_FAILED` and the parse error as remark, as RocketMQ
+/// (with `enablePropertyFilter`) answers; other expression types are not supported.
 pub(crate) fn check_client_config(_s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
     let body = match CheckClientConfigBody::from_json_slice(&req.body) {
         Ok(b) => b,
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, format!("bad body: {e}")),
     };
-    match body.subscription_data.expression_type {
+    let sub = &body.subscription_data;
+    match &sub.expression_type {
         ExpressionType::Tag => Reply::now(ok(&req, ExtFields::new())),
+        ExpressionType::Sql92 => match crate::broker::filter::compile(&sub.sub_string) {
+            Ok(_) => Reply::now(ok(&req, ExtFields::new())),
+            Err(e) => reply_error(&req, response_code::SUBSCRIPTION_PARSE_FAILED, e.to_string()),
+        },
         other => reply_error(
             &req,
             response_code::SYSTEM_ERROR,

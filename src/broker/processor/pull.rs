@@ -1,5 +1,5 @@
-//! Consuming: `PULL_MESSAGE` and `LITE_PULL_MESSAGE`, with server-side tag filtering, the
-//! commit-offset flag, and long polling woken by appends.
+//! Consuming: `PULL_MESSAGE` and `LITE_PULL_MESSAGE`, with server-side tag and SQL92
+//! filtering, the commit-offset flag, and long polling woken by appends that match.
 //!
 //! Status mapping (RocketMQ's `DefaultPullMessageResultHandler`):
 //!
@@ -23,6 +23,7 @@ use bytes::BytesMut;
 
 use super::{bad_header, queue_id, store_error};
 use crate::broker::clients::{filter_of, Subscription};
+use crate::broker::filter::{self, SqlFilter};
 use crate::broker::record::{self, Placement};
 use crate::broker::topics::perm;
 use crate::broker::{reply_error, ConnCtx, Reply, Shared};
@@ -32,13 +33,14 @@ use crate::remoting::error::quote;
 use crate::remoting::header::{
     FromExtFields, PullMessageRequestHeader, PullMessageResponseHeader, ToExtFields,
 };
+use crate::remoting::sql92::Sql92;
 use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
 use crate::remoting::{MessageError, RemotingCommand};
 use crate::store::{Filter, TopicStore, WaitId};
 
 /// `PULL_MESSAGE` (11) and `LITE_PULL_MESSAGE` (361).
 pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    match pull(s, ctx, &req, true) {
+    match pull(s, ctx, &req, Pass::First) {
         Pulled::Reply(r) => r,
         Pulled::Suspend { topic, queue, offset, hold } => {
             // Over the connection's cap of suspended pulls (or with its channel full), the pull
@@ -46,7 +48,7 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
             let slot = Arc::clone(&ctx.suspended).try_acquire_owned();
             let permit = ctx.tx.clone().try_reserve_owned();
             let (Ok(slot), Ok(permit)) = (slot, permit) else {
-                return match pull(s, ctx, &req, false) {
+                return match pull(s, ctx, &req, Pass::Last) {
                     Pulled::Reply(r) => r,
                     Pulled::Suspend { .. } => Reply::Nothing,
                 };
@@ -54,15 +56,35 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
             let (s, ctx) = (Arc::clone(s), ctx.clone());
             tokio::spawn(async move {
                 let mut shutdown = ctx.shutdown.clone();
-                if !*shutdown.borrow() {
-                    let wait = AppendWait { topic, queue, offset, id: None };
+                let deadline = tokio::time::Instant::now() + hold;
+                let mut at = offset;
+                // Each append wakes the pull; it is answered unless everything new was
+                // filtered out (RocketMQ's hold service re-checks the filter the same way).
+                let woken = loop {
+                    if *shutdown.borrow() {
+                        break None;
+                    }
+                    let wait =
+                        AppendWait { topic: Arc::clone(&topic), queue, offset: at, id: None };
                     tokio::select! {
-                        _ = tokio::time::timeout(hold, wait) => {}
-                        _ = shutdown.changed() => {}
+                        arrived = tokio::time::timeout_at(deadline, wait) => {
+                            if arrived.is_err() {
+                                break None;
+                            }
+                        }
+                        _ = shutdown.changed() => break None,
                         _ = ctx.tx.closed() => return,
                     }
-                }
-                if let Pulled::Reply(Reply::Now(resp)) = pull(&s, &ctx, &req, false) {
+                    match pull(&s, &ctx, &req, Pass::Woken(at)) {
+                        Pulled::Reply(r) => break Some(r),
+                        Pulled::Suspend { offset: next, .. } => at = next,
+                    }
+                };
+                let reply = woken.or_else(|| match pull(&s, &ctx, &req, Pass::Last) {
+                    Pulled::Reply(r) => Some(r),
+                    Pulled::Suspend { .. } => None,
+                });
+                if let Some(Reply::Now(resp)) = reply {
                     permit.send(*resp);
                 }
                 drop(slot);
@@ -70,6 +92,21 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
             Reply::Nothing
         }
     }
+}
+
+/// Most records one pull with an SQL92 filter looks at (RocketMQ: 16000 / 20).
+const SQL_SCAN_WINDOW: usize = 800;
+
+/// Which processing of a pull request this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// As it arrives: it may commit an offset and be held.
+    First,
+    /// Held, after an append woke it: it reads on from the offset (everything below was
+    /// looked at and filtered out) and stays held if nothing new matched its filter.
+    Woken(u64),
+    /// Answered whatever it finds (the hold expired, or could not be taken).
+    Last,
 }
 
 enum Pulled {
@@ -111,26 +148,50 @@ impl Drop for AppendWait {
     }
 }
 
+/// The engine's tag filter, the SQL92 filter if any, and the group's message model.
+type PullFilter = (Filter, Option<Arc<Sql92>>, Option<MessageModel>);
+
 /// The filter a pull uses: the expression in the request, or the group's subscription from
-/// its heartbeats.
+/// its heartbeats. SQL92 subscriptions read every record (`Filter::All`) and test each one's
+/// properties with the compiled expression.
 fn filter_for(
     s: &Shared,
     req: &RemotingCommand,
     h: &PullMessageRequestHeader<'_>,
-) -> Result<(Filter, Option<MessageModel>), Reply> {
+) -> Result<PullFilter, Reply> {
     if h.has_subscription() {
         let expr = h.subscription.unwrap_or("*");
+        if h.expression_type == filter::SQL92 {
+            return match filter::compile(expr) {
+                Ok(sql) => Ok((Filter::All, Some(sql), s.clients.model(h.consumer_group))),
+                Err(e) => Err(reply_error(
+                    req,
+                    response_code::SUBSCRIPTION_PARSE_FAILED,
+                    format!("parse the consumer's subscription failed, {e}"),
+                )),
+            };
+        }
         let filter =
             if h.expression_type.is_empty() || h.expression_type.eq_ignore_ascii_case("TAG") {
                 filter_of(&TagMatcher::from_expr(SubscriptionExpr::parse(expr)))
             } else {
-                // SQL92 and other expression types are not evaluated by baiji.
+                // Other expression types (none RocketMQ ships) are not evaluated by baiji.
                 Filter::All
             };
-        return Ok((filter, s.clients.model(h.consumer_group)));
+        return Ok((filter, None, s.clients.model(h.consumer_group)));
     }
     match s.clients.subscription(h.consumer_group, h.topic) {
-        Ok((Subscription { filter, .. }, model)) => Ok((filter, Some(model))),
+        Ok((Subscription { filter, sql: None, .. }, model)) => Ok((filter, None, Some(model))),
+        Ok((Subscription { sql: Some(SqlFilter::Compiled(sql)), .. }, model)) => {
+            Ok((Filter::All, Some(sql), Some(model)))
+        }
+        Ok((Subscription { sql: Some(SqlFilter::Invalid(e)), .. }, _)) => Err(reply_error(
+            req,
+            response_code::FILTER_DATA_NOT_EXIST,
+            format!(
+                "The broker's consumer filter data is not exist!Your expression may be wrong! {e}"
+            ),
+        )),
         Err(true) => Err(reply_error(
             req,
             response_code::SUBSCRIPTION_NOT_EXIST,
@@ -148,7 +209,7 @@ fn filter_for(
     }
 }
 
-fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bool) -> Pulled {
+fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pulled {
     let h = match PullMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return Pulled::Reply(bad_header(req, &e)),
@@ -173,7 +234,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         Ok(q) => q,
         Err(r) => return Pulled::Reply(r),
     };
-    let (filter, model) = match filter_for(s, req, &h) {
+    let (filter, sql, model) = match filter_for(s, req, &h) {
         Ok(f) => f,
         Err(r) => return Pulled::Reply(r),
     };
@@ -184,7 +245,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             Err(e) => store_error(req, &e),
         });
     };
-    if allow_suspend {
+    if pass == Pass::First {
         match model {
             Some(MessageModel::Broadcasting) => {
                 // The client keeps its offset; its read position is its acknowledgement.
@@ -205,6 +266,11 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
             }
         }
     }
+    // A woken pull already looked at everything below `at`: none of it matched.
+    let offset = match pass {
+        Pass::Woken(at) => at.max(offset),
+        Pass::First | Pass::Last => offset,
+    };
     // Bounded as RocketMQ bounds a pull from memory: at most `maxTransferCountOnMessageInMemory`
     // messages and `maxTransferBytesOnMessageInMemory` bytes, whatever the client's
     // `maxMsgBytes` (Java's lite pull sends i32::MAX), but always at least one message.
@@ -214,7 +280,19 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
     let store_host = s.store_host;
     let (topic_name, uid) = (topic.name().to_string(), topic.uid());
     let mut delivered = 0usize;
+    // An SQL92 filter is applied here, so the read may look at more records than it delivers:
+    // up to RocketMQ's scan window (`maxFilterMessageCount`: 16000 bytes of 20-byte
+    // consume-queue entries), stepping over the ones that do not match.
+    let scan = if sql.is_some() { max_msgs.max(SQL_SCAN_WINDOW) } else { max_msgs };
     let mut visit = |m: crate::store::StoredRef<'_>| {
+        if let Some(sql) = &sql {
+            if delivered >= max_msgs {
+                return false;
+            }
+            if !filter::matches(sql, m.record, &s.cluster_property) {
+                return true;
+            }
+        }
         if !body.is_empty() && body.len().saturating_add(m.record.len()) > max_bytes {
             return false;
         }
@@ -235,7 +313,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
         }
         true
     };
-    let out = match topic.read(queue, offset, max_msgs, &filter, &mut visit) {
+    let out = match topic.read(queue, offset, scan, &filter, &mut visit) {
         Ok(o) => o,
         Err(e) => return Pulled::Reply(store_error(req, &e)),
     };
@@ -259,7 +337,13 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, allow_suspend: bo
     } else {
         (response_code::PULL_RETRY_IMMEDIATELY, out.next_offset)
     };
-    if code == response_code::PULL_NOT_FOUND && allow_suspend && h.has_suspend() {
+    // Woken by records the filter rejected (all of them up to the end): keep holding from there.
+    let only_filtered = code == response_code::PULL_NOT_FOUND
+        || (code == response_code::PULL_RETRY_IMMEDIATELY && next >= max);
+    if matches!(pass, Pass::Woken(_)) && only_filtered {
+        return Pulled::Suspend { topic, queue, offset: next, hold: Duration::ZERO };
+    }
+    if code == response_code::PULL_NOT_FOUND && pass == Pass::First && h.has_suspend() {
         let asked = u64::try_from(h.suspend_timeout_millis).unwrap_or(0);
         let hold = Duration::from_millis(if asked == 0 {
             1000

@@ -50,7 +50,7 @@ lenient_enum! {
     ExpressionType, default = Tag, {
         /// `TagA || TagB` or `*`.
         Tag = "TAG",
-        /// SQL92 over properties (not evaluated by baiji).
+        /// SQL92 over properties ([`crate::remoting::sql92`]).
         Sql92 = "SQL92",
     }
 }
