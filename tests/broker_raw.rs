@@ -27,12 +27,12 @@ mod hardening;
 mod limits;
 #[path = "broker_raw/poison.rs"]
 mod poison;
+#[path = "broker_raw/sql92.rs"]
+mod sql92;
 #[path = "broker_raw/timer.rs"]
 mod timer;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
-#[path = "broker_raw/sql92.rs"]
-mod sql92;
 
 /// Bound for any answer the tests wait for (a healthy broker answers in milliseconds).
 const PATIENCE: Duration = Duration::from_secs(20);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use super::filter::SqlFilter;
-use super::topics::RETRY_PREFIX;
+use super::topics::{is_internal_group, is_internal_topic, RETRY_PREFIX};
 use super::{ConnId, Outgoing, Shared};
 use crate::remoting::body::{ConsumerData, HeartbeatData, MessageModel, SubscriptionData};
 use crate::remoting::code::request_code;
@@ -120,13 +120,17 @@ impl ClientRegistry {
         let mut broadcast_join: Vec<(String, String, String)> = Vec::new();
         // Filters are built before the write lock is taken; under it, entries are only moved
         // in (the heartbeat processor bounds how many there are).
+        // The broker's internal groups and topics are not for clients (topics::is_internal_*):
+        // such entries are left out, as if the heartbeat had not named them.
         let prepared: Vec<(&ConsumerData, Vec<Subscription>)> = hb
             .consumer_data_set
             .iter()
+            .filter(|c| !is_internal_group(&c.group_name))
             .map(|c| {
                 let subs = c
                     .subscription_data_set
                     .iter()
+                    .filter(|sd| !is_internal_topic(&sd.topic))
                     .map(|sd| Subscription {
                         data: sd.clone(),
                         filter: filter_of(&TagMatcher::for_subscription(sd)),

@@ -28,7 +28,7 @@ use crate::time::now_ms;
 /// The internal topic delayed messages wait in.
 pub(crate) const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 /// The internal group whose commits release delivered messages.
-const SCHEDULE_GROUP: &str = "CID_RMQ_SYS_SCHEDULE";
+pub(crate) const SCHEDULE_GROUP: &str = "CID_RMQ_SYS_SCHEDULE";
 
 /// RocketMQ's `messageDelayLevel`: `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`.
 pub(crate) const LEVEL_MILLIS: [u64; 18] = [

@@ -43,7 +43,7 @@ use crate::time::now_ms;
 /// The internal topic timer messages wait in (RocketMQ's `TimerMessageStore.TIMER_TOPIC`).
 pub(crate) const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
 /// The internal group whose commits release delivered timer messages.
-const TIMER_GROUP: &str = "CID_RMQ_SYS_WHEEL_TIMER";
+pub(crate) const TIMER_GROUP: &str = "CID_RMQ_SYS_WHEEL_TIMER";
 /// The properties that make a message a timer message, in the order RocketMQ reads them.
 const TIMER_KEYS: [&str; 3] =
     [properties::TIMER_DELAY_SEC, properties::TIMER_DELAY_MS, properties::TIMER_DELIVER_MS];

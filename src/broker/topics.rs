@@ -46,6 +46,24 @@ pub(crate) fn is_system_topic(t: &str) -> bool {
         || t.starts_with("rmq_sys_")
 }
 
+/// The topics baiji's own tasks keep waiting messages in (delay levels, timers, half
+/// messages). They are not in the topic table (never routed or pulled), and a client may not
+/// subscribe to them or commit offsets on them either: a subscription would hold their
+/// messages for good, a commit would release messages still waiting.
+pub(crate) fn is_internal_topic(t: &str) -> bool {
+    t == super::schedule::SCHEDULE_TOPIC
+        || t == super::timer::TIMER_TOPIC
+        || t == super::transaction::HALF_TOPIC
+}
+
+/// The groups with which baiji's own tasks hold the internal topics; a client heartbeat
+/// naming one is ignored (so no client becomes a member, and commits as it are refused).
+pub(crate) fn is_internal_group(g: &str) -> bool {
+    g == super::schedule::SCHEDULE_GROUP
+        || g == super::timer::TIMER_GROUP
+        || g == super::transaction::HALF_GROUP
+}
+
 /// Whether clients may send to `t`.
 pub(crate) fn send_allowed(t: &str) -> bool {
     // The timer topic too: RocketMQ re-reads what lands there as timer messages; baiji keeps

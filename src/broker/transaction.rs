@@ -82,7 +82,7 @@ pub(crate) const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 /// Where half messages checked `transactionCheckMax` times go.
 pub(crate) const CHECK_MAX_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
 /// The internal group whose committed offset releases decided half messages.
-const HALF_GROUP: &str = "CID_RMQ_SYS_TRANS";
+pub(crate) const HALF_GROUP: &str = "CID_RMQ_SYS_TRANS";
 /// How many times a half message was checked (`PROPERTY_TRANSACTION_CHECK_TIMES`).
 pub(crate) const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
 /// Per-message first-check delay, seconds (`PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS`).

@@ -413,3 +413,66 @@ async fn given_a_client_that_pipelines_pulls_and_never_reads_should_stop_reading
     writing.abort();
     broker.shutdown().await;
 }
+
+/// An `UPDATE_CONSUMER_OFFSET` of `group` on `topic` queue 0 at `offset`.
+fn commit_request(group: &str, topic: &str, offset: i64) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", group);
+    ext.insert("topic", topic);
+    ext.insert("queueId", "0");
+    ext.insert("commitOffset", &offset.to_string());
+    request(rc::UPDATE_CONSUMER_OFFSET, ext)
+}
+
+#[tokio::test]
+async fn given_a_client_posing_as_the_broker_internal_groups_and_topics_should_neither_hold_nor_release_waiting_messages(
+) {
+    let (broker, mut conn) = broker_with_topic("InternalProbe").await;
+    // A delayed message waits in SCHEDULE_TOPIC_XXXX queue 0 (level 1, 1 s).
+    let mut delayed = send_request("InternalProbe", 0, &b"waits"[..]);
+    let mut props = String::from("DELAY\u{1}1\u{2}");
+    if let Some(p) = delayed.ext_fields.get("properties") {
+        props.push_str(p);
+    }
+    delayed.ext_fields.insert("properties", &props);
+    let r = conn.call(delayed).await;
+    assert_eq!(r.code, code::SUCCESS, "the delayed send is stored: {r:?}");
+
+    // Heartbeats as the scheduler's own group, and as a client group subscribing to the
+    // internal topics: both must be ignored, or the client could hold or free waiting messages.
+    for (group, topic) in [
+        ("CID_RMQ_SYS_SCHEDULE", "SCHEDULE_TOPIC_XXXX"),
+        ("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC"),
+        ("CID_RMQ_SYS_WHEEL_TIMER", "rmq_sys_wheel_timer"),
+        ("posing_group", "SCHEDULE_TOPIC_XXXX"),
+    ] {
+        let r = conn.call(heartbeat_request("poser@1", group, topic)).await;
+        assert_eq!(r.code, code::SUCCESS, "a heartbeat is answered: {r:?}");
+        let r = conn.call(commit_request(group, topic, 1)).await;
+        assert_ne!(
+            r.code,
+            code::SUCCESS,
+            "a client may not commit as {group} on {topic} (it would release or hold waiting messages): {r:?}"
+        );
+    }
+    let r = conn.call(heartbeat_request("poser@1", "posing_group", "InternalProbe")).await;
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let r = conn.call(commit_request("posing_group", "SCHEDULE_TOPIC_XXXX", 1)).await;
+    assert_eq!(
+        r.code,
+        code::TOPIC_NOT_EXIST,
+        "a known group may not commit on an internal topic either: {r:?}"
+    );
+
+    // The delayed message still reaches its topic, once.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let r = conn.call(max_offset_request("InternalProbe", 0)).await;
+        if r.ext_fields.get("offset") == Some("1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the delayed message was delivered: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    broker.shutdown().await;
+}

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{bad_header, check_offset_group, queue_id, store_error};
+use crate::broker::topics;
 use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
@@ -90,7 +91,7 @@ pub(crate) fn update_consumer_offset(
     if let Err(r) = check_offset_group(s, &req, h.consumer_group) {
         return r;
     }
-    let Some(t) = s.store.topic(h.topic) else {
+    let Some(t) = s.store.topic(h.topic).filter(|_| !topics::is_internal_topic(h.topic)) else {
         return reply_error(
             &req,
             response_code::TOPIC_NOT_EXIST,
