@@ -477,11 +477,16 @@ fn lock(w: &Mutex<Waiters>) -> MutexGuard<'_, Waiters> {
 struct WaiterGuard<'a> {
     waiters: &'a Mutex<Waiters>,
     opaque: i32,
+    /// Cleared once the reader has taken the waiter out (it sent the answer or dropped the
+    /// sender): nothing is left to remove, and the answered path takes no lock.
+    armed: bool,
 }
 
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
-        lock(self.waiters).by_opaque.remove(&self.opaque);
+        if self.armed {
+            lock(self.waiters).by_opaque.remove(&self.opaque);
+        }
     }
 }
 
@@ -621,12 +626,14 @@ impl Pipeline {
             w.by_opaque.insert(opaque, tx);
             opaque
         };
-        let _guard = WaiterGuard { waiters: &self.waiters, opaque };
+        let mut guard = WaiterGuard { waiters: &self.waiters, opaque, armed: true };
         request.opaque = opaque;
         let frame = encode(&request)?;
         let exchange = async {
             self.out.send(frame).await.map_err(|_| ClientError::Closed)?;
-            rx.await.unwrap_or(Err(ClientError::Closed))
+            let reply = rx.await;
+            guard.armed = false;
+            reply.unwrap_or(Err(ClientError::Closed))
         };
         tokio::time::timeout(timeout, exchange)
             .await
