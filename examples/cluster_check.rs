@@ -17,10 +17,9 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use baiji::remoting::body::{ClusterInfo, JsonBody, TopicRouteData};
+use baiji::remoting::client::request_once;
 use baiji::remoting::code::{request_code, response_code};
-use baiji::remoting::codec::RemotingCodec;
 use baiji::remoting::{ExtFields, RemotingCommand};
-use bytes::BytesMut;
 use cheetah_string::CheetahString;
 use rocketmq_client_rust::{
     AllocateMessageQueueStrategy, ClientConfig, ClientRuntime, ClientRuntimeConfig,
@@ -33,8 +32,6 @@ use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::codec::{Decoder, Encoder};
 
 static OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
     let mut config = RuntimeConfig::for_parallelism("cluster-check", 4);
@@ -83,26 +80,11 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
+/// One request on a fresh connection; `None` if the server is unreachable or does not answer
+/// within 3 s.
 async fn call(addr: SocketAddr, code: i32, ext: ExtFields) -> Option<RemotingCommand> {
-    let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let mut codec = RemotingCodec::default();
-        let mut buf = BytesMut::new();
-        codec.encode(RemotingCommand::request(code, 1).with_ext_fields(ext), &mut buf).ok()?;
-        stream.write_all(&buf).await.ok()?;
-        let mut rbuf = BytesMut::new();
-        loop {
-            if let Some(cmd) = codec.decode(&mut rbuf).ok()? {
-                if cmd.is_response() {
-                    return Some(cmd);
-                }
-            }
-            if stream.read_buf(&mut rbuf).await.ok()? == 0 {
-                return None;
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(3), attempt).await.ok().flatten()
+    let request = RemotingCommand::request(code, 0).with_ext_fields(ext);
+    request_once(addr, request, Duration::from_secs(3)).await.ok()
 }
 
 async fn cluster_info(ns: SocketAddr) -> Option<ClusterInfo> {

@@ -12,15 +12,11 @@
 //!   messages, consumed offset committed in the next pull), all pipelined on the member's
 //!   connection, as the real clients do.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::payload::now_ns;
@@ -29,6 +25,7 @@ use crate::remoting::body::{
     ClusterInfo, ConsumeFromWhere, ConsumeType, ConsumerData, ExpressionType, HeartbeatData,
     JsonBody, MessageModel, SubscriptionData, TopicRouteData, MASTER_ID,
 };
+use crate::remoting::client::{ClientError, Connection, Pipeline, PipelineOptions};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::header::{
     pull_sys_flag, CreateTopicRequestHeader, FromExtFields, GetMaxOffsetRequestHeader,
@@ -477,156 +474,56 @@ async fn pull_loop(
     }
 }
 
+/// How a [`ClientError`] reads in the bench's results.
+fn client_err(e: ClientError) -> BenchError {
+    match e {
+        ClientError::Connect { addr, source } => {
+            BenchError::io(format!("connecting to {addr}"), source)
+        }
+        ClientError::Io(e) => BenchError::io("socket", e),
+        ClientError::Encode(e) => header_err("encode", e),
+        ClientError::Decode(e) => header_err("decode", e),
+        ClientError::Closed => BenchError::Protocol("connection closed by the broker".into()),
+        ClientError::Timeout { code, .. } => {
+            BenchError::Timeout(format!("no answer to request code {code}"))
+        }
+        e @ ClientError::ConnectTimeout { .. } => BenchError::Timeout(e.to_string()),
+        e => BenchError::Protocol(e.to_string()),
+    }
+}
+
 /// A connection with one request in flight: write, then read until the answer.
 #[derive(Debug)]
-pub(crate) struct Direct {
-    stream: TcpStream,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
-    opaque: i32,
-}
+pub(crate) struct Direct(Connection);
 
 impl Direct {
     pub(crate) async fn connect(addr: &str) -> BenchResult<Self> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| BenchError::io(format!("connecting to {addr}"), e))?;
-        stream.set_nodelay(true).map_err(|e| BenchError::io("nodelay", e))?;
-        Ok(Direct {
-            stream,
-            rbuf: BytesMut::with_capacity(64 * 1024),
-            wbuf: BytesMut::with_capacity(4096),
-            opaque: 0,
-        })
+        let conn = Connection::connect(addr, RPC_TIMEOUT).await.map_err(client_err)?;
+        Ok(Direct(conn.with_call_timeout(RPC_TIMEOUT)))
     }
 
-    pub(crate) async fn call(&mut self, mut cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
-        self.opaque = self.opaque.wrapping_add(1);
-        cmd.opaque = self.opaque;
-        self.wbuf.clear();
-        cmd.encode(&mut self.wbuf).map_err(|e| header_err("encode", e))?;
-        let io = async {
-            self.stream.write_all(&self.wbuf).await.map_err(|e| BenchError::io("write", e))?;
-            loop {
-                while let Some(resp) =
-                    RemotingCommand::decode(&mut self.rbuf).map_err(|e| header_err("decode", e))?
-                {
-                    if resp.is_response() && resp.opaque == self.opaque {
-                        return Ok(resp);
-                    }
-                }
-                if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-                    self.rbuf.reserve(64 * 1024);
-                }
-                let n = self
-                    .stream
-                    .read_buf(&mut self.rbuf)
-                    .await
-                    .map_err(|e| BenchError::io("read", e))?;
-                if n == 0 {
-                    return Err(BenchError::Protocol("connection closed by the broker".into()));
-                }
-            }
-        };
-        tokio::time::timeout(RPC_TIMEOUT, io)
-            .await
-            .map_err(|_| BenchError::Timeout(format!("no answer to request code {}", cmd.code)))?
+    pub(crate) async fn call(&mut self, cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
+        self.0.call(cmd).await.map_err(client_err)
     }
 }
-
-/// Waiters by opaque; the reader task hands each its decoded response.
-type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
 
 /// A pipelined connection: any number of requests in flight, answers matched by opaque.
 #[derive(Debug)]
-pub(crate) struct Mux {
-    out: mpsc::UnboundedSender<Bytes>,
-    pending: Pending,
-    next: AtomicI32,
-    tasks: [JoinHandle<()>; 2],
-}
-
-impl Drop for Mux {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
+pub(crate) struct Mux(Pipeline);
 
 impl Mux {
     pub(crate) async fn connect(addr: &str) -> BenchResult<Self> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| BenchError::io(format!("connecting to {addr}"), e))?;
-        stream.set_nodelay(true).map_err(|e| BenchError::io("nodelay", e))?;
-        let (mut rd, mut wr) = stream.into_split();
-        let (out, mut rx) = mpsc::unbounded_channel::<Bytes>();
-        let pending: Pending = Arc::default();
-        let writer = tokio::spawn(async move {
-            let mut buf = BytesMut::with_capacity(64 * 1024);
-            while let Some(first) = rx.recv().await {
-                buf.clear();
-                buf.extend_from_slice(&first);
-                while let Ok(more) = rx.try_recv() {
-                    buf.extend_from_slice(&more);
-                }
-                if wr.write_all(&buf).await.is_err() {
-                    return;
-                }
-            }
+        let options =
+            PipelineOptions::default().connect_timeout(RPC_TIMEOUT).call_timeout(RPC_TIMEOUT);
+        // A broker → client request (NOTIFY_CONSUMER_IDS_CHANGED, …) is refused.
+        let refuse = Box::new(|cmd: RemotingCommand| {
+            Some(RemotingCommand::response_to(
+                &cmd,
+                response_code::REQUEST_CODE_NOT_SUPPORTED,
+                Some("bench client".into()),
+            ))
         });
-        let reader = {
-            let pending = Arc::clone(&pending);
-            let out = out.clone();
-            tokio::spawn(async move {
-                let mut buf = BytesMut::with_capacity(256 * 1024);
-                loop {
-                    if buf.capacity() - buf.len() < 16 * 1024 {
-                        buf.reserve(256 * 1024);
-                    }
-                    match rd.read_buf(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    loop {
-                        match RemotingCommand::decode(&mut buf) {
-                            Ok(Some(cmd)) if cmd.is_response() => {
-                                let waiter = pending
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .remove(&cmd.opaque);
-                                if let Some(w) = waiter {
-                                    let _ = w.send(cmd);
-                                }
-                            }
-                            Ok(Some(cmd)) => {
-                                // A broker → client request (NOTIFY_CONSUMER_IDS_CHANGED, …).
-                                if !cmd.is_oneway() {
-                                    let resp = RemotingCommand::response_to(
-                                        &cmd,
-                                        response_code::REQUEST_CODE_NOT_SUPPORTED,
-                                        Some("bench client".into()),
-                                    );
-                                    let mut b = BytesMut::new();
-                                    if resp.encode(&mut b).is_ok() {
-                                        let _ = out.send(b.freeze());
-                                    }
-                                }
-                            }
-                            Ok(None) => break,
-                            Err(_) => {
-                                pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                                return;
-                            }
-                        }
-                    }
-                }
-                // Closed: wake every waiter with an error (their senders drop).
-                pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
-            })
-        };
-        Ok(Mux { out, pending, next: AtomicI32::new(1), tasks: [writer, reader] })
+        Pipeline::connect_with(addr, options, refuse).await.map(Mux).map_err(client_err)
     }
 
     pub(crate) async fn call(&self, cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
@@ -641,24 +538,9 @@ impl Mux {
     /// task, at the socket read, would leave out one task hop the other drivers include.
     pub(crate) async fn call_stamped(
         &self,
-        mut cmd: RemotingCommand,
+        cmd: RemotingCommand,
     ) -> BenchResult<(RemotingCommand, u64)> {
-        // Relaxed: request ids only need to differ.
-        cmd.opaque = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut b = BytesMut::with_capacity(256 + cmd.body.len());
-        cmd.encode(&mut b).map_err(|e| header_err("encode", e))?;
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cmd.opaque, tx);
-        if self.out.send(b.freeze()).is_err() {
-            return Err(BenchError::Protocol("connection closed".into()));
-        }
-        match tokio::time::timeout(RPC_TIMEOUT, rx).await {
-            Ok(Ok(resp)) => Ok((resp, now_ns())),
-            Ok(Err(_)) => Err(BenchError::Protocol("connection closed by the broker".into())),
-            Err(_) => {
-                self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cmd.opaque);
-                Err(BenchError::Timeout(format!("no answer to request code {}", cmd.code)))
-            }
-        }
+        let resp = self.0.call(cmd).await.map_err(client_err)?;
+        Ok((resp, now_ns()))
     }
 }

@@ -7,16 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio_util::codec::{Decoder, Encoder};
 
 use super::Shared;
 use crate::remoting::body::{JsonBody, RegisterBrokerBody, TopicConfigAndMappingSerializeWrapper};
+use crate::remoting::client::{ClientError, Connection};
 use crate::remoting::code::{request_code, response_code};
-use crate::remoting::codec::RemotingCodec;
 use crate::remoting::{ExtFields, RemotingCommand};
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(3);
@@ -55,37 +51,6 @@ fn broker_ext(s: &Shared) -> ExtFields {
     ext
 }
 
-struct Link {
-    stream: TcpStream,
-    codec: RemotingCodec,
-    rbuf: BytesMut,
-}
-
-impl Link {
-    async fn call(&mut self, req: RemotingCommand) -> Result<RemotingCommand, String> {
-        let opaque = req.opaque;
-        let mut out = BytesMut::new();
-        self.codec.encode(req, &mut out).map_err(|e| e.to_string())?;
-        self.stream.write_all(&out).await.map_err(|e| e.to_string())?;
-        let wait = async {
-            loop {
-                if let Some(cmd) = self.codec.decode(&mut self.rbuf).map_err(|e| e.to_string())? {
-                    if cmd.is_response() && cmd.opaque == opaque {
-                        return Ok(cmd);
-                    }
-                    continue;
-                }
-                if self.stream.read_buf(&mut self.rbuf).await.map_err(|e| e.to_string())? == 0 {
-                    return Err("connection closed by the name server".to_string());
-                }
-            }
-        };
-        tokio::time::timeout(RPC_TIMEOUT, wait)
-            .await
-            .map_err(|_| "no answer within 3 s".to_string())?
-    }
-}
-
 /// Why an idle registered connection stopped waiting.
 enum Idle {
     /// The interval passed or topics changed: register again.
@@ -96,37 +61,31 @@ enum Idle {
     Shutdown,
 }
 
-impl Link {
-    /// Waits for the next registration while watching the connection: a name server that
-    /// restarts (or drops us) closes it, and with it our registration, so that is noticed at
-    /// once rather than at the next interval.
-    async fn idle(
-        &mut self,
-        until: tokio::time::Instant,
-        changed: &mut watch::Receiver<u64>,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> Idle {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(until) => return Idle::Register,
-                _ = changed.changed() => return Idle::Register,
-                _ = shutdown.changed() => return Idle::Shutdown,
-                // Cancel-safe: bytes read are kept in rbuf.
-                r = self.stream.read_buf(&mut self.rbuf) => match r {
-                    Ok(0) => return Idle::Lost("connection closed by the name server".into()),
-                    Err(e) => return Idle::Lost(e.to_string()),
-                    // Nothing is expected between our requests (a late answer to one that timed
-                    // out, at most): drop whole frames, keep a partial one.
-                    Ok(_) => loop {
-                        match self.codec.decode(&mut self.rbuf) {
-                            Ok(Some(_)) => {}
-                            Ok(None) => break,
-                            Err(e) => return Idle::Lost(e.to_string()),
-                        }
-                    },
-                },
-            }
-        }
+/// Waits for the next registration while watching the connection: a name server that
+/// restarts (or drops us) closes it, and with it our registration, so that is noticed at once
+/// rather than at the next interval. Nothing is expected between our requests (a late answer
+/// to one that timed out, at most): `Connection::idle` drops whole frames and keeps a partial
+/// one.
+async fn idle(
+    link: &mut Connection,
+    until: tokio::time::Instant,
+    changed: &mut watch::Receiver<u64>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Idle {
+    tokio::select! {
+        _ = tokio::time::sleep_until(until) => Idle::Register,
+        _ = changed.changed() => Idle::Register,
+        _ = shutdown.changed() => Idle::Shutdown,
+        // Cancel-safe: bytes read are kept in the connection's buffer.
+        e = link.idle() => Idle::Lost(lost(e)),
+    }
+}
+
+/// The log text for a lost connection, as the registrar has always worded the close.
+fn lost(e: ClientError) -> String {
+    match e {
+        ClientError::Closed => "connection closed by the name server".to_string(),
+        e => e.to_string(),
     }
 }
 
@@ -140,16 +99,13 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
     let mut backoff = Duration::from_millis(200);
     let mut was_up = true;
     loop {
-        let connect = tokio::time::timeout(RPC_TIMEOUT, TcpStream::connect(&addr));
-        let stream = tokio::select! {
-            r = connect => r.map_err(|_| "connect timed out".to_string()).and_then(|r| r.map_err(|e| e.to_string())),
+        let connect = Connection::connect(addr.as_str(), RPC_TIMEOUT);
+        let connected = tokio::select! {
+            r = connect => r,
             _ = shutdown.changed() => return,
         };
-        let mut link = match stream {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
-                Link { stream, codec: RemotingCodec::default(), rbuf: BytesMut::new() }
-            }
+        let mut link = match connected {
+            Ok(link) => link.with_call_timeout(RPC_TIMEOUT),
             Err(e) => {
                 if was_up {
                     tracing::warn!(namesrv = %addr, error = %e, "name server unreachable; retrying with backoff");
@@ -176,11 +132,15 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
                 Ok(resp) => {
                     tracing::warn!(namesrv = %addr, code = resp.code, remark = ?resp.remark, "registration refused");
                 }
-                Err(e) => break e,
+                Err(e) => break lost(e),
             }
-            match link
-                .idle(tokio::time::Instant::now() + interval, &mut changed, &mut shutdown)
-                .await
+            match idle(
+                &mut link,
+                tokio::time::Instant::now() + interval,
+                &mut changed,
+                &mut shutdown,
+            )
+            .await
             {
                 Idle::Register => {}
                 Idle::Lost(e) => break e,
@@ -193,7 +153,7 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
                             tracing::info!(namesrv = %addr, "unregistered from the name server")
                         }
                         Err(e) => {
-                            tracing::warn!(namesrv = %addr, error = %e, "could not unregister")
+                            tracing::warn!(namesrv = %addr, error = %lost(e), "could not unregister")
                         }
                     }
                     return;

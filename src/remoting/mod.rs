@@ -1,7 +1,8 @@
 //! The RocketMQ "remoting" wire protocol: pure encoding and decoding, no I/O.
 //!
 //! baiji speaks this protocol so unmodified RocketMQ clients (rocketmq-client-rust, ali-ons,
-//! the Java client) can use it as their broker and name server. This module knows nothing of
+//! the Java client) can use it as their broker and name server. Apart from the feature-gated
+//! transport glue (`codec`, `client`), this module knows nothing of
 //! sockets, async runtimes or the engine: it turns bytes into typed values and back, and is
 //! fuzzed in isolation. `docs/rocketmq-remoting.md` is the reference it implements.
 //!
@@ -15,6 +16,7 @@
 //! | bodies | [`body`], [`message`], [`properties`] | JSON bodies, stored-message records, batch bodies, properties |
 //! | ids and filters | [`msgid`], [`subscription`] | offset msgIds, UNIQ_KEYs, tag matching |
 //! | transport glue | `codec` (feature `broker`) | `tokio_util` codec over the pure functions |
+//! | client | `client` (feature `client`) | request/response over TCP, matched by opaque |
 //! | tables | [`code`] | request and response codes |
 //!
 //! # Principles
@@ -30,6 +32,8 @@
 //!   message payloads are zero-copy [`bytes::Bytes`] views of the read buffer.
 
 pub mod body;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod code;
 #[cfg(feature = "broker")]
 pub mod codec;

@@ -3,6 +3,7 @@
 //! server's registrations per connection).
 
 use super::*;
+use baiji::remoting::client::{ClientError, Connection};
 
 /// A `LITE_PULL_MESSAGE` as the Java 5.x lite pull consumer writes it: code 361, sysFlag 0x16
 /// (lite pull, subscription, suspend), `subVersion` 0, TAG `*`, a 20 s suspend and
@@ -309,22 +310,12 @@ async fn given_heartbeats_with_empty_elements_or_too_many_subscriptions_should_r
 /// Whether a fresh connection to `addr` is served: a request is answered (`false` when the
 /// broker closes it instead).
 async fn served(addr: SocketAddr) -> bool {
-    let mut stream = TcpStream::connect(addr).await.expect("the broker accepts connections");
-    let mut out = BytesMut::new();
-    max_offset_request("RawTopic", 0).encode(&mut out).expect("an encodable command");
-    if stream.write_all(&out).await.is_err() {
-        return false;
-    }
-    let mut buf = BytesMut::new();
-    loop {
-        if RemotingCommand::decode(&mut buf).expect("valid frames").is_some() {
-            return true;
-        }
-        match tokio::time::timeout(PATIENCE, stream.read_buf(&mut buf)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(_) => return false,
-            Err(_) => panic!("the broker neither answers nor closes"),
-        }
+    let mut conn =
+        Connection::connect(addr, PATIENCE).await.expect("the broker accepts connections");
+    match conn.call_within(max_offset_request("RawTopic", 0), PATIENCE).await {
+        Ok(_) => true,
+        Err(ClientError::Closed | ClientError::Io(_)) => false,
+        Err(e) => panic!("the broker neither answers nor closes: {e}"),
     }
 }
 

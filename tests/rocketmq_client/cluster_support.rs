@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 
 use baiji::broker::{BrokerConfig, RunningBroker};
 use baiji::remoting::body::{ClusterInfo, JsonBody, TopicRouteData};
+use baiji::remoting::client::{request_once, Connection};
 use baiji::remoting::code::{request_code, response_code};
-use baiji::remoting::codec::RemotingCodec;
 use baiji::remoting::{ExtFields, RemotingCommand};
-use bytes::BytesMut;
 use cheetah_string::CheetahString;
 use rocketmq_client_rust::{
     AllocateMessageQueueStrategy, ClientRuntime, ConsumeConcurrentlyContext,
@@ -29,8 +28,6 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::codec::{Decoder, Encoder};
 
 // ---------------------------------------------------------------------------------------------
 // Waiting
@@ -363,25 +360,8 @@ impl Drop for BrokerProcess {
 /// One request/response over a fresh connection. `None` when the server is unreachable or does
 /// not answer within 3 s.
 pub(crate) async fn call(addr: SocketAddr, code: i32, ext: ExtFields) -> Option<RemotingCommand> {
-    let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let mut codec = RemotingCodec::default();
-        let mut buf = BytesMut::new();
-        codec.encode(RemotingCommand::request(code, 7).with_ext_fields(ext), &mut buf).ok()?;
-        stream.write_all(&buf).await.ok()?;
-        let mut rbuf = BytesMut::new();
-        loop {
-            if let Some(cmd) = codec.decode(&mut rbuf).ok()? {
-                if cmd.is_response() {
-                    return Some(cmd);
-                }
-            }
-            if stream.read_buf(&mut rbuf).await.ok()? == 0 {
-                return None;
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(3), attempt).await.ok().flatten()
+    let request = RemotingCommand::request(code, 0).with_ext_fields(ext);
+    request_once(addr, request, Duration::from_secs(3)).await.ok()
 }
 
 /// GET_BROKER_CLUSTER_INFO, or `None` if the name server is unreachable.
@@ -700,18 +680,14 @@ pub(crate) async fn push_consumer(
 
 /// One long-lived connection to a name server, over which a test plays a broker.
 #[derive(Debug)]
-pub(crate) struct RawConn {
-    stream: tokio::net::TcpStream,
-    codec: RemotingCodec,
-    rbuf: BytesMut,
-    opaque: i32,
-}
+pub(crate) struct RawConn(Connection);
 
 impl RawConn {
     pub(crate) async fn connect(addr: SocketAddr) -> RawConn {
-        let stream =
-            tokio::net::TcpStream::connect(addr).await.expect("connect to the name server");
-        RawConn { stream, codec: RemotingCodec::default(), rbuf: BytesMut::new(), opaque: 100 }
+        let conn = Connection::connect(addr, Duration::from_secs(3))
+            .await
+            .expect("connect to the name server");
+        RawConn(conn.with_call_timeout(Duration::from_secs(3)))
     }
 
     /// Sends a request and returns its response (3 s at most).
@@ -721,29 +697,10 @@ impl RawConn {
         ext: ExtFields,
         body: Vec<u8>,
     ) -> RemotingCommand {
-        self.opaque += 1;
-        let opaque = self.opaque;
-        let mut buf = BytesMut::new();
-        self.codec
-            .encode(
-                RemotingCommand::request(code, opaque).with_ext_fields(ext).with_body(body),
-                &mut buf,
-            )
-            .expect("encode");
-        self.stream.write_all(&buf).await.expect("write");
-        let wait = async {
-            loop {
-                if let Some(cmd) = self.codec.decode(&mut self.rbuf).expect("decode") {
-                    if cmd.is_response() && cmd.opaque == opaque {
-                        return cmd;
-                    }
-                    continue;
-                }
-                let n = self.stream.read_buf(&mut self.rbuf).await.expect("read");
-                assert!(n > 0, "the name server closed the connection (request code {code})");
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(3), wait).await.expect("an answer within 3 s")
+        let request = RemotingCommand::request(code, 0).with_ext_fields(ext).with_body(body);
+        self.0.call(request).await.unwrap_or_else(|e| {
+            panic!("the name server answers request code {code} within 3 s: {e}")
+        })
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -19,9 +19,9 @@ use baiji::broker::{BrokerConfig, RunningBroker};
 use baiji::remoting::body::{
     ConsumerListBody, JsonBody, LockBatchRequestBody, LockBatchResponseBody,
 };
+use baiji::remoting::client::request_once;
 use baiji::remoting::code::request_code;
 use baiji::remoting::{ExtFields, RemotingCommand};
-use bytes::BytesMut;
 use rocketmq_client_rust::{
     ClientRuntime, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext,
     ConsumeOrderlyStatus, DefaultMQProducer, DefaultMQPushConsumer, DefaultMQPushConsumerBuilder,
@@ -314,24 +314,15 @@ pub(crate) async fn create_topic(p: &mut DefaultMQProducer, topic: &str, queues:
 // ---------------------------------------------------------------------------------------------
 // A raw remoting probe: requests the real clients would not send on the test's behalf.
 
-/// Sends one request on a fresh connection and returns the response.
-pub(crate) fn raw_request(addr: SocketAddr, mut cmd: RemotingCommand) -> RemotingCommand {
-    cmd.opaque = 1;
-    let mut s = TcpStream::connect(addr).expect("connect to the broker");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("read timeout");
-    let mut out = BytesMut::new();
-    cmd.encode(&mut out).expect("encodable request");
-    s.write_all(&out).expect("write the request");
-    let mut buf = BytesMut::new();
-    let mut chunk = [0u8; 64 * 1024];
-    loop {
-        if let Some(resp) = RemotingCommand::decode(&mut buf).expect("a well-formed response") {
-            return resp;
-        }
-        let n = s.read(&mut chunk).expect("read the response");
-        assert!(n > 0, "the broker closed the connection before answering");
-        buf.extend_from_slice(&chunk[..n]);
-    }
+/// Sends one request on a fresh connection and returns the response (5 s at most).
+///
+/// Blocking, for the tests' synchronous polling closures: call it inside
+/// `tokio::task::block_in_place` on a multi-threaded runtime, as every caller does.
+pub(crate) fn raw_request(addr: SocketAddr, cmd: RemotingCommand) -> RemotingCommand {
+    let code = cmd.code;
+    tokio::runtime::Handle::current()
+        .block_on(request_once(addr, cmd, Duration::from_secs(5)))
+        .unwrap_or_else(|e| panic!("the broker answers request code {code} within 5 s: {e}"))
 }
 
 /// `GET_CONSUMER_LIST_BY_GROUP`: the client ids the broker counts as live members.
