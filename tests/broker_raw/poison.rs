@@ -172,8 +172,13 @@ fn raw_record(body: &[u8], props_len: u16) -> Bytes {
 async fn given_stored_records_that_cannot_be_written_out_when_pulling_should_skip_and_count_them() {
     let (broker, mut conn) = broker_with_topic("PoisonTopic").await;
     let topic = broker.store().topic("PoisonTopic").expect("the topic exists");
-    topic.append(0, raw_record(b"too long", 40_000), 0, 1).expect("stored");
-    topic.append(0, Bytes::from_static(b"not a record"), 0, 1).expect("stored");
+    // Stored now: a store time of 1 ms after the epoch is past any retention, and the reaper
+    // could take the records before the pull looks at them (seen once in 7 runs).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    topic.append(0, raw_record(b"too long", 40_000), 0, now).expect("stored");
+    topic.append(0, Bytes::from_static(b"not a record"), 0, now).expect("stored");
     let sent = conn.call(send_with_properties("PoisonTopic", "TAGS\u{1}TagA", b"normal")).await;
     assert_eq!(sent.code, code::SUCCESS, "a normal send succeeds: {sent:?}");
     let delivered = pull_until_body(&mut conn, "poison_group", "PoisonTopic", 0, b"normal").await;

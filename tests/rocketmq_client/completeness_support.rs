@@ -316,13 +316,14 @@ pub(crate) async fn create_topic(p: &mut DefaultMQProducer, topic: &str, queues:
 
 /// Sends one request on a fresh connection and returns the response (5 s at most).
 ///
-/// Blocking, for the tests' synchronous polling closures: call it inside
-/// `tokio::task::block_in_place` on a multi-threaded runtime, as every caller does.
+/// Blocking, for the tests' synchronous polling closures, on a multi-threaded runtime: it
+/// moves off the worker itself (`block_in_place`, which is a no-op when a caller already did).
 pub(crate) fn raw_request(addr: SocketAddr, cmd: RemotingCommand) -> RemotingCommand {
     let code = cmd.code;
-    tokio::runtime::Handle::current()
-        .block_on(request_once(addr, cmd, Duration::from_secs(5)))
-        .unwrap_or_else(|e| panic!("the broker answers request code {code} within 5 s: {e}"))
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(request_once(addr, cmd, Duration::from_secs(5)))
+    })
+    .unwrap_or_else(|e| panic!("the broker answers request code {code} within 5 s: {e}"))
 }
 
 /// `GET_CONSUMER_LIST_BY_GROUP`: the client ids the broker counts as live members.
