@@ -246,3 +246,83 @@ async fn given_sends_and_pulls_when_scraped_should_count_them_exactly_in_valid_t
     assert_eq!(status, "HTTP/1.1 404 Not Found");
     broker.shutdown().await;
 }
+
+/// A broker with a 64 KiB budget under `policy`, the endpoint on, topic [`TOPIC`] (1 queue)
+/// and a clustering group that holds every message (it never commits).
+async fn small_broker(policy: &str) -> (RunningBroker, Conn, SocketAddr) {
+    let broker = start_broker(|c| {
+        c.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
+        c.memory_budget = 64 * 1024;
+        c.memory_policy = policy.into();
+    })
+    .await;
+    let metrics = broker.metrics_addr().expect("the endpoint is bound");
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(create_topic_request(TOPIC, 1)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    let r = conn.call(heartbeat_request("127.0.0.1@holder", "holder", TOPIC)).await;
+    assert_eq!(r.code, code::SUCCESS, "the heartbeat is accepted: {r:?}");
+    (broker, conn, metrics)
+}
+
+#[tokio::test]
+async fn given_a_full_budget_under_reject_when_scraped_should_count_every_refusal() {
+    let (broker, mut conn, metrics) = small_broker("reject").await;
+    let mut busy = 0u32;
+    for _ in 0..100 {
+        let r = conn.call(send_request(TOPIC, 0, vec![b'r'; 1024])).await;
+        match r.code {
+            code::SUCCESS => {}
+            code::SYSTEM_BUSY => busy += 1,
+            other => panic!("a send is stored or refused for room, not {other}: {r:?}"),
+        }
+    }
+    assert!(busy > 0 && busy < 100, "64 KiB holds some of 100 KiB, not all: {busy} refused");
+    // One more, one-way: refused, and nobody can be told but the metrics.
+    let mut oneway = send_request(TOPIC, 0, vec![b'r'; 1024]);
+    oneway.flag = RemotingCommand::FLAG_ONEWAY;
+    oneway.opaque = 7;
+    conn.write(&oneway).await;
+    let r = conn.call(max_offset_request(TOPIC, 0)).await;
+    assert_eq!(r.code, code::SUCCESS, "the probe after the one-way send is answered: {r:?}");
+    let stored = 100 - busy;
+    assert_eq!(r.ext_fields.get("offset"), Some(stored.to_string().as_str()));
+
+    let (_, text) = http_get(metrics, "/metrics").await;
+    let policy = ["policy=\"reject\""];
+    let refused = f64::from(busy + 1);
+    assert_eq!(value(&text, "baiji_sends_refused_total", &policy), refused);
+    assert_eq!(value(&text, "baiji_refused_messages_total", &policy), refused);
+    assert_eq!(value(&text, "baiji_oneway_sends_refused_total", &[]), 1.0);
+    let t = escaped("topic", TOPIC);
+    assert_eq!(value(&text, "rocketmq_messages_in_total", &[t.as_str()]), f64::from(stored));
+    let busy_rpc = ["request_code=\"send_message\"", "response_code=\"system_busy\""];
+    let (_, _, n) = histogram(&text, "rocketmq_rpc_latency", &busy_rpc);
+    assert_eq!(n, refused, "every refused send is timed under its response code");
+    let used = value(&text, "baiji_memory_used_bytes", &[]);
+    assert!(used <= value(&text, "baiji_memory_limit_bytes", &[]), "within budget: {used}");
+    promtool_check(&text);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_drop_oldest_when_the_budget_overflows_should_count_the_holding_groups_drops() {
+    let (broker, mut conn, metrics) = small_broker("drop-oldest").await;
+    for _ in 0..100 {
+        let r = conn.call(send_request(TOPIC, 0, vec![b'd'; 1024])).await;
+        assert_eq!(r.code, code::SUCCESS, "drop-oldest stores every send: {r:?}");
+    }
+    let (_, text) = http_get(metrics, "/metrics").await;
+    let policy = "policy=\"drop-oldest\"";
+    let evicted = value(&text, "baiji_evicted_messages_total", &[policy]);
+    assert!(evicted > 0.0, "100 KiB through a 64 KiB budget evicts:\n{text}");
+    let t = escaped("topic", TOPIC);
+    let g = escaped("consumer_group", "holder");
+    let dropped = value(&text, "baiji_dropped_messages_total", &[policy, &t, &g]);
+    assert_eq!(dropped, evicted, "the one group held every evicted message");
+    let retained = value(&text, "baiji_topic_retained_messages", &[t.as_str()]);
+    assert_eq!(retained + evicted, 100.0, "retained and evicted add up to what was sent");
+    assert_eq!(value(&text, "rocketmq_consumer_lag_messages", &[&t, &g]), retained);
+    promtool_check(&text);
+    broker.shutdown().await;
+}
