@@ -62,6 +62,10 @@ struct BrokerArgs {
     /// Do not run the embedded name server.
     #[arg(long)]
     no_namesrv: bool,
+    /// Serve Prometheus metrics (GET /metrics) on this address, e.g. 127.0.0.1:5557 (off by
+    /// default).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Cluster name (RocketMQ: brokerClusterName).
     #[arg(long)]
     cluster_name: Option<String>,
@@ -184,6 +188,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if a.no_namesrv {
         c.namesrv_listen = None;
+    }
+    if a.metrics_listen.is_some() {
+        c.metrics_listen = a.metrics_listen;
     }
     if let Some(v) = a.cluster_name {
         c.cluster_name = v;

@@ -25,6 +25,8 @@ mod batch;
 mod hardening;
 #[path = "broker_raw/limits.rs"]
 mod limits;
+#[path = "broker_raw/metrics.rs"]
+mod metrics;
 #[path = "broker_raw/poison.rs"]
 mod poison;
 #[path = "broker_raw/sql92.rs"]

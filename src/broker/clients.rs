@@ -311,6 +311,23 @@ impl ClientRegistry {
     pub(crate) fn model(&self, group: &str) -> Option<MessageModel> {
         self.read().groups.get(group).map(|g| g.model.clone())
     }
+
+    /// Every consumer group with its number of member clients, by name (metrics).
+    pub(crate) fn consumer_group_members(&self) -> Vec<(String, usize)> {
+        let mut v: Vec<(String, usize)> =
+            self.read().groups.iter().map(|(name, g)| (name.clone(), g.members.len())).collect();
+        v.sort();
+        v
+    }
+
+    /// Distinct producer clients registered by heartbeats (metrics).
+    pub(crate) fn producer_client_count(&self) -> usize {
+        let r = self.read();
+        let mut ids: Vec<&String> = r.producers.values().flat_map(|g| g.keys()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
 }
 
 fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::Sender<Outgoing>> {

@@ -23,6 +23,10 @@ pub struct BrokerConfig {
     /// The embedded name server's address; `None` disables it. Ignored when
     /// `namesrv-addr` is set.
     pub namesrv_listen: Option<SocketAddr>,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`); `None` (the default)
+    /// serves none (RocketMQ's `metricsExporterType` defaults to `DISABLE` too; its
+    /// Prometheus exporter's port is 5557).
+    pub metrics_listen: Option<SocketAddr>,
     /// External name servers, `host:port;host:port` (RocketMQ: `namesrvAddr`). When set, the
     /// broker registers with them instead of embedding one.
     pub namesrv_addr: Option<String>,
@@ -105,6 +109,7 @@ impl Default for BrokerConfig {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 10911),
             broker_ip: None,
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
+            metrics_listen: None,
             namesrv_addr: None,
             cluster_name: "DefaultCluster".into(),
             broker_name: "baiji-a".into(),
@@ -247,6 +252,13 @@ mod tests {
         assert!(e.contains("block") && e.contains("reject"), "{e}");
         let c = BrokerConfig { memory_policy: "drop-oldest".into(), ..BrokerConfig::default() };
         assert_eq!(c.engine_config().unwrap().policy, MemoryPolicy::DropOldest);
+    }
+
+    #[test]
+    fn given_a_toml_file_with_metrics_listen_should_read_it_and_default_to_none() {
+        assert_eq!(BrokerConfig::default().metrics_listen, None, "off unless asked for");
+        let c: BrokerConfig = toml::from_str("metrics-listen = \"127.0.0.1:5557\"").unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:5557".parse().unwrap()));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod clients;
 mod config;
 mod filter;
 mod locks;
+mod metrics;
 mod namesrv;
 mod processor;
 mod record;
@@ -144,6 +145,8 @@ pub(crate) struct Shared {
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
     pub(crate) counters: BrokerCounters,
+    /// `rocketmq_rpc_latency` (the metrics endpoint).
+    pub(crate) rpc: metrics::RpcLatency,
     pub(crate) uniq: Mutex<UniqKeyGenerator>,
     /// `CLUSTER` property appended to every message read out.
     pub(crate) cluster_property: Vec<u8>,
@@ -212,6 +215,7 @@ pub struct RunningBroker {
     shared: Arc<Shared>,
     broker_addr: Option<SocketAddr>,
     namesrv_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: tokio::task::JoinSet<()>,
 }
@@ -225,6 +229,11 @@ impl RunningBroker {
     /// The embedded or standalone name server's bound address.
     pub fn namesrv_addr(&self) -> Option<SocketAddr> {
         self.namesrv_addr
+    }
+
+    /// The metrics endpoint's bound address (`None` unless `metrics-listen` is set).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The store (statistics, tests).
@@ -330,6 +339,7 @@ impl Shared {
             routes: namesrv::RouteTable::default(),
             store_host,
             counters: BrokerCounters::default(),
+            rpc: metrics::RpcLatency::default(),
             uniq: Mutex::new(uniq),
             cluster_property,
             next_opaque: AtomicI32::new(1),
@@ -385,6 +395,18 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(io(format!("cannot bind the metrics endpoint to {addr}")))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = match &metrics_listener {
+        Some(l) => Some(l.local_addr().map_err(io("local address"))?),
+        None => None,
+    };
     let shared = Arc::new(Shared::new(config, store, store_host));
     for t in shared.topics.all() {
         let _ = shared.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
@@ -406,6 +428,9 @@ pub async fn start_with_store(
             shutdown_rx.clone(),
         ));
     }
+    if let Some(l) = metrics_listener {
+        tasks.spawn(metrics::serve(Arc::clone(&shared), l, shutdown_rx.clone()));
+    }
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
@@ -417,11 +442,19 @@ pub async fn start_with_store(
         broker = %bound,
         advertised = %store_host,
         namesrv = ?namesrv_addr,
+        metrics = ?metrics_addr,
         cluster = %shared.config.cluster_name,
         name = %shared.config.broker_name,
         "baiji broker started"
     );
-    Ok(RunningBroker { shared, broker_addr: Some(bound), namesrv_addr, shutdown, tasks })
+    Ok(RunningBroker {
+        shared,
+        broker_addr: Some(bound),
+        namesrv_addr,
+        metrics_addr,
+        shutdown,
+        tasks,
+    })
 }
 
 /// Starts a standalone name server on `listen` (brokers register with it; clients ask it for
@@ -448,7 +481,14 @@ pub async fn start_namesrv(listen: SocketAddr) -> Result<RunningBroker, BrokerEr
     ));
     tasks.spawn(namesrv_expiry(Arc::clone(&shared), shutdown_rx));
     tracing::info!(namesrv = %bound, "baiji name server started");
-    Ok(RunningBroker { shared, broker_addr: None, namesrv_addr: Some(bound), shutdown, tasks })
+    Ok(RunningBroker {
+        shared,
+        broker_addr: None,
+        namesrv_addr: Some(bound),
+        metrics_addr: None,
+        shutdown,
+        tasks,
+    })
 }
 
 async fn namesrv_expiry(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {

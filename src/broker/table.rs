@@ -86,7 +86,14 @@ pub(crate) fn dispatch(s: &Arc<Shared>, ctx: &ConnCtx, role: Role, req: Remoting
         Role::NameServer => NAMESRV,
     };
     match table.binary_search_by_key(&req.code, |(code, _, _)| *code) {
-        Ok(i) => (table[i].2)(s, ctx, req),
+        Ok(i) => {
+            let start = std::time::Instant::now();
+            let reply = (table[i].2)(s, ctx, req);
+            if let Reply::Now(resp) = &reply {
+                s.rpc.observe(role, i, resp.code, start.elapsed());
+            }
+            reply
+        }
         Err(_) => {
             let code = req.code;
             tracing::debug!(code, peer = %ctx.peer, "request code not supported");

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
+
+use super::metrics::TopicCounters;
 
 use crate::remoting::body::{DataVersion, TopicConfig};
 
@@ -91,7 +93,8 @@ pub(crate) fn validate_topic(t: &str) -> Result<(), String> {
 /// The topic configs this broker serves, with a data version that changes with them.
 #[derive(Debug)]
 pub(crate) struct TopicTable {
-    configs: RwLock<HashMap<String, TopicConfig>>,
+    /// Each topic's config and its request-path metric counters (kept while the topic is).
+    configs: RwLock<HashMap<String, (TopicConfig, Arc<TopicCounters>)>>,
     counter: AtomicI64,
     timestamp: AtomicI64,
 }
@@ -113,20 +116,41 @@ impl TopicTable {
 
     /// The permission bits of `topic`, without copying its config (the send path's check).
     pub(crate) fn get_perm(&self, topic: &str) -> Option<u32> {
-        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|c| c.perm)
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|(c, _)| c.perm)
+    }
+
+    /// The permission bits and the metric counters of `topic`, in the one lookup the send
+    /// and pull paths make anyway.
+    pub(crate) fn get_perm_counted(&self, topic: &str) -> Option<(u32, Arc<TopicCounters>)> {
+        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        configs.get(topic).map(|(c, m)| (c.perm, Arc::clone(m)))
     }
 
     pub(crate) fn get(&self, topic: &str) -> Option<TopicConfig> {
-        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).cloned()
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|(c, _)| c.clone())
     }
 
-    /// Inserts or replaces a config; bumps the data version.
+    /// Inserts or replaces a config (a replaced topic keeps its counters); bumps the data
+    /// version.
     pub(crate) fn put(&self, config: TopicConfig) {
-        self.configs
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(config.topic_name.clone(), config);
+        let mut configs = self.configs.write().unwrap_or_else(|p| p.into_inner());
+        match configs.get_mut(&config.topic_name) {
+            Some(entry) => entry.0 = config,
+            None => {
+                configs.insert(config.topic_name.clone(), (config, Arc::default()));
+            }
+        }
+        drop(configs);
         self.bump();
+    }
+
+    /// Every topic's counters, by name (for a scrape).
+    pub(crate) fn counters_all(&self) -> Vec<(String, Arc<TopicCounters>)> {
+        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<_> = configs.iter().map(|(k, (_, m))| (k.clone(), Arc::clone(m))).collect();
+        drop(configs);
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
     }
 
     pub(crate) fn remove(&self, topic: &str) -> bool {
@@ -153,8 +177,13 @@ impl TopicTable {
     }
 
     pub(crate) fn all(&self) -> Vec<TopicConfig> {
-        let mut v: Vec<TopicConfig> =
-            self.configs.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut v: Vec<TopicConfig> = self
+            .configs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|(c, _)| c.clone())
+            .collect();
         v.sort_by(|a, b| a.topic_name.cmp(&b.topic_name));
         v
     }

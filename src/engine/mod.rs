@@ -104,6 +104,8 @@ pub(crate) struct Inner {
     graveyard: Mutex<Vec<Arc<Topic>>>,
     closed: PlainBool,
     next_id: PlainU64,
+    /// When the last reaper pass finished, ms since the epoch (0: none yet).
+    last_pass_ms: PlainU64,
     reaper: Mutex<Option<std::thread::Thread>>,
     /// Held by the one request thread running a pass for room (engines without a reaper).
     inline_reap: Mutex<()>,
@@ -352,6 +354,9 @@ impl Inner {
         if n > 0 {
             self.room.wake_all();
         }
+        // Relaxed: a statistic for operators (how long ago the reaper last ran); nothing is
+        // published through it.
+        self.last_pass_ms.store(now_ms(), PlainOrdering::Relaxed);
         n
     }
 
@@ -421,6 +426,7 @@ impl Engine {
             graveyard: Mutex::new(Vec::new()),
             closed: PlainBool::new(false),
             next_id: PlainU64::new(1),
+            last_pass_ms: PlainU64::new(0),
             reaper: Mutex::new(None),
             inline_reap: Mutex::new(()),
             #[cfg(test)]
@@ -612,6 +618,14 @@ impl Engine {
     /// Returns how many messages it reclaimed.
     pub fn reap(&self) -> u64 {
         self.inner.reap_pass()
+    }
+
+    /// When the last reclamation pass finished, ms since the Unix epoch (0: none yet). With a
+    /// reaper thread, `now - last_reap_ms()` well above `reaper_max_interval` means the reaper
+    /// is falling behind (or stuck).
+    pub fn last_reap_ms(&self) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        self.inner.last_pass_ms.load(PlainOrdering::Relaxed)
     }
 
     /// Engine-wide statistics.

@@ -8,8 +8,9 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use super::{
-    ConsumerOffsets, MemoryStats, MessageLookup, MessageStore, ReadOutcome, StoreError, StoreStats,
-    StoredRef, TopicStore, WaitId, MAX_ID_OFFSET, MAX_TOPIC_UID,
+    ConsumerOffsets, GroupFigures, MemoryStats, MessageLookup, MessageStore, QueueFigures,
+    ReadOutcome, StoreError, StoreStats, StoredRef, TopicFigures, TopicStore, WaitId,
+    MAX_ID_OFFSET, MAX_TOPIC_UID,
 };
 use crate::engine::{
     Engine, EngineConfig, EngineError, Filter, MemberId, Message, Mode, Retention, StartFrom,
@@ -425,6 +426,70 @@ impl StoreStats for MemoryStore {
             reclaimed_messages: s.reclaimed_messages,
             evicted_messages: s.evicted_messages,
             rejected_messages: s.rejected_messages,
+            last_reclaim_ms: self.engine.last_reap_ms(),
         }
+    }
+
+    fn topic_figures(&self) -> Vec<TopicFigures> {
+        let handles: Vec<Arc<MemTopic>> =
+            self.topics.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut out: Vec<TopicFigures> = handles
+            .iter()
+            .filter(|t| !t.handle.is_deleted())
+            .map(|t| {
+                let stats: Vec<_> = (0..t.handle.queue_count())
+                    .filter_map(|q| t.handle.queue_stats(q).ok())
+                    .collect();
+                TopicFigures {
+                    name: t.handle.name().to_string(),
+                    evicted_messages: stats.iter().map(|s| s.evicted).sum(),
+                    queues: stats
+                        .iter()
+                        .map(|s| QueueFigures {
+                            min_offset: s.min_offset,
+                            max_offset: s.max_offset,
+                            live_messages: s.live_messages,
+                            bytes: s.bytes,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    fn group_figures(&self) -> Vec<GroupFigures> {
+        let mut out: Vec<GroupFigures> = self
+            .engine
+            .groups()
+            .iter()
+            .map(|g| {
+                let st = g.stats();
+                let mut held_bytes = 0u64;
+                if let Some(t) = self.handle(&st.topic) {
+                    for (q, &committed) in st.committed.iter().enumerate() {
+                        let Ok(qs) = t.handle.queue_stats(q as u32) else { continue };
+                        let held = qs.max_offset.saturating_sub(committed.max(qs.min_offset));
+                        if qs.live_messages > 0 {
+                            // u128: held × bytes cannot overflow; the quotient is at most bytes.
+                            let est = u128::from(held.min(qs.live_messages)) * u128::from(qs.bytes)
+                                / u128::from(qs.live_messages);
+                            held_bytes = held_bytes.saturating_add(est as u64);
+                        }
+                    }
+                }
+                GroupFigures {
+                    broadcasting: st.mode == Mode::Broadcasting,
+                    backlog: st.backlog,
+                    held_bytes,
+                    dropped: st.dropped,
+                    group: st.group,
+                    topic: st.topic,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.group, &a.topic).cmp(&(&b.group, &b.topic)));
+        out
     }
 }

@@ -254,6 +254,58 @@ pub trait MessageLookup: Send + Sync {
 pub trait StoreStats: Send + Sync {
     /// Bytes in use, the budget, live messages.
     fn memory(&self) -> MemoryStats;
+    /// Every live topic's figures, by name. Computed on each call (for scrapes, not the hot
+    /// path); one entry per topic, so bounded by the topic table.
+    fn topic_figures(&self) -> Vec<TopicFigures> {
+        Vec::new()
+    }
+    /// Every group's subscription to every topic (groups holding messages). Computed on
+    /// each call; one entry per subscription.
+    fn group_figures(&self) -> Vec<GroupFigures> {
+        Vec::new()
+    }
+}
+
+/// One queue's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueFigures {
+    /// First retained offset.
+    pub min_offset: u64,
+    /// Offset the next append gets.
+    pub max_offset: u64,
+    /// Messages retained.
+    pub live_messages: u64,
+    /// Bytes retained (the store's accounting, record plus bookkeeping).
+    pub bytes: u64,
+}
+
+/// One topic's figures.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopicFigures {
+    /// The topic.
+    pub name: String,
+    /// Its queues, by id.
+    pub queues: Vec<QueueFigures>,
+    /// Messages evicted by `drop-oldest` from it so far.
+    pub evicted_messages: u64,
+}
+
+/// One group's subscription to one topic.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupFigures {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// Broadcasting (each member holds) rather than clustering.
+    pub broadcasting: bool,
+    /// Messages the group still holds (has not acknowledged).
+    pub backlog: u64,
+    /// Bytes of the retained messages the group holds, estimated per queue from the queue's
+    /// mean retained message size (exact when a queue's messages are all the same size).
+    pub held_bytes: u64,
+    /// Messages `drop-oldest` evicted before the group acknowledged them.
+    pub dropped: u64,
 }
 
 /// Memory figures of a store.
@@ -271,6 +323,9 @@ pub struct MemoryStats {
     pub evicted_messages: u64,
     /// Appends refused for lack of memory.
     pub rejected_messages: u64,
+    /// When the store's last reclamation pass finished, ms since the Unix epoch (0: none yet
+    /// or not applicable).
+    pub last_reclaim_ms: u64,
 }
 
 /// Everything the broker needs, as one object.

@@ -24,6 +24,7 @@ use bytes::BytesMut;
 use super::{bad_header, queue_id, store_error};
 use crate::broker::clients::{filter_of, Subscription};
 use crate::broker::filter::{self, SqlFilter};
+use crate::broker::metrics;
 use crate::broker::record::{self, Placement};
 use crate::broker::topics::perm;
 use crate::broker::{reply_error, ConnCtx, Reply, Shared};
@@ -215,15 +216,17 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         Err(e) => return Pulled::Reply(bad_header(req, &e)),
     };
     // Only routed topics are readable: the internal schedule topic is not.
-    let routed = s.topics.get_perm(h.topic).is_some();
-    let Some(topic) = s.store.topic(h.topic).filter(|_| routed) else {
+    let routed = s.topics.get_perm_counted(h.topic);
+    let Some(((perm_bits, counters), topic)) =
+        routed.and_then(|r| Some((r, s.store.topic(h.topic)?)))
+    else {
         return Pulled::Reply(reply_error(
             req,
             response_code::TOPIC_NOT_EXIST,
             format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(h.topic)),
         ));
     };
-    if s.topics.get_perm(h.topic).is_some_and(|p| p & perm::READ == 0) {
+    if perm_bits & perm::READ == 0 {
         return Pulled::Reply(reply_error(
             req,
             response_code::NO_PERMISSION,
@@ -317,6 +320,15 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         Ok(o) => o,
         Err(e) => return Pulled::Reply(store_error(req, &e)),
     };
+    if delivered > 0 {
+        let pulled = metrics::Pulled {
+            queue,
+            next: out.next_offset,
+            messages: delivered,
+            bytes: body.len(),
+        };
+        counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
+    }
     let (min, max) = (out.min_offset, out.max_offset);
     let (code, next) = if delivered > 0 {
         (response_code::SUCCESS, out.next_offset)

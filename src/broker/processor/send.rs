@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::retry;
 use super::{bad_header, put_error, store_error};
+use crate::broker::metrics::TopicCounters;
 use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
 use crate::broker::timer::{self, Wait};
@@ -118,10 +119,10 @@ pub(crate) fn resolve_topic(
     topic: &str,
     default_topic: &str,
     default_queues: i32,
-) -> Result<Arc<dyn TopicStore>, Reply> {
-    if s.topics.get_perm(topic).is_some() {
+) -> Result<(Arc<dyn TopicStore>, Arc<TopicCounters>), Reply> {
+    if let Some((_, counters)) = s.topics.get_perm_counted(topic) {
         if let Some(t) = s.store.topic(topic) {
-            return Ok(t);
+            return Ok((t, counters));
         }
     }
     let not_exist = || {
@@ -152,7 +153,12 @@ pub(crate) fn resolve_topic(
         c
     };
     match s.create_topic(conf) {
-        Ok(_) => s.store.topic(topic).ok_or_else(not_exist),
+        Ok(_) => {
+            let t = s.store.topic(topic).ok_or_else(not_exist)?;
+            // Deleted again in between: the counters of a topic that is gone.
+            let counters = s.topics.get_perm_counted(topic).map(|(_, c)| c).unwrap_or_default();
+            Ok((t, counters))
+        }
         Err(e) => Err(store_error(req, &e)),
     }
 }
@@ -195,10 +201,11 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     if let Err(r) = check(s, req, &h, req.body.len()) {
         return r;
     }
-    let topic = match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
+    let (topic, counters) =
+        match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
     let queue = match pick_queue(req, topic.as_ref(), h.queue_id) {
         Ok(q) => q,
         Err(r) => return r,
@@ -263,6 +270,7 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
+            counters.message_in(req.body.len());
             let msg_id =
                 encode_offset_msg_id(s.store_host, physical_offset(uid, stored_queue, offset));
             let resp = SendMessageResponseHeader {
@@ -340,10 +348,11 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             ),
         );
     }
-    let topic = match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
+    let (topic, counters) =
+        match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
+            Ok(t) => t,
+            Err(r) => return r,
+        };
     let queue = match pick_queue(req, topic.as_ref(), h.queue_id) {
         Ok(q) => q,
         Err(r) => return r,
@@ -372,6 +381,9 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     let n = records.len() as u64;
     match topic.append_batch(queue, records, now_ms()) {
         Ok(first) => {
+            for e in &entries {
+                counters.message_in(e.body.len());
+            }
             let ids: Vec<String> = (first..first + n)
                 .map(|o| encode_offset_msg_id(s.store_host, physical_offset(topic.uid(), queue, o)))
                 .collect();
