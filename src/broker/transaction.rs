@@ -55,6 +55,7 @@
 //! names the re-appended copy), so the producer's original and checked decisions name the
 //! same entry.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,7 +65,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use super::record::{self, physical_offset, split_physical_offset, Decoded, NewRecord, PutError};
-use super::schedule::rewrite_properties;
+use super::schedule::{self, rewrite_properties};
+use super::timer::{self, Wait};
 use super::Shared;
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::header::{
@@ -329,20 +331,35 @@ fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
         .and_then(|q| q.trim().parse().ok())
         .unwrap_or(0);
     let queue = if asked < topic.queue_count() { asked } else { 0 };
-    let props = rewrite_properties(
+    let mut props: Cow<'_, [u8]> = Cow::Owned(rewrite_properties(
         d.properties,
         &[properties::REAL_TOPIC, properties::REAL_QID, properties::TRAN_MSG],
         &[],
-    );
+    ));
     let flag = (d.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK) | sys_flag::TRANSACTION_COMMIT;
-    let rec = record::encode(&renewed(&d, flag, &props), s.cluster_property.len())
-        .map_err(|e| refuse(e.to_string()))?;
-    match topic.append(queue, rec, properties::tags_code(&props), now_ms()) {
-        Ok(_) => Ok(()),
-        Err(e @ StoreError::Full { .. }) => {
+    // As RocketMQ 5 (`HookUtils.handleScheduleMessage` takes COMMIT like NOT): a delay level or
+    // a timer on the committed copy makes it wait, not the half message. A timer that became
+    // illegal (the maximum changed since) is delivered at once rather than lost.
+    let wait =
+        timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec).unwrap_or(Wait::No);
+    let rec = renewed(&d, flag, &props);
+    let stored = match wait {
+        Wait::Level(level) => schedule::schedule(s, level, real_topic, queue, &rec).map(|_| ()),
+        Wait::Until(due) => timer::schedule(s, due, real_topic, queue, &rec).map(|_| ()),
+        Wait::No => record::encode(&rec, s.cluster_property.len())
+            .map_err(PutError::from)
+            .and_then(|encoded| {
+                let tag = properties::tags_code(&props);
+                Ok(topic.append(queue, encoded, tag, now_ms()).map(|_| ())?)
+            }),
+    };
+    match stored {
+        Ok(()) => Ok(()),
+        Err(PutError::Store(e @ StoreError::Full { .. })) => {
             Err(Ended::Refused(response_code::SYSTEM_BUSY, e.to_string()))
         }
-        Err(e) => Err(refuse(e.to_string())),
+        Err(PutError::Store(e)) => Err(refuse(e.to_string())),
+        Err(PutError::Record(e)) => Err(refuse(e.to_string())),
     }
 }
 

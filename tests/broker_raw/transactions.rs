@@ -15,8 +15,13 @@ const GROUP: &str = "tx_producer_group";
 
 /// A SEND_MESSAGE_V2 of a half message, as a Java `TransactionMQProducer` sends it.
 fn half_send(queue: i32, body: &str, uniq: &str) -> RemotingCommand {
+    half_send_with(queue, body, uniq, "")
+}
+
+/// [`half_send`] with `extra` (whole `key\u{1}value\u{2}` pairs) before the last property.
+fn half_send_with(queue: i32, body: &str, uniq: &str, extra: &str) -> RemotingCommand {
     let props = format!(
-        "TAGS\u{1}TagT\u{2}KEYS\u{1}k-{uniq}\u{2}TRAN_MSG\u{1}true\u{2}PGROUP\u{1}{GROUP}\u{2}UNIQ_KEY\u{1}{uniq}\u{2}WAIT\u{1}true"
+        "TAGS\u{1}TagT\u{2}KEYS\u{1}k-{uniq}\u{2}TRAN_MSG\u{1}true\u{2}PGROUP\u{1}{GROUP}\u{2}UNIQ_KEY\u{1}{uniq}\u{2}{extra}WAIT\u{1}true"
     );
     let mut ext = ExtFields::new();
     for (k, v) in [
@@ -48,7 +53,18 @@ struct HalfSent {
 }
 
 async fn send_half(conn: &mut Conn, queue: i32, body: &str, uniq: &str) -> HalfSent {
-    let r = conn.call(half_send(queue, body, uniq)).await;
+    send_half_with(conn, queue, body, uniq, "").await
+}
+
+/// [`send_half`] with extra properties (see [`half_send_with`]).
+async fn send_half_with(
+    conn: &mut Conn,
+    queue: i32,
+    body: &str,
+    uniq: &str,
+    extra: &str,
+) -> HalfSent {
+    let r = conn.call(half_send_with(queue, body, uniq, extra)).await;
     assert_eq!(r.code, code::SUCCESS, "a half message is stored: {r:?}");
     assert_eq!(
         r.ext_fields.get("transactionId"),
@@ -514,4 +530,35 @@ async fn given_concurrent_first_half_messages_when_unheld_messages_expire_at_onc
         assert_eq!(s.committed, 8, "round {round}: every half message was kept: {s:?}");
         broker.shutdown().await;
     }
+}
+
+#[tokio::test]
+async fn given_a_committed_half_message_with_a_timer_should_deliver_it_when_due_not_at_commit() {
+    // RocketMQ 5 applies timers (and delay levels) to the committed copy, not the half message
+    // (`HookUtils.handleScheduleMessage` takes transaction types NOT and COMMIT).
+    let (broker, mut conn) = tx_broker(|_| {}).await;
+    let sent = send_half_with(
+        &mut conn,
+        3,
+        "later",
+        "7F0000010001000000000000000000E1",
+        "TIMER_DELAY_SEC\u{1}5\u{2}",
+    )
+    .await;
+    assert_eq!(broker.timers_waiting(), 0, "a half message is not a timer yet");
+    oneway(&mut conn, end_transaction(&sent, GROUP, COMMIT, false)).await;
+    wait_stats(&broker, "the commit is applied", |s| s.committed == 1).await;
+    assert_eq!(broker.timers_waiting(), 1, "the committed copy waits for its time");
+    let deadline = Instant::now() + PATIENCE;
+    let msgs = loop {
+        let msgs = pull_all(&mut conn, 3).await;
+        if !msgs.is_empty() || Instant::now() > deadline {
+            break msgs;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(msgs.len(), 1, "delivered once when due: {msgs:?}");
+    assert_eq!(&msgs[0].body[..], b"later");
+    assert_eq!(prop(&msgs[0], "UNIQ_KEY"), Some(sent.msg_id.as_str()), "its msgId is kept");
+    broker.shutdown().await;
 }
