@@ -14,6 +14,7 @@
 #   REPS=1 DURATION=5 benches/wire/run.sh     # a quick look
 #   SYSTEMS="baiji redis" WORKLOADS="a b" benches/wire/run.sh
 #   DRIVERS="raw client" benches/wire/run.sh  # also rocketmq-client-rust (builds feature bench-client)
+#   RESUME=1 benches/wire/run.sh              # finish an interrupted run: only the missing cells
 #
 # Cost here (2 cores): first install ~25 min (two cargo installs, baiji, this crate); then per
 # repetition ~6 min with the defaults.
@@ -208,7 +209,9 @@ write_meta() {
 main() {
   install
   mkdir -p "$OUT/raw" "$OUT/logs"
-  write_meta
+  # RESUME=1 keeps meta.md and every cell written since it (same binaries if nothing was
+  # rebuilt: check the commit in meta.md), and runs only the missing cells.
+  [ -n "${RESUME:-}" ] && [ -f "$OUT/meta.md" ] || write_meta
   local systems=($SYSTEMS)
   local n=${#systems[@]}
   for rep in $(seq 1 "$REPS"); do
@@ -217,8 +220,17 @@ main() {
         local s=${systems[$(((i + rep - 1) % n))]}
         for d in $(drivers_for "$s" "$w"); do
           local tag="$w-$s-$d-r$rep"
+          if [ -n "${RESUME:-}" ] && [ "$OUT/raw/$tag.json" -nt "$OUT/meta.md" ]; then
+            log "have $tag (RESUME)"; continue
+          fi
           log "run $tag"
-          start_system "$s" "$OUT/logs/$tag.broker.log"
+          # A system that does not come up (the persistent peer failed its start-up once under
+          # load) costs its cell, not the rest of the run.
+          if ! start_system "$s" "$OUT/logs/$tag.broker.log"; then
+            log "run $tag: $s did not start; see $OUT/logs/$tag.broker.log"
+            stop_system
+            continue
+          fi
           local extra=""
           [ -n "$EXTRA_PID" ] && extra="--extra-pid $EXTRA_PID"
           # shellcheck disable=SC2046
