@@ -300,6 +300,13 @@ impl RunningBroker {
         self.shared.timers.waiting()
     }
 
+    /// Requests the ACL refused (one-way ones included, which get no answer); 0 without
+    /// `acl-file`.
+    pub fn acl_refused(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.shared.acl.as_ref().map_or(0, |a| a.refused.load(crate::sync::Ordering::Relaxed))
+    }
+
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).
     pub async fn wait(mut self) {
         while self.tasks.join_next().await.is_some() {}

@@ -230,6 +230,7 @@ async fn given_a_refused_oneway_request_should_answer_nothing_and_keep_the_conne
     let resp = c.call(signed(max_offset_request("AclOk", 0), AK, SK)).await;
     assert_eq!(resp.code, code::SUCCESS, "the next request's answer comes first: {resp:?}");
     assert_eq!(resp.ext_fields.get("offset"), Some("1"), "the refused one-way send stored nothing");
+    assert_eq!(broker.acl_refused(), 1, "the unanswered refusal is counted");
     broker.shutdown().await;
 }
 
