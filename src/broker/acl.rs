@@ -370,9 +370,13 @@ impl AclConfig {
                     return Err("an account needs accessKey and secretKey".into());
                 }
                 let mut acc = Account {
-                    white: match scalar(&a["whiteRemoteAddress"]) {
-                        Some(w) => AddrPattern::parse_list(&w)?,
-                        None => Vec::new(),
+                    white: {
+                        // A string, or (as some deployments write it) a list of them.
+                        let mut white = Vec::new();
+                        for w in str_list(&a["whiteRemoteAddress"]) {
+                            white.extend(AddrPattern::parse_list(&w)?);
+                        }
+                        white
                     },
                     admin: matches!(&a["admin"], Yaml::Boolean(true))
                         || scalar(&a["admin"]).is_some_and(|s| s.eq_ignore_ascii_case("true")),
@@ -639,6 +643,23 @@ mod tests {
         assert!(m("127.0.0.1", "::ffff:127.0.0.1"));
         assert!(AddrPattern::parse_list("300.1.1.1").is_err());
         assert!(AddrPattern::parse_list("1.1.1.9-2").is_err());
+    }
+
+    #[test]
+    fn given_a_plain_acl_yml_should_read_accounts_perms_and_whitelists() {
+        let c = AclConfig::parse(
+            "globalWhiteRemoteAddresses:\n  - 10.10.103.*\naccounts:\n  - accessKey: ak\n    secretKey: 12345678\n    whiteRemoteAddress:\n      - 192.168.1.*\n    admin: true\n    defaultTopicPerm: PUB\n    topicPerms:\n      - t=SUB|PUB\n    groupPerms:\n      - g=DENY\n",
+        )
+        .unwrap();
+        assert_eq!(c.global_white.len(), 1);
+        let a = &c.accounts["ak"];
+        assert_eq!(a.secret_key, "12345678", "a number-looking secret is read as its text");
+        assert!(a.admin);
+        assert_eq!(a.white, AddrPattern::parse_list("192.168.1.*").unwrap());
+        assert_eq!((a.default_topic_perm, a.default_group_perm), (PUB, DENY));
+        assert_eq!(a.topic_perms["t"], PUB | SUB);
+        assert_eq!(a.group_perms["g"], DENY);
+        assert!(AclConfig::parse("accounts:\n  - accessKey: x\n").is_err(), "no secret");
     }
 
     #[test]
