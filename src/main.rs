@@ -66,6 +66,9 @@ struct BrokerArgs {
     /// default).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// RocketMQ plain ACL file (plain_acl.yml format), re-read when it changes (off by default).
+    #[arg(long)]
+    acl_file: Option<std::path::PathBuf>,
     /// Cluster name (RocketMQ: brokerClusterName).
     #[arg(long)]
     cluster_name: Option<String>,
@@ -191,6 +194,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if a.metrics_listen.is_some() {
         c.metrics_listen = a.metrics_listen;
+    }
+    if a.acl_file.is_some() {
+        c.acl_file = a.acl_file;
     }
     if let Some(v) = a.cluster_name {
         c.cluster_name = v;

@@ -19,6 +19,8 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "broker_raw/acl.rs"]
+mod acl;
 #[path = "broker_raw/batch.rs"]
 mod batch;
 #[path = "broker_raw/hardening.rs"]

@@ -1089,3 +1089,7 @@ mod transactions;
 // SQL92 selectors (issue 12): broker-side filtering by message properties.
 #[path = "rocketmq_client/sql92.rs"]
 mod sql92;
+
+// RocketMQ plain ACL with the client's AclClientRPCHook (issue 17).
+#[path = "rocketmq_client/acl.rs"]
+mod acl;

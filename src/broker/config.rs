@@ -27,6 +27,9 @@ pub struct BrokerConfig {
     /// serves none (RocketMQ's `metricsExporterType` defaults to `DISABLE` too; its
     /// Prometheus exporter's port is 5557).
     pub metrics_listen: Option<SocketAddr>,
+    /// RocketMQ plain ACL file (`plain_acl.yml` format, re-read when it changes); `None` (the
+    /// default) checks nothing. See README, "Security".
+    pub acl_file: Option<std::path::PathBuf>,
     /// External name servers, `host:port;host:port` (RocketMQ: `namesrvAddr`). When set, the
     /// broker registers with them instead of embedding one.
     pub namesrv_addr: Option<String>,
@@ -110,6 +113,7 @@ impl Default for BrokerConfig {
             broker_ip: None,
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
             metrics_listen: None,
+            acl_file: None,
             namesrv_addr: None,
             cluster_name: "DefaultCluster".into(),
             broker_name: "baiji-a".into(),

@@ -11,6 +11,7 @@
 //!
 //! [`store`]: crate::store
 
+pub mod acl;
 mod clients;
 mod config;
 mod filter;
@@ -153,6 +154,8 @@ pub(crate) struct Shared {
     next_opaque: AtomicI32,
     /// Tells the registrar that topics changed.
     pub(crate) topics_changed: watch::Sender<u64>,
+    /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
+    pub(crate) acl: Option<acl::Acl>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -297,6 +300,13 @@ impl RunningBroker {
         self.shared.timers.waiting()
     }
 
+    /// Requests the ACL refused (one-way ones included, which get no answer); 0 without
+    /// `acl-file`.
+    pub fn acl_refused(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.shared.acl.as_ref().map_or(0, |a| a.refused.load(crate::sync::Ordering::Relaxed))
+    }
+
     /// Waits until the broker stops (Ctrl-C, or [`shutdown`](Self::shutdown) from elsewhere).
     pub async fn wait(mut self) {
         while self.tasks.join_next().await.is_some() {}
@@ -344,6 +354,7 @@ impl Shared {
             cluster_property,
             next_opaque: AtomicI32::new(1),
             topics_changed: watch::channel(0).0,
+            acl: None,
             config,
             store,
         }
@@ -407,7 +418,13 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
-    let shared = Arc::new(Shared::new(config, store, store_host));
+    let acl = match &config.acl_file {
+        Some(path) => Some(acl::Acl::load(path).map_err(BrokerError::Config)?),
+        None => None,
+    };
+    let mut shared = Shared::new(config, store, store_host);
+    shared.acl = acl;
+    let shared = Arc::new(shared);
     for t in shared.topics.all() {
         let _ = shared.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
     }
@@ -435,6 +452,7 @@ pub async fn start_with_store(
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

@@ -87,6 +87,9 @@ pub(crate) fn dispatch(s: &Arc<Shared>, ctx: &ConnCtx, role: Role, req: Remoting
     };
     match table.binary_search_by_key(&req.code, |(code, _, _)| *code) {
         Ok(i) => {
+            if let Some(refused) = s.acl.as_ref().and_then(|acl| acl.check(role, ctx, &req)) {
+                return refused;
+            }
             let start = std::time::Instant::now();
             let reply = (table[i].2)(s, ctx, req);
             if let Reply::Now(resp) = &reply {

@@ -1,0 +1,283 @@
+//! RocketMQ plain ACL (`acl-file`): requests signed here exactly as the Java
+//! `AclClientRPCHook` signs them (the custom header fields and `AccessKey` in a `TreeMap`, their
+//! values concatenated in key order, then the body, HMAC-SHA1 keyed with the secret key,
+//! base64), checked against the permission matrix: every request code unsigned, signed sends,
+//! pulls, heartbeats and admin codes per account, the name server's open route queries, one-way
+//! refusals, the whitelists, and the file reloaded while the broker runs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use base64::Engine as _;
+use hmac::{KeyInit, Mac};
+
+use super::*;
+
+const AK: &str = "rocketmq2";
+const SK: &str = "12345678";
+const ADMIN_AK: &str = "RocketMQ";
+const ADMIN_SK: &str = "adminsecret";
+
+/// An account with `PUB|SUB` on `AclOk`, `DENY` on `AclDenied`, `PUB` on `AclPubOnly`, `DENY`
+/// on other topics, `SUB` on groups but `g_denied`; and an admin.
+fn acl_yaml(denied_perm: &str, global_white: &str) -> String {
+    format!(
+        r#"globalWhiteRemoteAddresses:
+{global_white}
+accounts:
+  - accessKey: {AK}
+    secretKey: {SK}
+    whiteRemoteAddress:
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - AclOk=PUB|SUB
+      - AclDenied={denied_perm}
+      - AclPubOnly=PUB
+    groupPerms:
+      - g_denied=DENY
+  - accessKey: {ADMIN_AK}
+    secretKey: {ADMIN_SK}
+    whiteRemoteAddress: 192.168.0.*
+    admin: true
+  - accessKey: loopback
+    secretKey: unused-secret
+    whiteRemoteAddress: 127.0.0.1-5
+    defaultTopicPerm: DENY
+"#
+    )
+}
+
+/// Writes `text` to a fresh file in the temp dir.
+fn acl_file(text: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "baiji-acl-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let path = dir.join("plain_acl.yml");
+    std::fs::write(&path, text).expect("the ACL file is written");
+    path
+}
+
+async fn acl_broker(text: &str) -> (RunningBroker, PathBuf) {
+    let path = acl_file(text);
+    let p = path.clone();
+    (start_broker(move |c| c.acl_file = Some(p)).await, path)
+}
+
+/// Signs `req` as the Java `AclClientRPCHook` does.
+fn signed(mut req: RemotingCommand, ak: &str, sk: &str) -> RemotingCommand {
+    req.ext_fields.insert("AccessKey", ak);
+    let sorted: BTreeMap<String, String> = req
+        .ext_fields
+        .iter()
+        .filter(|(k, _)| *k != "Signature")
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut content = Vec::new();
+    for v in sorted.values() {
+        content.extend_from_slice(v.as_bytes());
+    }
+    content.extend_from_slice(&req.body);
+    let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(sk.as_bytes()).expect("any key");
+    mac.update(&content);
+    let sig = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    req.ext_fields.insert("Signature", &sig);
+    req
+}
+
+fn heartbeat(group: &str, topic: &str) -> RemotingCommand {
+    let body = format!(
+        r#"{{"clientID":"127.0.0.1@acl","producerDataSet":[],"consumerDataSet":[{{"groupName":"{group}","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{{"classFilterMode":false,"topic":"{topic}","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}}],"unitMode":false}}]}}"#
+    );
+    RemotingCommand::request(rc::HEART_BEAT, 0).with_body(body.into_bytes())
+}
+
+fn assert_refused(resp: &RemotingCommand, remark: &str) {
+    assert_eq!(resp.code, code::NO_PERMISSION, "refused with NO_PERMISSION: {resp:?}");
+    assert_eq!(resp.remark.as_deref(), Some(remark), "RocketMQ's AclException text: {resp:?}");
+}
+
+fn assert_allowed(resp: &RemotingCommand) {
+    assert_ne!(resp.code, code::NO_PERMISSION, "not refused by the ACL: {resp:?}");
+}
+
+#[tokio::test]
+async fn given_an_acl_file_when_requests_are_unsigned_or_badly_signed_should_refuse_them() {
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let resp = c.call(send_request("AclOk", 0, &b"x"[..])).await;
+    assert_refused(&resp, "No accessKey is configured");
+    let resp = c.call(signed(send_request("AclOk", 0, &b"x"[..]), AK, "wrong")).await;
+    assert_refused(&resp, &format!("Check signature failed for accessKey={AK}"));
+    let resp = c.call(signed(send_request("AclOk", 0, &b"x"[..]), "nobody", SK)).await;
+    assert_refused(&resp, "No acl config for nobody");
+    // The body is signed: the same fields with another body fail.
+    let mut tampered = signed(send_request("AclOk", 0, &b"x"[..]), AK, SK);
+    tampered.body = bytes::Bytes::from_static(b"y");
+    assert_refused(&c.call(tampered).await, &format!("Check signature failed for accessKey={AK}"));
+    // Nothing refused reached a processor: the refused sends created no topic, stored nothing.
+    let _ = c.call(send_request("NeverMade", 0, &b"x"[..])).await;
+    let _ = c.call(signed(send_request("NeverMade", 0, &b"x"[..]), AK, "wrong")).await;
+    let resp = c.call(signed(max_offset_request("NeverMade", 0), ADMIN_AK, ADMIN_SK)).await;
+    assert!(
+        resp.code != code::SUCCESS || resp.ext_fields.get("offset") == Some("0"),
+        "a refused send stores nothing: {resp:?}"
+    );
+    // The connection stays usable: a good signature is served.
+    let resp = c.call(signed(send_request("AclOk", 0, &b"x"[..]), AK, SK)).await;
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_topic_and_group_perms_should_allow_and_refuse_per_the_matrix() {
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let send = |t: &str| signed(send_request(t, 0, &b"x"[..]), AK, SK);
+    assert_eq!(c.call(send("AclOk")).await.code, code::SUCCESS);
+    assert_eq!(c.call(send("AclPubOnly")).await.code, code::SUCCESS);
+    assert_refused(&c.call(send("AclDenied")).await, "No default permission for topic:AclDenied");
+    assert_refused(&c.call(send("Unlisted")).await, "No default permission for topic:Unlisted");
+    // A retry topic follows its group: SUB on the group, which g_denied lacks.
+    assert_refused(
+        &c.call(send("%RETRY%g_denied")).await,
+        "No default permission for group:g_denied",
+    );
+    // Heartbeats: each subscribed topic and each group needs SUB.
+    assert_allowed(&c.call(signed(heartbeat("g_ok", "AclOk"), AK, SK)).await);
+    assert_refused(
+        &c.call(signed(heartbeat("g_ok", "AclPubOnly"), AK, SK)).await,
+        "No default permission for topic:AclPubOnly",
+    );
+    assert_refused(
+        &c.call(signed(heartbeat("g_denied", "AclOk"), AK, SK)).await,
+        "No default permission for group:g_denied",
+    );
+    // Pulls: topic SUB and group SUB.
+    assert_allowed(&c.call(signed(pull_request("g_ok", "AclOk", 0, 0, 0, 0), AK, SK)).await);
+    assert_refused(
+        &c.call(signed(pull_request("g_ok", "AclPubOnly", 0, 0, 0, 0), AK, SK)).await,
+        "No default permission for topic:AclPubOnly",
+    );
+    assert_refused(
+        &c.call(signed(pull_request("g_denied", "AclOk", 0, 0, 0, 0), AK, SK)).await,
+        "No default permission for group:g_denied",
+    );
+    // Admin codes: refused to a normal account, served to the admin.
+    assert_refused(
+        &c.call(signed(create_topic_request("Made", 4), AK, SK)).await,
+        &format!("Need admin permission for request code=17, but accessKey={AK} is not"),
+    );
+    let resp = c.call(signed(create_topic_request("Made", 4), ADMIN_AK, ADMIN_SK)).await;
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    broker.shutdown().await;
+}
+
+/// Every request code, unsigned, on both ports: the broker serves none of them (each is
+/// refused, or not supported at all), the name server serves only its open route queries.
+#[tokio::test]
+async fn given_every_request_code_unsigned_should_follow_the_permission_matrix() {
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut b = Conn::open(broker_addr(&broker)).await;
+    let mut n = Conn::open(broker.namesrv_addr().expect("a name server")).await;
+    let open_on_namesrv = [
+        rc::GET_KV_CONFIG,
+        rc::GET_ROUTEINFO_BY_TOPIC,
+        rc::GET_BROKER_CLUSTER_INFO,
+        rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        rc::GET_TOPICS_BY_CLUSTER,
+    ];
+    for (code_, name) in rc::ALL {
+        let mut ext = ExtFields::new();
+        ext.insert("topic", "AclOk");
+        let resp = b.call(request(*code_, ext.clone())).await;
+        assert!(
+            resp.code == code::NO_PERMISSION || resp.code == code::REQUEST_CODE_NOT_SUPPORTED,
+            "broker: unsigned {name} is refused or unsupported: {resp:?}"
+        );
+        let resp = n.call(request(*code_, ext)).await;
+        if open_on_namesrv.contains(code_) {
+            assert_allowed(&resp);
+        } else {
+            assert!(
+                resp.code == code::NO_PERMISSION || resp.code == code::REQUEST_CODE_NOT_SUPPORTED,
+                "name server: unsigned {name} is refused or unsupported: {resp:?}"
+            );
+        }
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_refused_oneway_request_should_answer_nothing_and_keep_the_connection() {
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    assert_eq!(
+        c.call(signed(send_request("AclOk", 0, &b"x"[..]), AK, SK)).await.code,
+        code::SUCCESS
+    );
+    let mut oneway = send_request("AclOk", 0, &b"x"[..]);
+    oneway.opaque = c.opaque();
+    oneway.flag |= RemotingCommand::FLAG_ONEWAY;
+    c.write(&oneway).await;
+    // `call` fails on an answer with another opaque: the refusal was not answered.
+    let resp = c.call(signed(max_offset_request("AclOk", 0), AK, SK)).await;
+    assert_eq!(resp.code, code::SUCCESS, "the next request's answer comes first: {resp:?}");
+    assert_eq!(resp.ext_fields.get("offset"), Some("1"), "the refused one-way send stored nothing");
+    assert_eq!(broker.acl_refused(), 1, "the unanswered refusal is counted");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_whitelisted_addresses_should_skip_signature_checks() {
+    // Account whitelist: 127.0.0.1-5 covers the test's loopback peer, so a wrong secret passes.
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let resp = c.call(signed(send_request("AclOk", 0, &b"x"[..]), "loopback", "wrong")).await;
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    broker.shutdown().await;
+    // Global whitelist: no credentials at all.
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "  - 10.0.0.1,127.0.*.*")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let resp = c.call(send_request("AclDenied", 0, &b"x"[..])).await;
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_the_acl_file_changes_should_apply_the_new_rules() {
+    let (broker, path) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let send = || signed(send_request("AclDenied", 0, &b"x"[..]), AK, SK);
+    assert_refused(&c.call(send()).await, "No default permission for topic:AclDenied");
+    std::fs::write(&path, acl_yaml("PUB", "")).expect("the ACL file is rewritten");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let resp = c.call(send()).await;
+        if resp.code == code::SUCCESS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new rules apply within the patience: {resp:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A file that no longer parses keeps the rules in force.
+    std::fs::write(&path, "accounts: [ {accessKey: x}").expect("the ACL file is broken");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(c.call(send()).await.code, code::SUCCESS, "the previous rules stay");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_no_acl_file_should_serve_unsigned_requests_as_before() {
+    let broker = start_broker(|_| {}).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let resp = c.call(send_request("AclOk", 0, &b"x"[..])).await;
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    broker.shutdown().await;
+}
