@@ -230,7 +230,7 @@ def report_md(runs, cells, meta, summary, profile):
         w(f"{summary}\n\n")
     w(
         "All figures are **medians over the alternating repetitions** (the *n* column); latencies in µs. "
-        "*send* = send round trip (request written → acknowledgement read); *e2e* = producer stamp → consumer receipt; "
+        "*send* = send round trip (request written → acknowledgement read); *e2e* = producer stamp → consumer receipt (every driver stamps receipt when its consuming task has the decoded message); "
         "*tcp* = a loopback TCP round trip of the same size measured by the same process just before the run, at the workload's rate (paced workloads: every round trip starts from idle threads, as a paced message does) — the floor; *tcp burst* = the same round trip back to back (hot threads). "
         "*clean* = runs in which every group received every acknowledged message exactly once and in queue order.\n\n"
     )
@@ -1001,9 +1001,9 @@ def summary_md(cells, targets, eng):
         "pull inside the consumer's connection task (one task hop fewer) was tried and showed no "
         "difference beyond noise, so it was not kept; that measurement was not committed (not backed "
         "by an artefact). The difference is the two writes and the wake-ups between them on a 2-vCPU "
-        "VM, where waking an idle thread costs about as much as a loopback round trip. In these runs the "
-        "drivers did not stamp a receipt at the same point: the raw driver in its connection's reader task, the "
-        "Redis and NATS drivers once the consuming task has the reply."
+        "VM, where waking an idle thread costs about as much as a loopback round trip. Every driver "
+        "stamps a receipt at the same point: when the consuming task has the decoded reply (after its "
+        "client's reader task and one wake-up)."
     )
     item(
         f"**Throughput vs Redis** (b): {num(B.med(cpu))} µs of broker CPU per message against Redis's "
@@ -1034,11 +1034,16 @@ def summary_md(cells, targets, eng):
         "flow control vs. a pull answer the client waits on); it needs work."
     )
     item(
-        "Workload (d) for baiji was rerun (same commit) after the side-by-side pass, with the broker "
-        "started from the default-feature binary users run: the pass had started the broker from the "
-        "load generator's binary, built with `bench-client`, whose drained RSS was higher (the rerun "
-        "replaced those runs' files, so that figure is not backed by an artefact). `run.sh` now builds "
-        "the two separately."
+        "In this pass the persistent peer refused to work while other engineers' build directories "
+        "filled the disk: its sends failed with \"Service not available. Possible causes: disk full\" in "
+        "`a-rocketmq-rust-raw-r2`, `c-rocketmq-rust-raw-r3` and `c-rocketmq-rust-client-r3`, and it "
+        "rolled back its start-up in `c1-rocketmq-rust-raw-r3`, where `run.sh` ended under `set -e`. "
+        "Once the build directories were removed, those 3 cells and the 6 the stop had skipped (c1 of "
+        "rocketmq-rust and d of every system, repetition 3) were run with the same binaries and commands, "
+        "6 to 46 minutes after the rest of their repetition. `run.sh` now skips a system that fails to "
+        "start, and `RESUME=1` runs only the missing cells. Other engineers' builds ran on the same 2 "
+        "cores throughout (load average 5 to 10): broker CPU per message in (b), (c) and (c1) is higher "
+        "than in the previous pass for every system."
     )
     return "".join(out)
 
