@@ -1,7 +1,7 @@
 //! What TLS adds per request on the remoting port (criterion).
 //!
 //! One broker in `permissive` mode (so both connections reach the same port and the same
-//! connection code), one plaintext and one TLS connection (rustls/ring, TLS 1.3, an ECDSA P-256
+//! connection code), one plaintext and one TLS connection (rustls/aws-lc-rs, TLS 1.3, an ECDSA P-256
 //! certificate generated here), each doing one synchronous round trip at a time:
 //! * `tls_cost/{plain,tls}/send_128b` — SEND_MESSAGE of a 128-byte body, answered;
 //! * `tls_cost/{plain,tls}/send_16k` — the same with a 16 KiB body (one TLS record's worth);
@@ -23,7 +23,7 @@ use criterion::Criterion;
 use rcgen::{CertificateParams, KeyPair};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::crypto::aws_lc_rs;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
@@ -105,7 +105,7 @@ fn main() {
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from(cert.der().to_vec())).expect("a root");
     let connector = TlsConnector::from(Arc::new(
-        ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        ClientConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
             .with_safe_default_protocol_versions()
             .expect("versions")
             .with_root_certificates(roots)

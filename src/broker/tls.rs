@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tokio::net::TcpStream;
-use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
+use tokio_rustls::rustls::crypto::{aws_lc_rs, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
@@ -129,7 +129,7 @@ impl Gate {
         let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
             cfg(format!("cannot read a private key from {}: {e}", key_path.display()))
         })?;
-        let provider: Arc<CryptoProvider> = Arc::new(ring::default_provider());
+        let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| cfg(format!("TLS protocol versions: {e}")))?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use baiji::broker::{ClientAuth, TlsMode};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::crypto::aws_lc_rs;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
@@ -74,7 +74,7 @@ impl Pki {
         roots
             .add(CertificateDer::from_pem_slice(self.ca_pem.as_bytes()).expect("CA PEM"))
             .expect("a trusted CA");
-        let builder = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        let builder = ClientConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
             .with_safe_default_protocol_versions()
             .expect("protocol versions")
             .with_root_certificates(roots);
