@@ -1089,3 +1089,5 @@ mod transactions;
 // SQL92 selectors (issue 12): broker-side filtering by message properties.
 #[path = "rocketmq_client/sql92.rs"]
 mod sql92;
+#[path = "rocketmq_client/tls.rs"]
+mod tls;
