@@ -142,6 +142,28 @@ struct BrokerArgs {
     /// timerMaxDelaySec); further ahead is refused.
     #[arg(long)]
     timer_max_delay_sec: Option<u64>,
+    /// TLS on the broker port and the embedded name server's: disabled (default), permissive
+    /// (TLS and plaintext on one port, told apart by the first byte) or enforcing (TLS only).
+    #[arg(long)]
+    tls_mode: Option<baiji::broker::TlsMode>,
+    /// PEM certificate chain for TLS (RocketMQ: tls.server.certPath).
+    #[arg(long)]
+    tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --tls-cert (RocketMQ: tls.server.keyPath).
+    #[arg(long)]
+    tls_key: Option<std::path::PathBuf>,
+    /// PEM CA certificates that client certificates must chain to (RocketMQ:
+    /// tls.server.trustCertPath).
+    #[arg(long)]
+    tls_client_ca: Option<std::path::PathBuf>,
+    /// Client certificates: none (default), optional or require (RocketMQ:
+    /// tls.server.need.client.auth); optional and require need --tls-client-ca.
+    #[arg(long)]
+    tls_need_client_auth: Option<baiji::broker::ClientAuth>,
+    /// Close a connection whose TLS handshake has not finished this long after it began,
+    /// milliseconds (default 10000).
+    #[arg(long)]
+    tls_handshake_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -266,6 +288,24 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.timer_max_delay_sec {
         c.timer_max_delay_sec = v;
+    }
+    if let Some(v) = a.tls_mode {
+        c.tls_mode = v;
+    }
+    if a.tls_cert.is_some() {
+        c.tls_cert = a.tls_cert;
+    }
+    if a.tls_key.is_some() {
+        c.tls_key = a.tls_key;
+    }
+    if a.tls_client_ca.is_some() {
+        c.tls_client_ca = a.tls_client_ca;
+    }
+    if let Some(v) = a.tls_need_client_auth {
+        c.tls_need_client_auth = v;
+    }
+    if let Some(v) = a.tls_handshake_timeout_ms {
+        c.tls_handshake_timeout_ms = v;
     }
     Ok(c)
 }

@@ -35,6 +35,8 @@ mod poison;
 mod sql92;
 #[path = "broker_raw/timer.rs"]
 mod timer;
+#[path = "broker_raw/tls.rs"]
+mod tls;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
 

@@ -1093,3 +1093,7 @@ mod sql92;
 // RocketMQ plain ACL with the client's AclClientRPCHook (issue 17).
 #[path = "rocketmq_client/acl.rs"]
 mod acl;
+
+// TLS on the remoting port, with the client's enable_tls (issue 17).
+#[path = "rocketmq_client/tls.rs"]
+mod tls;

@@ -2,11 +2,12 @@
 //! (kebab-case, named as RocketMQ names them where RocketMQ has a name).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::tls::{ClientAuth, TlsMode};
 use super::BrokerError;
 use crate::store::{EngineConfig, EngineError, MemoryPolicy, Retention};
 
@@ -104,6 +105,21 @@ pub struct BrokerConfig {
     /// wait, seconds (RocketMQ: `timerMaxDelaySec`, 3 days); further ahead is refused with
     /// `MESSAGE_ILLEGAL`.
     pub timer_max_delay_sec: u64,
+    /// TLS on the broker port and the embedded name server's (RocketMQ: `tls.server.mode`):
+    /// `disabled` (default), `permissive` (TLS and plaintext on one port) or `enforcing`.
+    pub tls_mode: TlsMode,
+    /// PEM certificate chain the remoting ports present (RocketMQ: `tls.server.certPath`).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of `tls-cert` (RocketMQ: `tls.server.keyPath`).
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates client certificates must chain to (RocketMQ:
+    /// `tls.server.trustCertPath`); needed when `tls-need-client-auth` is not `none`.
+    pub tls_client_ca: Option<PathBuf>,
+    /// `none` (default), `optional` or `require` (RocketMQ: `tls.server.need.client.auth`).
+    pub tls_need_client_auth: ClientAuth,
+    /// A TLS handshake not finished this long after its first byte closes the connection,
+    /// milliseconds (Netty's `SslHandler` default, 10000).
+    pub tls_handshake_timeout_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -140,6 +156,12 @@ impl Default for BrokerConfig {
             transaction_check_interval: 30_000,
             transaction_check_max: 15,
             timer_max_delay_sec: 259_200,
+            tls_mode: TlsMode::Disabled,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_need_client_auth: ClientAuth::None,
+            tls_handshake_timeout_ms: 10_000,
         }
     }
 }

@@ -25,6 +25,7 @@ mod schedule;
 mod server;
 mod table;
 mod timer;
+mod tls;
 mod topics;
 mod transaction;
 
@@ -36,6 +37,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 
 pub use config::BrokerConfig;
+pub use tls::{ClientAuth, TlsMode};
 pub use transaction::TransactionStats;
 
 use crate::remoting::body::TopicConfig;
@@ -123,7 +125,9 @@ pub(crate) struct BrokerCounters {
     /// Stored records a read could not write out and stepped over (never for a record the
     /// broker built itself; a read never stalls on one).
     pub(crate) records_skipped: AtomicU64,
-    /// Connections closed on accept because `max-connections` were open.
+    /// Connections closed on accept because `max-connections` were open, or because their
+    /// first byte asked for what `tls-mode` refuses (TLS when disabled, plaintext when
+    /// enforcing).
     pub(crate) connections_refused: AtomicU64,
     /// Times a connection stopped reading because its unwritten answers reached
     /// `write-buffer-high-water-mark`.
@@ -269,7 +273,9 @@ impl RunningBroker {
         self.shared.counters.records_skipped.load(Ordering::Relaxed)
     }
 
-    /// Connections closed on accept because `max-connections` were open.
+    /// Connections closed on accept because `max-connections` were open, or because their
+    /// first byte asked for what `tls-mode` refuses (TLS when disabled, plaintext when
+    /// enforcing).
     pub fn connections_refused(&self) -> u64 {
         // Relaxed: a statistic, read on its own.
         self.shared.counters.connections_refused.load(Ordering::Relaxed)
@@ -389,6 +395,7 @@ pub async fn start_with_store(
     store: Arc<dyn Store>,
 ) -> Result<RunningBroker, BrokerError> {
     let namesrvs = config.namesrv_addrs()?;
+    let gate = Arc::new(tls::Gate::from_config(&config)?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(io(format!("cannot bind the broker to {}", config.listen)))?;
@@ -435,13 +442,16 @@ pub async fn start_with_store(
         Arc::clone(&shared),
         listener,
         table::Role::Broker,
+        Arc::clone(&gate),
         shutdown_rx.clone(),
     ));
     if let Some(l) = namesrv_listener {
+        // RocketMQ's name server takes the same TLS mode; here it is the same accept code.
         tasks.spawn(server::serve(
             Arc::clone(&shared),
             l,
             table::Role::NameServer,
+            gate,
             shutdown_rx.clone(),
         ));
     }
@@ -495,6 +505,7 @@ pub async fn start_namesrv(listen: SocketAddr) -> Result<RunningBroker, BrokerEr
         Arc::clone(&shared),
         listener,
         table::Role::NameServer,
+        Arc::new(tls::Gate::disabled()),
         shutdown_rx.clone(),
     ));
     tasks.spawn(namesrv_expiry(Arc::clone(&shared), shutdown_rx));

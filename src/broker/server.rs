@@ -1,6 +1,7 @@
 //! Accepting connections and serving one connection per task, within bounds.
 //!
-//! A connection task owns its socket. It decodes complete frames from its read buffer, answers
+//! A connection task owns its socket, plain TCP or TLS alike (`tls`: the first byte decides
+//! under the configured mode; the loop is generic over the stream). It decodes complete frames from its read buffer, answers
 //! each request through the code table (inline), and queues the responses as chunks (the
 //! encoded prefix and header, then the body as a shared `Bytes`, never copied) that it writes
 //! with vectored writes. Other tasks reach the connection through a bounded channel (late
@@ -25,12 +26,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
 use super::table::{self, Role};
+use super::tls::{self, Gate, TlsMode};
 use super::{ConnCtx, ConnId, Outgoing, Reply, Shared};
 use crate::remoting::code::response_code;
 use crate::remoting::codec::{CodecError, RemotingCodec};
@@ -51,6 +54,7 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     listener: TcpListener,
     role: Role,
+    gate: Arc<Gate>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
@@ -69,7 +73,7 @@ pub(crate) async fn serve(
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
-                    conns.spawn(connection(Arc::clone(&shared), stream, peer, role, shutdown.clone()));
+                    conns.spawn(admit(Arc::clone(&shared), stream, peer, role, Arc::clone(&gate), shutdown.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -82,6 +86,73 @@ pub(crate) async fn serve(
     }
     drop(listener);
     while conns.join_next().await.is_some() {}
+}
+
+/// Decides what a new connection speaks from its first byte (peeked, not consumed) and serves
+/// it, or closes it when the TLS mode refuses it. Runs inside the connection's own task, so
+/// `max-connections` counts connections still being admitted, a client that never sends is
+/// closed after the idle time as any other, and a TLS handshake that stalls after its first
+/// byte is closed after `tls-handshake-timeout-ms`.
+async fn admit(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    role: Role,
+    gate: Arc<Gate>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let idle = idle_time(&shared);
+    let first = tokio::select! {
+        first = tokio::time::timeout(idle, tls::first_byte(&stream)) => match first {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(_) => {
+                tracing::info!(%peer, idle_secs = idle.as_secs(), "closing a connection that sent nothing");
+                return;
+            }
+        },
+        _ = shutdown.changed() => return,
+    };
+    let tls_hello = first == tls::TLS_HANDSHAKE_RECORD;
+    match (gate.mode, tls_hello, &gate.acceptor) {
+        (TlsMode::Disabled, true, _) => {
+            // Relaxed: a statistic.
+            shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, "connection closed: a TLS handshake while tls-mode is disabled");
+        }
+        (TlsMode::Enforcing, false, _) => {
+            // Relaxed: a statistic.
+            shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, "connection closed: plaintext while tls-mode is enforcing");
+        }
+        (_, true, Some(acceptor)) => {
+            let handshake = tokio::time::timeout(gate.handshake_timeout, acceptor.accept(stream));
+            let tls_stream = tokio::select! {
+                done = handshake => match done {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::warn!(%peer, error = %e, "connection closed: TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::warn!(%peer, timeout_ms = gate.handshake_timeout.as_millis() as u64, "connection closed: TLS handshake timed out");
+                        return;
+                    }
+                },
+                _ = shutdown.changed() => return,
+            };
+            connection(shared, tls_stream, peer, role, shutdown).await;
+        }
+        _ => connection(shared, stream, peer, role, shutdown).await,
+    }
+}
+
+/// The idle bound of a connection (`Duration::MAX` for never).
+fn idle_time(shared: &Shared) -> Duration {
+    match shared.config.server_channel_max_idle_time_seconds {
+        0 => Duration::MAX,
+        s => Duration::from_secs(s),
+    }
 }
 
 /// Runs a closed connection's clean-up when dropped: its clients leave their groups and the
@@ -182,13 +253,18 @@ fn unencodable(resp: RemotingCommand, why: &str) -> RemotingCommand {
     }
 }
 
-async fn connection(
+/// Serves one connection, plaintext or TLS alike: the stream is anything readable and
+/// writable, so both share this loop and its bounds.
+async fn connection<S>(
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: S,
     peer: SocketAddr,
     role: Role,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    let (mut reader, mut writer) = tokio::io::split(stream);
     // Relaxed: ids only need to be unique.
     let id = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let max_suspended = shared.config.suspended_pull_cap();
@@ -204,15 +280,15 @@ async fn connection(
     let _cleanup = Cleanup { shared: Arc::clone(&shared), id, peer };
     tracing::debug!(conn = id, %peer, ?role, "connection opened");
     let high_water = shared.config.write_buffer_high_water_mark.max(1);
-    let idle = match shared.config.server_channel_max_idle_time_seconds {
-        0 => Duration::MAX,
-        s => Duration::from_secs(s),
-    };
+    let idle = idle_time(&shared);
     let mut codec = RemotingCodec::default();
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = Outbox::default();
     let mut last_active = Instant::now();
     let mut fatal: Option<String> = None;
+    // Bytes handed to the stream that it may still hold (a TLS session buffers records until
+    // flushed); a plain TCP stream's flush is immediate.
+    let mut unflushed = false;
     let reason: String = loop {
         // Answer what is buffered, as long as the answers fit under the high-water mark.
         while fatal.is_none() && out.bytes < high_water {
@@ -236,7 +312,7 @@ async fn connection(
             }
         }
         note_queued(&shared, out.bytes);
-        if out.is_empty() {
+        if out.is_empty() && !unflushed {
             if let Some(reason) = fatal.take() {
                 tracing::warn!(conn = id, %peer, %reason, "closing connection");
                 break reason;
@@ -248,32 +324,26 @@ async fn connection(
             shared.counters.reads_paused.fetch_add(1, Ordering::Relaxed);
         }
         let idle_at = last_active.checked_add(idle).unwrap_or_else(far_future);
+        if open {
+            rbuf.reserve(READ_CHUNK);
+        }
         tokio::select! {
-            ready = stream.readable(), if open => {
-                if let Err(e) = ready {
-                    break format!("read error: {e}");
+            // Cancel-safe: bytes read are kept in `rbuf`.
+            read = reader.read_buf(&mut rbuf), if open => match read {
+                Ok(0) => break "closed by peer".into(),
+                Ok(_) => last_active = Instant::now(),
+                Err(e) => break format!("read error: {e}"),
+            },
+            // Cancel-safe: one write (or flush) call, whose count is applied here.
+            written = write_some(&mut writer, &out), if !out.is_empty() || unflushed => match written {
+                Ok(Some(n)) => {
+                    out.advance(n);
+                    unflushed = true;
+                    last_active = Instant::now();
                 }
-                rbuf.reserve(READ_CHUNK);
-                match stream.try_read_buf(&mut rbuf) {
-                    Ok(0) => break "closed by peer".into(),
-                    Ok(_) => last_active = Instant::now(),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => break format!("read error: {e}"),
-                }
-            }
-            ready = stream.writable(), if !out.is_empty() => {
-                if let Err(e) = ready {
-                    break format!("write error: {e}");
-                }
-                match stream.try_write_vectored(&out.slices()) {
-                    Ok(n) => {
-                        out.advance(n);
-                        last_active = Instant::now();
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => break format!("write error: {e}"),
-                }
-            }
+                Ok(None) => unflushed = false,
+                Err(e) => break format!("write error: {e}"),
+            },
             Some(msg) = rx.recv(), if out.bytes < high_water => {
                 out.push(msg);
                 while out.bytes < high_water {
@@ -293,13 +363,13 @@ async fn connection(
                 while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, rx.recv()).await {
                     out.push(msg);
                 }
-                let _ = tokio::time::timeout(Duration::from_secs(1), flush(&stream, &mut out)).await;
+                let _ = tokio::time::timeout(Duration::from_secs(1), flush(&mut writer, &mut out)).await;
                 break "broker shutting down".into();
             }
         }
     };
     note_queued(&shared, 0);
-    drop(stream);
+    drop((reader, writer));
     tracing::debug!(conn = id, %peer, %reason, "connection closed");
 }
 
@@ -314,15 +384,26 @@ fn note_queued(shared: &Shared, bytes: usize) {
     shared.counters.max_queued_write_bytes.fetch_max(bytes as u64, Ordering::Relaxed);
 }
 
-/// Writes everything queued.
-async fn flush(stream: &TcpStream, out: &mut Outbox) -> std::io::Result<()> {
-    while !out.is_empty() {
-        stream.writable().await?;
-        match stream.try_write_vectored(&out.slices()) {
-            Ok(n) => out.advance(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
+/// One write of what is queued (`Some(bytes written)`), or, with nothing queued, a flush of
+/// what the stream still buffers (`None`).
+async fn write_some<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    out: &Outbox,
+) -> std::io::Result<Option<usize>> {
+    if out.is_empty() {
+        writer.flush().await?;
+        return Ok(None);
+    }
+    match writer.write_vectored(&out.slices()).await? {
+        0 => Err(std::io::ErrorKind::WriteZero.into()),
+        n => Ok(Some(n)),
+    }
+}
+
+/// Writes everything queued, and flushes it.
+async fn flush<W: AsyncWrite + Unpin>(writer: &mut W, out: &mut Outbox) -> std::io::Result<()> {
+    while let Some(n) = write_some(writer, out).await? {
+        out.advance(n);
     }
     Ok(())
 }

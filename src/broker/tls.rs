@@ -1,0 +1,197 @@
+//! TLS on the remoting ports, with RocketMQ's three modes (`TlsMode` in RocketMQ's remoting):
+//!
+//! * `disabled` (default): plaintext only; a connection whose first byte opens a TLS handshake
+//!   (`0x16`, a handshake record) is closed, as RocketMQ's `HandshakeHandler` does;
+//! * `permissive`: the first byte decides, so TLS and plaintext clients share one port;
+//! * `enforcing`: TLS only; a plaintext connection is closed.
+//!
+//! The first byte is peeked (not consumed) before anything else runs, so a plaintext connection
+//! reaches the connection code byte for byte as before; a TLS one is handed to rustls, whose
+//! handshake must finish within `tls-handshake-timeout-ms` (Netty's `SslHandler` default, 10 s).
+//! The connection code is the same for both (it is generic over the stream), so every bound
+//! of README "Limits" applies to TLS connections too.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::crypto::{aws_lc_rs, CryptoProvider};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+
+use super::{BrokerConfig, BrokerError};
+
+/// The first byte of a TLS record carrying a handshake message (a ClientHello opens with it).
+pub(crate) const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Which connections a remoting port accepts (RocketMQ: `tls.server.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlsMode {
+    /// Plaintext only; TLS handshakes are refused.
+    #[default]
+    Disabled,
+    /// TLS and plaintext on the same port, told apart by the first byte.
+    Permissive,
+    /// TLS only; plaintext connections are refused.
+    Enforcing,
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "disabled" => Ok(TlsMode::Disabled),
+            "permissive" => Ok(TlsMode::Permissive),
+            "enforcing" => Ok(TlsMode::Enforcing),
+            other => Err(format!(
+                "unknown TLS mode `{other}` (expected disabled, permissive or enforcing)"
+            )),
+        }
+    }
+}
+
+/// Whether TLS clients must show a certificate (RocketMQ: `tls.server.need.client.auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    #[default]
+    None,
+    /// A client certificate is asked for and verified if shown; clients without one are served.
+    Optional,
+    /// A client certificate signed by `tls-client-ca` is required.
+    Require,
+}
+
+impl std::str::FromStr for ClientAuth {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(ClientAuth::None),
+            "optional" => Ok(ClientAuth::Optional),
+            "require" => Ok(ClientAuth::Require),
+            other => Err(format!(
+                "unknown client-auth setting `{other}` (expected none, optional or require)"
+            )),
+        }
+    }
+}
+
+/// What the accept loop needs to admit a connection: the mode and, unless disabled, the
+/// acceptor built from the certificate files.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub(crate) mode: TlsMode,
+    pub(crate) acceptor: Option<TlsAcceptor>,
+    pub(crate) handshake_timeout: Duration,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("mode", &self.mode)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// Plaintext only (the standalone name server, and the default).
+    pub(crate) fn disabled() -> Self {
+        Gate { mode: TlsMode::Disabled, acceptor: None, handshake_timeout: Duration::ZERO }
+    }
+
+    /// Builds the gate the configuration asks for, reading the PEM files.
+    ///
+    /// # Errors
+    /// [`BrokerError::Config`] when a file is missing or unreadable, holds no certificate or
+    /// key, or the certificate and key do not match.
+    pub(crate) fn from_config(config: &BrokerConfig) -> Result<Self, BrokerError> {
+        if config.tls_mode == TlsMode::Disabled {
+            return Ok(Gate::disabled());
+        }
+        let cfg = |what: String| BrokerError::Config(what);
+        let cert_path = config.tls_cert.as_deref().ok_or_else(|| {
+            cfg("tls-mode permissive or enforcing needs tls-cert (a PEM certificate chain)".into())
+        })?;
+        let key_path = config.tls_key.as_deref().ok_or_else(|| {
+            cfg("tls-mode permissive or enforcing needs tls-key (a PEM private key)".into())
+        })?;
+        let certs = read_certs(cert_path)?;
+        let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
+            cfg(format!("cannot read a private key from {}: {e}", key_path.display()))
+        })?;
+        let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| cfg(format!("TLS protocol versions: {e}")))?;
+        let builder = match config.tls_need_client_auth {
+            ClientAuth::None => builder.with_no_client_auth(),
+            auth => {
+                let ca_path = config.tls_client_ca.as_deref().ok_or_else(|| {
+                    cfg("tls-need-client-auth optional or require needs tls-client-ca (PEM)".into())
+                })?;
+                let mut roots = RootCertStore::empty();
+                for c in read_certs(ca_path)? {
+                    roots.add(c).map_err(|e| {
+                        cfg(format!("a CA certificate in {}: {e}", ca_path.display()))
+                    })?;
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let verifier = if auth == ClientAuth::Optional {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| cfg(format!("client certificate verifier: {e}")))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let server = builder.with_single_cert(certs, key).map_err(|e| {
+            cfg(format!(
+                "TLS certificate {} and key {}: {e}",
+                cert_path.display(),
+                key_path.display()
+            ))
+        })?;
+        Ok(Gate {
+            mode: config.tls_mode,
+            acceptor: Some(TlsAcceptor::from(Arc::new(server))),
+            handshake_timeout: Duration::from_millis(config.tls_handshake_timeout_ms.max(1)),
+        })
+    }
+}
+
+/// The certificates of a PEM file (at least one).
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, BrokerError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            BrokerError::Config(format!("cannot read certificates from {}: {e}", path.display()))
+        })?;
+    if certs.is_empty() {
+        return Err(BrokerError::Config(format!("no certificate in {}", path.display())));
+    }
+    Ok(certs)
+}
+
+/// Waits for the first byte of a new connection without consuming it; `None` if the peer
+/// closed (or the socket failed) before sending one.
+pub(crate) async fn first_byte(stream: &TcpStream) -> Option<u8> {
+    let mut b = [0u8; 1];
+    match stream.peek(&mut b).await {
+        Ok(1) => Some(b[0]),
+        _ => None,
+    }
+}
