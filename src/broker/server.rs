@@ -141,9 +141,11 @@ async fn admit(
                 },
                 _ = shutdown.changed() => return,
             };
-            connection(shared, tls_stream, peer, role, shutdown).await;
+            // A TLS session reads and writes one state: its halves share it behind a lock.
+            connection(shared, tokio::io::split(tls_stream), peer, role, shutdown).await;
         }
-        _ => connection(shared, stream, peer, role, shutdown).await,
+        // A TCP stream splits into owned halves with no lock between them (the hot path).
+        _ => connection(shared, stream.into_split(), peer, role, shutdown).await,
     }
 }
 
@@ -253,18 +255,18 @@ fn unencodable(resp: RemotingCommand, why: &str) -> RemotingCommand {
     }
 }
 
-/// Serves one connection, plaintext or TLS alike: the stream is anything readable and
-/// writable, so both share this loop and its bounds.
-async fn connection<S>(
+/// Serves one connection, plaintext or TLS alike: its read and write halves are anything
+/// readable and writable, so both share this loop and its bounds.
+async fn connection<R, W>(
     shared: Arc<Shared>,
-    stream: S,
+    (mut reader, mut writer): (R, W),
     peer: SocketAddr,
     role: Role,
     mut shutdown: watch::Receiver<bool>,
 ) where
-    S: AsyncRead + AsyncWrite + Send + Unpin,
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin,
 {
-    let (mut reader, mut writer) = tokio::io::split(stream);
     // Relaxed: ids only need to be unique.
     let id = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let max_suspended = shared.config.suspended_pull_cap();
