@@ -286,6 +286,32 @@ fn with_state<R>(s: &Shared, f: impl FnOnce(&mut State) -> R) -> Result<R, Store
     Ok(f(st))
 }
 
+/// Stores a message on `topic` queue `queue` as `wait` says: parked in the schedule topic
+/// (a delay level) or the timer topic (a due time), or appended at once. Returns the stored
+/// copy's topic uid, queue and offset (what the message id names). The one place a send and
+/// a transaction commit store a message they may have to delay.
+pub(crate) fn store(
+    s: &Shared,
+    wait: Wait,
+    topic: &Arc<dyn TopicStore>,
+    queue: u32,
+    rec: &NewRecord<'_>,
+) -> Result<(u32, u32, u64), PutError> {
+    match wait {
+        Wait::Level(level) => {
+            schedule::schedule(s, level, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        Wait::Until(due) => {
+            schedule(s, due, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        Wait::No => {
+            let encoded = super::record::encode(rec, s.cluster_property.len())?;
+            let tag = properties::tags_code(rec.properties);
+            Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
+        }
+    }
+}
+
 /// Stores a timer message due at `due` to be delivered to `real_topic`/`real_queue`. Returns
 /// the timer-topic queue and offset it waits at.
 ///

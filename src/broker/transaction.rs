@@ -65,7 +65,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use super::record::{self, physical_offset, split_physical_offset, Decoded, NewRecord, PutError};
-use super::schedule::{self, rewrite_properties};
+use super::schedule::rewrite_properties;
 use super::timer::{self, Wait};
 use super::Shared;
 use crate::remoting::code::{request_code, response_code};
@@ -343,16 +343,7 @@ fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
     let wait =
         timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec).unwrap_or(Wait::No);
     let rec = renewed(&d, flag, &props);
-    let stored = match wait {
-        Wait::Level(level) => schedule::schedule(s, level, real_topic, queue, &rec).map(|_| ()),
-        Wait::Until(due) => timer::schedule(s, due, real_topic, queue, &rec).map(|_| ()),
-        Wait::No => record::encode(&rec, s.cluster_property.len())
-            .map_err(PutError::from)
-            .and_then(|encoded| {
-                let tag = properties::tags_code(&props);
-                Ok(topic.append(queue, encoded, tag, now_ms()).map(|_| ())?)
-            }),
-    };
+    let stored = timer::store(s, wait, &topic, queue, &rec).map(|_| ());
     match stored {
         Ok(()) => Ok(()),
         Err(PutError::Store(e @ StoreError::Full { .. })) => {

@@ -253,20 +253,10 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     };
     // A half, delayed or timer message waits in an internal topic; the producer gets that
     // copy's id and offset, as from RocketMQ.
-    let stored = match wait {
-        _ if half => transaction::prepare(s, topic.name(), queue, &rec).map(|(u, o)| (u, 0, o)),
-        Wait::Level(level) => {
-            schedule::schedule(s, level, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
-        }
-        Wait::Until(due) => {
-            timer::schedule(s, due, topic.name(), queue, &rec).map(|(t, q, o)| (t.uid(), q, o))
-        }
-        Wait::No => record::encode(&rec, s.cluster_property.len())
-            .map_err(PutError::from)
-            .and_then(|encoded| {
-                let tag = properties::tags_code(&props);
-                Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
-            }),
+    let stored = if half {
+        transaction::prepare(s, topic.name(), queue, &rec).map(|(u, o)| (u, 0, o))
+    } else {
+        timer::store(s, wait, &topic, queue, &rec)
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
