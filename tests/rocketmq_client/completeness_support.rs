@@ -70,6 +70,18 @@ impl TestBroker {
         self.broker.store().topic(topic).is_some()
     }
 
+    /// Messages ever appended to `topic`: the sum of its queues' next offsets (0 if it does not
+    /// exist). Unlike [`live_messages`](Self::live_messages), consumption and reclaiming do not
+    /// lower it.
+    pub(crate) fn appended(&self, topic: &str) -> u64 {
+        let Some(t) = self.broker.store().topic(topic) else {
+            return 0;
+        };
+        (0..t.queue_count())
+            .map(|q| t.offsets(q).map_or(0, |(_, max)| max))
+            .sum()
+    }
+
     /// Queue count of `topic` (0 if it does not exist).
     pub(crate) fn queue_count(&self, topic: &str) -> u32 {
         self.broker.store().topic(topic).map_or(0, |t| t.queue_count())
