@@ -91,6 +91,8 @@ pub(crate) use crate::time::now_ms;
 /// Shared state behind every handle.
 pub(crate) struct Inner {
     config: EngineConfig,
+    /// The settings an operator may change while the engine runs (they start as `config`'s).
+    live: LiveSettings,
     epoch: Epoch,
     reclaimer: Arc<Reclaimer>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
@@ -112,6 +114,80 @@ pub(crate) struct Inner {
     /// Passes and releases run on request threads (tests).
     #[cfg(test)]
     inline_work: PlainU64,
+}
+
+/// The settings [`Engine::apply_settings`] changes while the engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Bytes of payload plus bookkeeping the engine may hold.
+    pub memory_budget: u64,
+    /// What happens when an append would exceed the budget.
+    pub policy: MemoryPolicy,
+    /// Retention of unheld messages on topics without their own.
+    pub retention: Retention,
+}
+
+/// [`Settings`] as atomics. Each is read on its own (Relaxed): a setting is a limit read
+/// afresh by each append or reaper pass, not a synchronisation point; an append racing a
+/// change may see the old or the new value, either is a valid limit.
+#[derive(Debug)]
+struct LiveSettings {
+    budget: PlainU64,
+    policy: PlainU64,
+    retention_ms: PlainU64,
+    retention_bytes: PlainU64,
+}
+
+impl LiveSettings {
+    fn new(c: &EngineConfig) -> Self {
+        let l = LiveSettings {
+            budget: PlainU64::new(0),
+            policy: PlainU64::new(0),
+            retention_ms: PlainU64::new(0),
+            retention_bytes: PlainU64::new(0),
+        };
+        l.set(Settings {
+            memory_budget: c.memory_budget,
+            policy: c.policy,
+            retention: c.retention,
+        });
+        l
+    }
+
+    fn set(&self, s: Settings) {
+        let policy = match s.policy {
+            MemoryPolicy::Reject => 0,
+            MemoryPolicy::DropOldest => 1,
+            MemoryPolicy::Block => 2,
+        };
+        // Relaxed: see the type's docs.
+        self.budget.store(s.memory_budget, PlainOrdering::Relaxed);
+        self.policy.store(policy, PlainOrdering::Relaxed);
+        self.retention_ms.store(s.retention.time.as_millis() as u64, PlainOrdering::Relaxed);
+        self.retention_bytes.store(s.retention.bytes, PlainOrdering::Relaxed);
+    }
+
+    fn budget(&self) -> u64 {
+        // Relaxed: see the type's docs.
+        self.budget.load(PlainOrdering::Relaxed)
+    }
+
+    fn policy(&self) -> MemoryPolicy {
+        // Relaxed: see the type's docs.
+        match self.policy.load(PlainOrdering::Relaxed) {
+            1 => MemoryPolicy::DropOldest,
+            2 => MemoryPolicy::Block,
+            _ => MemoryPolicy::Reject,
+        }
+    }
+
+    fn retention(&self) -> Retention {
+        // Relaxed: see the type's docs.
+        Retention {
+            time: std::time::Duration::from_millis(self.retention_ms.load(PlainOrdering::Relaxed)),
+            bytes: self.retention_bytes.load(PlainOrdering::Relaxed),
+        }
+    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -157,13 +233,13 @@ impl Inner {
 
     /// Takes `cost` bytes from the budget, applying the policy when there is no room.
     fn reserve(&self, cost: u64, topic: &Topic, queue: u32) -> Result<(), EngineError> {
-        let budget = self.config.memory_budget;
+        let budget = self.live.budget();
         // Relaxed: a counter; the budget is a limit, not a synchronisation point.
         let prev = self.used.fetch_add(cost, Ordering::Relaxed);
         if prev + cost <= budget {
             return Ok(());
         }
-        if self.config.policy == MemoryPolicy::DropOldest && cost <= budget {
+        if self.live.policy() == MemoryPolicy::DropOldest && cost <= budget {
             // Only this append's share of the overshoot: `prev` includes the costs of racing
             // appends, which evict their own shares (the shares add up to the total).
             let overshoot = prev + cost - budget;
@@ -342,7 +418,7 @@ impl Inner {
         let now = now_ms();
         let mut n = 0;
         for t in &topics {
-            let retention = t.retention(self.config.retention);
+            let retention = t.retention(self.live.retention());
             for eq in t.queues.iter() {
                 n += self.reap_queue(eq, retention, now);
             }
@@ -431,15 +507,39 @@ impl Engine {
             inline_reap: Mutex::new(()),
             #[cfg(test)]
             inline_work: PlainU64::new(0),
+            live: LiveSettings::new(&config),
             config,
         });
         let reaper = if inner.config.reaper_thread { Some(spawn_reaper(&inner)?) } else { None };
         Ok(Engine { inner, reaper })
     }
 
-    /// The configuration the engine runs with.
+    /// The configuration the engine started with (the live settings are
+    /// [`settings`](Self::settings)).
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
+    }
+
+    /// The memory budget, policy and default retention in force now.
+    pub fn settings(&self) -> Settings {
+        let l = &self.inner.live;
+        Settings { memory_budget: l.budget(), policy: l.policy(), retention: l.retention() }
+    }
+
+    /// Changes the memory budget, policy and default retention while the engine runs. A
+    /// smaller budget refuses (or, under `drop-oldest`, evicts for) further appends until
+    /// reclamation brings the use under it; nothing already stored is dropped by the change
+    /// itself. Async sends waiting for room are woken to look again.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidConfig`] for a zero budget.
+    pub fn apply_settings(&self, settings: Settings) -> Result<(), EngineError> {
+        if settings.memory_budget == 0 {
+            return Err(EngineError::InvalidConfig("memory_budget must be positive".into()));
+        }
+        self.inner.live.set(settings);
+        self.inner.room.wake_all();
+        Ok(())
     }
 
     /// Creates a topic with `queues` queues. Creating an existing topic with the same queue
@@ -653,7 +753,7 @@ impl Engine {
         }
         EngineStats {
             bytes_used: self.inner.used.load(Ordering::Relaxed),
-            memory_budget: self.inner.config.memory_budget,
+            memory_budget: self.inner.live.budget(),
             live_messages: live,
             reclaimed_messages: reclaimed,
             evicted_messages: evicted,
@@ -774,7 +874,7 @@ impl TopicHandle {
 
     /// This topic's retention of messages no group holds (its own, or the engine's).
     pub fn retention(&self) -> Retention {
-        self.topic.retention(self.inner.config.retention)
+        self.topic.retention(self.inner.live.retention())
     }
 
     /// Its number of queues.
@@ -851,8 +951,8 @@ impl TopicHandle {
             match inner.reserve(cost, &self.topic, queue) {
                 Ok(()) => return Ok(inner.link(eq, cost, msg)),
                 Err(EngineError::BudgetExceeded { .. })
-                    if inner.config.policy == MemoryPolicy::Block
-                        && cost <= inner.config.memory_budget =>
+                    if inner.live.policy() == MemoryPolicy::Block
+                        && cost <= inner.live.budget() =>
                 {
                     RoomWait { inner, topic: &self.topic, cost, id: None }.await;
                 }
@@ -1024,7 +1124,7 @@ impl std::future::Future for RoomWait<'_> {
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
         let (inner, topic, cost) = (self.inner, self.topic, self.cost);
-        let budget = inner.config.memory_budget;
+        let budget = inner.live.budget();
         self.id = inner.room.register_with(self.id, Wakeup::Task(cx.waker().clone()), || {
             // Relaxed: the wait list's lock orders this read after a reaper pass that freed
             // room and then woke the list. Likewise `Engine::drop` and `delete_topic` set

@@ -416,6 +416,16 @@ impl MessageLookup for MemoryStore {
     }
 }
 
+impl super::StoreSettings for MemoryStore {
+    fn settings(&self) -> super::Settings {
+        self.engine.settings()
+    }
+
+    fn apply_settings(&self, settings: super::Settings) -> Result<(), StoreError> {
+        self.engine.apply_settings(settings).map_err(|e| StoreError::Other(e.to_string()))
+    }
+}
+
 impl StoreStats for MemoryStore {
     fn memory(&self) -> MemoryStats {
         let s = self.engine.stats();

@@ -20,7 +20,8 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use crate::engine::{
-    EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, Retention, MAX_QUEUES,
+    EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, Retention, Settings,
+    MAX_QUEUES,
 };
 pub use crate::queue::WaitId;
 pub use memory::MemoryStore;
@@ -328,7 +329,21 @@ pub struct MemoryStats {
     pub last_reclaim_ms: u64,
 }
 
-/// Everything the broker needs, as one object.
-pub trait Store: MessageStore + ConsumerOffsets + MessageLookup + StoreStats {}
+/// Settings an operator changes while the store runs (`updateBrokerConfig`).
+pub trait StoreSettings: Send + Sync {
+    /// The memory budget, policy and default retention in force.
+    fn settings(&self) -> Settings;
+    /// Puts new settings in force.
+    ///
+    /// # Errors
+    /// [`StoreError::Other`] for a setting the store cannot take (a zero budget).
+    fn apply_settings(&self, settings: Settings) -> Result<(), StoreError>;
+}
 
-impl<T: MessageStore + ConsumerOffsets + MessageLookup + StoreStats> Store for T {}
+/// Everything the broker needs, as one object.
+pub trait Store:
+    MessageStore + ConsumerOffsets + MessageLookup + StoreStats + StoreSettings
+{
+}
+
+impl<T: MessageStore + ConsumerOffsets + MessageLookup + StoreStats + StoreSettings> Store for T {}
