@@ -21,6 +21,8 @@ use tokio::net::TcpStream;
 
 #[path = "broker_raw/acl.rs"]
 mod acl;
+#[path = "broker_raw/admin.rs"]
+mod admin;
 #[path = "broker_raw/batch.rs"]
 mod batch;
 #[path = "broker_raw/hardening.rs"]

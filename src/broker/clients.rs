@@ -16,10 +16,12 @@ use tokio::sync::{mpsc, watch};
 use super::filter::SqlFilter;
 use super::topics::{is_internal_group, is_internal_topic, RETRY_PREFIX};
 use super::{ConnId, Outgoing, Shared};
-use crate::remoting::body::{ConsumerData, HeartbeatData, MessageModel, SubscriptionData};
+use crate::remoting::body::{
+    ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData,
+};
 use crate::remoting::code::request_code;
 use crate::remoting::subscription::TagMatcher;
-use crate::remoting::{ExtFields, RemotingCommand};
+use crate::remoting::{ExtFields, LanguageCode, RemotingCommand};
 use crate::store::{Filter, MemberId};
 
 /// The engine filter for a broker-side tag matcher.
@@ -51,6 +53,10 @@ struct Member {
 #[derive(Debug)]
 struct ConsumerGroup {
     model: MessageModel,
+    /// Push or pull, as the latest heartbeat said (admin answers).
+    consume_type: ConsumeType,
+    /// Where the group starts without an offset, as the latest heartbeat said.
+    from_where: ConsumeFromWhere,
     members: BTreeMap<String, Member>,
     subscriptions: HashMap<String, Subscription>,
     /// When the last member left (clustering groups release their holds after a while).
@@ -60,6 +66,30 @@ struct ConsumerGroup {
 #[derive(Debug)]
 struct Conn {
     tx: mpsc::Sender<Outgoing>,
+    /// The peer's address (admin answers).
+    peer: std::net::SocketAddr,
+    /// Language and version of the client's last heartbeat (admin answers).
+    language: LanguageCode,
+    version: i32,
+}
+
+/// One client connection as the admin codes report it (RocketMQ's `Connection`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientConn {
+    pub(crate) client_id: String,
+    pub(crate) addr: String,
+    pub(crate) language: LanguageCode,
+    pub(crate) version: i32,
+}
+
+/// What the admin codes report of a consumer group.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupView {
+    pub(crate) conns: Vec<ClientConn>,
+    pub(crate) subscriptions: Vec<SubscriptionData>,
+    pub(crate) consume_type: ConsumeType,
+    pub(crate) model: MessageModel,
+    pub(crate) from_where: ConsumeFromWhere,
 }
 
 #[derive(Debug, Default)]
@@ -95,8 +125,86 @@ impl ClientRegistry {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn open(&self, id: ConnId, tx: mpsc::Sender<Outgoing>) {
-        self.write().conns.insert(id, Conn { tx });
+    pub(crate) fn open(&self, id: ConnId, peer: std::net::SocketAddr, tx: mpsc::Sender<Outgoing>) {
+        let conn = Conn { tx, peer, language: LanguageCode::Java, version: 0 };
+        self.write().conns.insert(id, conn);
+    }
+
+    /// Records the language and version a client's heartbeat carried on connection `id`.
+    pub(crate) fn note_client(&self, id: ConnId, language: LanguageCode, version: i32) {
+        if let Some(c) = self.write().conns.get_mut(&id) {
+            c.language = language;
+            c.version = version;
+        }
+    }
+
+    fn client_conn(r: &Registry, client_id: &str, conn: ConnId) -> Option<ClientConn> {
+        r.conns.get(&conn).map(|c| ClientConn {
+            client_id: client_id.to_string(),
+            addr: c.peer.to_string(),
+            language: c.language,
+            version: c.version,
+        })
+    }
+
+    /// A consumer group's live members and subscriptions (`GET_CONSUMER_CONNECTION_LIST`);
+    /// `None` when no heartbeat made the group known.
+    pub(crate) fn group_view(&self, group: &str) -> Option<GroupView> {
+        let r = self.read();
+        let g = r.groups.get(group)?;
+        let mut subscriptions: Vec<SubscriptionData> =
+            g.subscriptions.values().map(|s| s.data.clone()).collect();
+        subscriptions.sort_by(|a, b| a.topic.cmp(&b.topic));
+        Some(GroupView {
+            conns: g
+                .members
+                .iter()
+                .filter_map(|(id, m)| Self::client_conn(&r, id, m.conn))
+                .collect(),
+            subscriptions,
+            consume_type: g.consume_type.clone(),
+            model: g.model.clone(),
+            from_where: g.from_where.clone(),
+        })
+    }
+
+    /// A producer group's live clients (`GET_PRODUCER_CONNECTION_LIST`).
+    pub(crate) fn producer_conns(&self, group: &str) -> Vec<ClientConn> {
+        let r = self.read();
+        r.producers
+            .get(group)
+            .map(|m| m.iter().filter_map(|(id, (c, _))| Self::client_conn(&r, id, *c)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The outgoing channels of a consumer group's live members (one per connection).
+    pub(crate) fn member_channels(&self, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
+        member_txs(&self.read(), group)
+    }
+
+    /// Topics a consumer group subscribes to (its heartbeats' subscriptions).
+    pub(crate) fn topics_of(&self, group: &str) -> Vec<String> {
+        let r = self.read();
+        let mut v: Vec<String> = r
+            .groups
+            .get(group)
+            .map(|g| g.subscriptions.keys().cloned().collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Consumer groups subscribed to `topic` (`QUERY_TOPIC_CONSUME_BY_WHO`).
+    pub(crate) fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        let r = self.read();
+        let mut v: Vec<String> = r
+            .groups
+            .iter()
+            .filter(|(_, g)| g.subscriptions.contains_key(topic))
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     /// A connection closed: every client on it leaves its groups.
@@ -351,11 +459,15 @@ fn upsert_consumer(
 ) -> bool {
     let g = r.groups.entry(c.group_name.clone()).or_insert_with(|| ConsumerGroup {
         model: c.message_model.clone(),
+        consume_type: c.consume_type.clone(),
+        from_where: c.consume_from_where.clone(),
         members: BTreeMap::new(),
         subscriptions: HashMap::new(),
         empty_since: None,
     });
     g.model = c.message_model.clone();
+    g.consume_type = c.consume_type.clone();
+    g.from_where = c.consume_from_where.clone();
     g.empty_since = None;
     let mut changed = false;
     let member = g.members.entry(client.to_string()).or_insert_with(|| {

@@ -122,6 +122,15 @@ pub struct BrokerConfig {
     pub tls_handshake_timeout_ms: u64,
 }
 
+/// The configuration name of a memory policy (`memory-policy`).
+pub(crate) fn policy_name(p: MemoryPolicy) -> &'static str {
+    match p {
+        MemoryPolicy::Reject => "reject",
+        MemoryPolicy::DropOldest => "drop-oldest",
+        MemoryPolicy::Block => "block",
+    }
+}
+
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {

@@ -171,6 +171,26 @@ impl TopicCounters {
     }
 }
 
+impl TopicCounters {
+    /// Messages stored in this topic since the broker started.
+    pub(crate) fn stored_total(&self) -> u64 {
+        self.size.snapshot().0.iter().sum()
+    }
+
+    /// Messages pulls delivered from this topic since the broker started, every group.
+    pub(crate) fn delivered_total(&self) -> u64 {
+        let out = self.out.read().unwrap_or_else(|p| p.into_inner());
+        // Relaxed: statistics.
+        out.values().map(|o| o.messages.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The offset after the last message a pull of `group` delivered from `queue` (0: none).
+    pub(crate) fn pulled_offset(&self, group: &str, queue: usize) -> u64 {
+        let out = self.out.read().unwrap_or_else(|p| p.into_inner());
+        out.get(group).map_or(0, |o| o.pulled(queue))
+    }
+}
+
 /// Slots of [`RpcLatency`]: one per response code RocketMQ names, one for any other code.
 fn response_slot(code: i32) -> usize {
     response_code::ALL.iter().position(|(c, _)| *c == code).unwrap_or(response_code::ALL.len())

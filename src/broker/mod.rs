@@ -19,6 +19,7 @@ mod locks;
 mod metrics;
 mod namesrv;
 mod processor;
+mod rates;
 mod record;
 mod registrar;
 mod schedule;
@@ -152,6 +153,12 @@ pub(crate) struct Shared {
     pub(crate) counters: BrokerCounters,
     /// `rocketmq_rpc_latency` (the metrics endpoint).
     pub(crate) rpc: metrics::RpcLatency,
+    /// Sampled message rates (admin codes).
+    pub(crate) rates: rates::Rates,
+    /// Subscription-group configs admins created.
+    pub(crate) groups: processor::group::SubscriptionGroups,
+    /// When the broker started, ms since the Unix epoch.
+    pub(crate) boot_ms: u64,
     pub(crate) uniq: Mutex<UniqKeyGenerator>,
     /// `CLUSTER` property appended to every message read out.
     pub(crate) cluster_property: Vec<u8>,
@@ -356,6 +363,9 @@ impl Shared {
             store_host,
             counters: BrokerCounters::default(),
             rpc: metrics::RpcLatency::default(),
+            rates: rates::Rates::default(),
+            groups: processor::group::SubscriptionGroups::default(),
+            boot_ms: crate::time::now_ms(),
             uniq: Mutex::new(uniq),
             cluster_property,
             next_opaque: AtomicI32::new(1),
@@ -463,6 +473,7 @@ pub async fn start_with_store(
     tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(rates::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

@@ -278,7 +278,7 @@ async fn connection<R, W>(
         shutdown: shutdown.clone(),
         suspended: Arc::new(Semaphore::new(max_suspended)),
     };
-    shared.clients.open(id, ctx.tx.clone());
+    shared.clients.open(id, peer, ctx.tx.clone());
     let _cleanup = Cleanup { shared: Arc::clone(&shared), id, peer };
     tracing::debug!(conn = id, %peer, ?role, "connection opened");
     let high_water = shared.config.write_buffer_high_water_mark.max(1);

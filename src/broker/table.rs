@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::processor::{admin, client, lock, offset, pull, query, retry, send, transaction};
+use super::processor::{
+    admin, client, config, group, lock, offset, pull, query, retry, send, stats, transaction,
+};
 use super::{namesrv, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::RemotingCommand;
@@ -29,6 +31,9 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::UPDATE_CONSUMER_OFFSET, "UPDATE_CONSUMER_OFFSET", offset::update_consumer_offset),
     (rc::UPDATE_AND_CREATE_TOPIC, "UPDATE_AND_CREATE_TOPIC", admin::update_and_create_topic),
     (rc::GET_ALL_TOPIC_CONFIG, "GET_ALL_TOPIC_CONFIG", admin::get_all_topic_config),
+    (rc::UPDATE_BROKER_CONFIG, "UPDATE_BROKER_CONFIG", config::update_broker_config),
+    (rc::GET_BROKER_CONFIG, "GET_BROKER_CONFIG", config::get_broker_config),
+    (rc::GET_BROKER_RUNTIME_INFO, "GET_BROKER_RUNTIME_INFO", stats::get_broker_runtime_info),
     (
         rc::SEARCH_OFFSET_BY_TIMESTAMP,
         "SEARCH_OFFSET_BY_TIMESTAMP",
@@ -54,9 +59,47 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::LOCK_BATCH_MQ, "LOCK_BATCH_MQ", lock::lock_batch_mq),
     (rc::UNLOCK_BATCH_MQ, "UNLOCK_BATCH_MQ", lock::unlock_batch_mq),
     (rc::CHECK_CLIENT_CONFIG, "CHECK_CLIENT_CONFIG", client::check_client_config),
+    (
+        rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+        group::update_and_create_subscription_group,
+    ),
+    (
+        rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+        group::get_all_subscription_group_config,
+    ),
+    (rc::GET_TOPIC_STATS_INFO, "GET_TOPIC_STATS_INFO", stats::get_topic_stats_info),
+    (
+        rc::GET_CONSUMER_CONNECTION_LIST,
+        "GET_CONSUMER_CONNECTION_LIST",
+        stats::get_consumer_connection_list,
+    ),
+    (
+        rc::GET_PRODUCER_CONNECTION_LIST,
+        "GET_PRODUCER_CONNECTION_LIST",
+        stats::get_producer_connection_list,
+    ),
+    (rc::DELETE_SUBSCRIPTIONGROUP, "DELETE_SUBSCRIPTIONGROUP", group::delete_subscription_group),
+    (rc::GET_CONSUME_STATS, "GET_CONSUME_STATS", stats::get_consume_stats),
     (rc::DELETE_TOPIC_IN_BROKER, "DELETE_TOPIC_IN_BROKER", admin::delete_topic_in_broker),
+    (
+        rc::INVOKE_BROKER_TO_RESET_OFFSET,
+        "INVOKE_BROKER_TO_RESET_OFFSET",
+        group::invoke_broker_to_reset_offset,
+    ),
+    (
+        rc::QUERY_TOPIC_CONSUME_BY_WHO,
+        "QUERY_TOPIC_CONSUME_BY_WHO",
+        stats::query_topic_consume_by_who,
+    ),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
+    (
+        rc::GET_SUBSCRIPTIONGROUP_CONFIG,
+        "GET_SUBSCRIPTIONGROUP_CONFIG",
+        group::get_subscription_group_config,
+    ),
     (rc::LITE_PULL_MESSAGE, "LITE_PULL_MESSAGE", pull::pull_message),
 ];
 

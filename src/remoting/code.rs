@@ -44,6 +44,8 @@ pub mod request_code {
         UPDATE_AND_CREATE_TOPIC_LIST = 18;
         /// Dump all topic configs (admin).
         GET_ALL_TOPIC_CONFIG = 21;
+        /// Change broker settings (admin): a properties body.
+        UPDATE_BROKER_CONFIG = 25;
         /// Read the broker configuration (admin).
         GET_BROKER_CONFIG = 26;
         /// Read broker runtime statistics (admin).
@@ -96,6 +98,8 @@ pub mod request_code {
         GET_BROKER_CLUSTER_INFO = 106;
         /// Create or update a subscription group (admin).
         UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200;
+        /// Every subscription group's config (admin).
+        GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201;
         /// Per-queue min/max offsets of a topic (admin).
         GET_TOPIC_STATS_INFO = 202;
         /// Connections of a consumer group (admin).
@@ -106,6 +110,8 @@ pub mod request_code {
         WIPE_WRITE_PERM_OF_BROKER = 205;
         /// All topic names known to the name server.
         GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206;
+        /// Delete a subscription group (admin).
+        DELETE_SUBSCRIPTIONGROUP = 207;
         /// Consumer progress of a group (admin).
         GET_CONSUME_STATS = 208;
         /// Delete a topic from a broker (admin).
@@ -119,8 +125,12 @@ pub mod request_code {
         RESET_CONSUMER_CLIENT_OFFSET = 220;
         /// Broker asks a client for its consumer status (broker → client).
         GET_CONSUMER_STATUS_FROM_CLIENT = 221;
+        /// Admin asks a broker to reset a group's offsets to a time (admin).
+        INVOKE_BROKER_TO_RESET_OFFSET = 222;
         /// Topics of a cluster (name server).
         GET_TOPICS_BY_CLUSTER = 224;
+        /// Consumer groups of a topic (admin).
+        QUERY_TOPIC_CONSUME_BY_WHO = 300;
         /// Broker asks a client for its consumer running info (broker → client).
         GET_CONSUMER_RUNNING_INFO = 307;
         /// Broker asks a client to consume one message directly (broker → client).
@@ -139,6 +149,8 @@ pub mod request_code {
         PUSH_REPLY_MESSAGE_TO_CLIENT = 326;
         /// Read one topic's config.
         GET_TOPIC_CONFIG = 351;
+        /// Read one subscription group's config (admin).
+        GET_SUBSCRIPTIONGROUP_CONFIG = 352;
         /// Pull for the lite pull consumer (same semantics as `PULL_MESSAGE`).
         LITE_PULL_MESSAGE = 361;
         /// Server-side queue assignment (only with client rebalance disabled).

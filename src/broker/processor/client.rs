@@ -83,6 +83,7 @@ pub(crate) fn heart_beat(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -
             }
         }
     }
+    s.clients.note_client(ctx.id, req.language, req.version);
     s.clients.heartbeat(s, ctx.id, &hb);
     let mut ext = ExtFields::new();
     ext.insert("IS_SUPPORT_HEART_BEAT_V2", "false");

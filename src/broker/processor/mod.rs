@@ -2,12 +2,15 @@
 
 pub(crate) mod admin;
 pub(crate) mod client;
+pub(crate) mod config;
+pub(crate) mod group;
 pub(crate) mod lock;
 pub(crate) mod offset;
 pub(crate) mod pull;
 pub(crate) mod query;
 pub(crate) mod retry;
 pub(crate) mod send;
+pub(crate) mod stats;
 pub(crate) mod transaction;
 
 use crate::broker::record::PutError;

@@ -33,7 +33,10 @@ pub use lock::{
     UnlockBatchRequestBody,
 };
 pub use route::{BrokerData, QueueData, TopicRouteData, MASTER_ID};
-pub use stats::{ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable};
+pub use stats::{
+    Connection, ConsumeStats, ConsumerConnection, GroupList, KvTable, OffsetWrapper,
+    ProducerConnection, ResetOffsetBody, TopicOffset, TopicStatsTable,
+};
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;

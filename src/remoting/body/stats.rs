@@ -1,4 +1,6 @@
-//! GET_TOPIC_STATS_INFO (202) and GET_CONSUME_STATS (208) response bodies.
+//! Admin bodies: GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), the connection lists
+//! (203, 204), GET_BROKER_RUNTIME_INFO's `KVTable` (28), the reset-offset table (220, 222),
+//! QUERY_TOPIC_CONSUME_BY_WHO's `GroupList` (300) and the subscription-group wrapper (201).
 //!
 //! Java keys these maps by a `MessageQueue` object, which fastjson writes as a bare object key
 //! (not valid JSON). baiji writes the standard-JSON equivalent rocketmq-rust's admin tools read
@@ -11,7 +13,9 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::ser::{Error as _, SerializeMap};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::remoting::body::{JsonBody, MessageQueue};
+use crate::remoting::body::{
+    ConsumeFromWhere, ConsumeType, JsonBody, MessageModel, MessageQueue, SubscriptionData,
+};
 
 /// Offsets of one queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -29,12 +33,15 @@ pub struct TopicOffset {
 }
 
 /// Per-queue offsets of a topic.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicStatsTable {
     /// Queue → offsets.
     #[serde(default, with = "mq_key_map")]
     pub offset_table: Vec<(MessageQueue, TopicOffset)>,
+    /// Messages stored per second (rocketmq-rust's admin tool requires the field).
+    #[serde(default)]
+    pub topic_put_tps: f64,
 }
 
 impl JsonBody for TopicStatsTable {}
@@ -67,7 +74,98 @@ pub struct ConsumeStats {
     /// Messages consumed per second.
     #[serde(default)]
     pub consume_tps: f64,
+    /// baiji's addition (RocketMQ's tools ignore it): bytes of retained messages the group
+    /// holds, over the topics listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_bytes: Option<u64>,
+    /// baiji's addition: messages `drop-oldest` evicted before the group acknowledged them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_messages: Option<u64>,
 }
+
+/// One client connection (RocketMQ's `Connection`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    /// The client id.
+    #[serde(default)]
+    pub client_id: String,
+    /// `ip:port` of the client.
+    #[serde(default)]
+    pub client_addr: String,
+    /// Language name (`JAVA`, `RUST`, ...).
+    #[serde(default)]
+    pub language: String,
+    /// The client's version code.
+    #[serde(default)]
+    pub version: i32,
+}
+
+/// GET_CONSUMER_CONNECTION_LIST response body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerConnection {
+    /// The group's live clients.
+    #[serde(default)]
+    pub connection_set: Vec<Connection>,
+    /// Topic → subscription.
+    #[serde(default)]
+    pub subscription_table: BTreeMap<String, SubscriptionData>,
+    /// Push or pull.
+    #[serde(default)]
+    pub consume_type: ConsumeType,
+    /// Clustering or broadcasting.
+    #[serde(default)]
+    pub message_model: MessageModel,
+    /// Where the group starts without an offset.
+    #[serde(default)]
+    pub consume_from_where: ConsumeFromWhere,
+}
+
+impl JsonBody for ConsumerConnection {}
+
+/// GET_PRODUCER_CONNECTION_LIST response body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerConnection {
+    /// The group's live clients.
+    #[serde(default)]
+    pub connection_set: Vec<Connection>,
+}
+
+impl JsonBody for ProducerConnection {}
+
+/// A string table (GET_BROKER_RUNTIME_INFO).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct KvTable {
+    /// Key → value.
+    #[serde(default)]
+    pub table: BTreeMap<String, String>,
+}
+
+impl JsonBody for KvTable {}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET response and RESET_CONSUMER_CLIENT_OFFSET request body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetOffsetBody {
+    /// Queue → the offset to consume from.
+    #[serde(default, with = "mq_key_map")]
+    pub offset_table: Vec<(MessageQueue, i64)>,
+}
+
+impl JsonBody for ResetOffsetBody {}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO response body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupList {
+    /// Consumer groups.
+    #[serde(default)]
+    pub group_list: Vec<String>,
+}
+
+impl JsonBody for GroupList {}
 
 impl JsonBody for ConsumeStats {}
 
@@ -116,11 +214,12 @@ mod tests {
                 mq(0),
                 TopicOffset { min_offset: 0, max_offset: 10, last_update_timestamp: 5 },
             )],
+            topic_put_tps: 0.5,
         };
         let json = table.to_json_bytes().expect("serialisable");
         assert_eq!(
             std::str::from_utf8(&json).expect("UTF-8"),
-            r#"{"offsetTable":{"{\"topic\":\"T\",\"brokerName\":\"b\",\"queueId\":0}":{"minOffset":0,"maxOffset":10,"lastUpdateTimestamp":5}}}"#
+            r#"{"offsetTable":{"{\"topic\":\"T\",\"brokerName\":\"b\",\"queueId\":0}":{"minOffset":0,"maxOffset":10,"lastUpdateTimestamp":5}},"topicPutTps":0.5}"#
         );
         assert_eq!(TopicStatsTable::from_json_slice(&json).expect("parses"), table);
     }
@@ -141,6 +240,8 @@ mod tests {
                 ),
             ],
             consume_tps: 1.5,
+            held_bytes: Some(10),
+            dropped_messages: None,
         };
         let json = stats.to_json_bytes().expect("serialisable");
         assert_eq!(ConsumeStats::from_json_slice(&json).expect("parses"), stats);

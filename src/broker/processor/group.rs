@@ -1,0 +1,223 @@
+//! Subscription groups and offset resets: `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` (200),
+//! `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` (201), `DELETE_SUBSCRIPTIONGROUP` (207),
+//! `GET_SUBSCRIPTIONGROUP_CONFIG` (352) and `INVOKE_BROKER_TO_RESET_OFFSET` (222), which moves
+//! the group's committed offsets and tells its running clients with
+//! `RESET_CONSUMER_CLIENT_OFFSET` (220), as RocketMQ's `Broker2Client.resetOffset` does.
+//!
+//! A subscription group's config is kept as the JSON object the admin sent (RocketMQ's
+//! `SubscriptionGroupConfig`, whatever version wrote it) and given back as it came; baiji
+//! itself needs none of it: a group exists once a heartbeat names it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value};
+
+use super::bad_header;
+use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::remoting::body::{JsonBody, MessageQueue, ResetOffsetBody};
+use crate::remoting::code::{request_code, response_code};
+use crate::remoting::{ExtFields, RemotingCommand};
+
+/// Most subscription groups an admin may create (bounds the table).
+pub(crate) const MAX_SUBSCRIPTION_GROUPS: usize = 65_536;
+
+/// Subscription-group configs by name.
+#[derive(Debug, Default)]
+pub(crate) struct SubscriptionGroups {
+    table: RwLock<BTreeMap<String, Map<String, Value>>>,
+}
+
+impl SubscriptionGroups {
+    /// Whether an admin created `group`.
+    pub(crate) fn contains(&self, group: &str) -> bool {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).contains_key(group)
+    }
+
+    fn get(&self, group: &str) -> Option<Map<String, Value>> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
+    }
+}
+
+/// `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` (200): the body is a `SubscriptionGroupConfig`.
+pub(crate) fn update_and_create_subscription_group(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let config: Map<String, Value> = match serde_json::from_slice(&req.body) {
+        Ok(c) => c,
+        Err(e) => {
+            return reply_error(
+                &req,
+                response_code::SYSTEM_ERROR,
+                format!("bad SubscriptionGroupConfig body: {e}"),
+            )
+        }
+    };
+    let Some(name) = config.get("groupName").and_then(Value::as_str).map(str::to_string) else {
+        return reply_error(&req, response_code::SYSTEM_ERROR, "groupName is missing".into());
+    };
+    if name.is_empty() || name.chars().count() > super::MAX_GROUP_LEN {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("the group name is blank or longer than {} characters", super::MAX_GROUP_LEN),
+        );
+    }
+    let mut t = s.groups.table.write().unwrap_or_else(|p| p.into_inner());
+    if t.len() >= MAX_SUBSCRIPTION_GROUPS && !t.contains_key(&name) {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("at most {MAX_SUBSCRIPTION_GROUPS} subscription groups"),
+        );
+    }
+    t.insert(name, config);
+    Reply::now(ok(&req, Default::default()))
+}
+
+/// `GET_SUBSCRIPTIONGROUP_CONFIG` (352).
+pub(crate) fn get_subscription_group_config(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let group = match req.ext_fields.required_str("group") {
+        Ok(g) => g,
+        Err(e) => return bad_header(&req, &e),
+    };
+    match s.groups.get(group) {
+        Some(c) => match serde_json::to_vec(&c) {
+            Ok(b) => Reply::now(ok(&req, Default::default()).with_body(b)),
+            Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+        },
+        None => reply_error(
+            &req,
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("The consumer group {group} not exist"),
+        ),
+    }
+}
+
+/// `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` (201): `{"subscriptionGroupTable":{...},"dataVersion":...}`.
+pub(crate) fn get_all_subscription_group_config(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let table = s.groups.table.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let body = serde_json::json!({
+        "subscriptionGroupTable": table,
+        "forbiddenTable": {},
+        "dataVersion": s.topics.data_version(),
+    });
+    match serde_json::to_vec(&body) {
+        Ok(b) => Reply::now(ok(&req, Default::default()).with_body(b)),
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// `DELETE_SUBSCRIPTIONGROUP` (207): forgets the group's config; with `cleanOffset`, a group
+/// without running members also stops holding messages (its offsets are forgotten).
+pub(crate) fn delete_subscription_group(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let group = match req.ext_fields.required_str("groupName") {
+        Ok(g) => g,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let clean = match req.ext_fields.optional_bool("cleanOffset") {
+        Ok(c) => c.unwrap_or(false),
+        Err(e) => return bad_header(&req, &e),
+    };
+    s.groups.table.write().unwrap_or_else(|p| p.into_inner()).remove(group);
+    if clean && s.clients.consumer_ids(group).is_empty() {
+        for topic in super::stats::topics_of_group(s, group) {
+            s.store.unsubscribe(group, &topic);
+        }
+    }
+    Reply::now(ok(&req, Default::default()))
+}
+
+/// `INVOKE_BROKER_TO_RESET_OFFSET` (222): per queue of the topic, the first offset stored at
+/// or after `timestamp` (the end for -1); unless `isForce`, a queue whose committed offset is
+/// already before that keeps it. The offsets are committed, sent to each running client of
+/// the group (`RESET_CONSUMER_CLIENT_OFFSET`, one-way) and returned. Without a running client
+/// nothing changes and the answer is `CONSUMER_NOT_ONLINE`, as RocketMQ's (admin tools then
+/// commit the offsets themselves with `UPDATE_CONSUMER_OFFSET`).
+pub(crate) fn invoke_broker_to_reset_offset(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let ext = &req.ext_fields;
+    let (topic, group, timestamp, force) = match (
+        ext.required_str("topic"),
+        ext.required_str("group"),
+        ext.required_i64("timestamp"),
+        ext.optional_bool("isForce"),
+    ) {
+        (Ok(t), Ok(g), Ok(ts), Ok(f)) => (t, g, ts, f.unwrap_or(false)),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
+            return bad_header(&req, &e)
+        }
+    };
+    let Some(t) = s.store.topic(topic) else {
+        return reply_error(&req, response_code::SYSTEM_ERROR, format!("topic[{topic}] not exist"));
+    };
+    let clients = s.clients.member_channels(group);
+    if clients.is_empty() {
+        return reply_error(
+            &req,
+            response_code::CONSUMER_NOT_ONLINE,
+            format!("Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}"),
+        );
+    }
+    let mut body = ResetOffsetBody::default();
+    for q in 0..t.queue_count() {
+        let (_, max) = t.offsets(q).unwrap_or((0, 0));
+        let at = if timestamp < 0 {
+            max
+        } else {
+            s.store.offset_for_timestamp(t.as_ref(), q, timestamp as u64).unwrap_or(max)
+        };
+        let committed = s.store.committed(group, topic, q);
+        let offset = match committed {
+            Some(c) if !force && c <= at => c,
+            _ => at,
+        };
+        if committed != Some(offset) {
+            let _ = s.store.commit(group, topic, q, offset);
+        }
+        let mq = MessageQueue {
+            topic: topic.to_string(),
+            broker_name: s.config.broker_name.clone(),
+            queue_id: q as i32,
+        };
+        body.offset_table.push((mq, offset as i64));
+    }
+    let bytes = match body.to_json_bytes() {
+        Ok(b) => b,
+        Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    };
+    for tx in clients {
+        let mut h = ExtFields::new();
+        h.insert("topic", topic);
+        h.insert("group", group);
+        h.insert_i64("timestamp", timestamp);
+        h.insert_bool("isForce", force);
+        let cmd = RemotingCommand::oneway_request(
+            request_code::RESET_CONSUMER_CLIENT_OFFSET,
+            s.next_opaque(),
+        )
+        .with_ext_fields(h)
+        .with_body(bytes.clone());
+        // A client whose channel is full misses the reset; it still finds the committed
+        // offsets when it next rebalances.
+        let _ = tx.try_send(cmd);
+    }
+    Reply::now(ok(&req, Default::default()).with_body(bytes))
+}
