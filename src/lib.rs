@@ -32,6 +32,8 @@ pub mod remoting;
 pub mod store;
 mod sync;
 mod time;
+#[cfg(feature = "client")]
+pub mod top;
 
 /// Internals for `loom-tests/` only (built with `--cfg loom`); not part of the API.
 #[cfg(loom)]

@@ -1,8 +1,10 @@
 //! The baiji command line: `broker` (with an embedded name server unless `--namesrv-addr` is
-//! given), `namesrv` (a standalone name server) and `bench` (a load generator for any RocketMQ
-//! name server).
+//! given), `namesrv` (a standalone name server), `bench` (a load generator for any RocketMQ
+//! name server) and `top` (a live view of a cluster).
 
 mod alloc_trim;
+#[cfg(feature = "top")]
+mod top_ui;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -36,6 +38,11 @@ enum Command {
     /// percentiles and throughput.
     #[cfg(feature = "bench")]
     Bench(Box<baiji::bench::BenchArgs>),
+    /// A live view of a cluster (any RocketMQ name server): brokers, topics with their rates,
+    /// consumer groups with lag and held memory, the memory budget and drops; refreshes every
+    /// second, `q` quits.
+    #[cfg(feature = "top")]
+    Top(top_ui::TopArgs),
 }
 
 /// Broker flags. Each overrides the same key of the `--config` TOML file.
@@ -338,6 +345,17 @@ async fn wait_for_signal() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The screen is the output: no log lines over it.
+    #[cfg(feature = "top")]
+    if let Command::Top(args) = &cli.command {
+        return match top_ui::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("baiji top: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(
             |_| {
@@ -387,6 +405,8 @@ fn main() -> ExitCode {
             }
             #[cfg(feature = "bench")]
             Command::Bench(_) => return Ok(()),
+            #[cfg(feature = "top")]
+            Command::Top(_) => return Ok(()),
         };
         wait_for_signal().await;
         running.shutdown().await;
