@@ -124,6 +124,7 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::SEND_REPLY_MESSAGE_V2, Need::Publish("b")),
     (rc::GET_TOPIC_CONFIG, Need::Signed),
     (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Need::Admin),
+    (rc::DELETE_SUBSCRIPTIONGROUP_LIST, Need::Admin),
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),

@@ -101,6 +101,11 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         group::get_subscription_group_config,
     ),
     (rc::LITE_PULL_MESSAGE, "LITE_PULL_MESSAGE", pull::pull_message),
+    (
+        rc::DELETE_SUBSCRIPTIONGROUP_LIST,
+        "DELETE_SUBSCRIPTIONGROUP_LIST",
+        group::delete_subscription_group_list,
+    ),
 ];
 
 /// The name server's processors, sorted by code.

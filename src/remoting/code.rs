@@ -173,6 +173,9 @@ pub mod request_code {
         POLLING_INFO = 3447;
         /// Pop consumption: batch acknowledge (5.x, out of scope).
         BATCH_ACK_MESSAGE = 3543;
+        /// Delete several subscription groups (admin; rocketmq-rust's `deleteSubGroup`), body
+        /// `{"groupNameList":[…],"cleanOffset":…}`.
+        DELETE_SUBSCRIPTIONGROUP_LIST = 5003;
     }
 }
 

@@ -206,6 +206,20 @@ async fn given_a_subscription_group_when_created_read_and_deleted_should_follow_
     assert_eq!(r.code, code::SUCCESS, "the group is deleted: {r:?}");
     let r = conn.call(one_field(rc::GET_SUBSCRIPTIONGROUP_CONFIG, "group", "sub_group")).await;
     assert_eq!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "a deleted group is gone: {r:?}");
+    // rocketmq-admin-cli's deleteSubGroup sends the list form.
+    let create = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ExtFields::new())
+        .with_body(config.as_bytes().to_vec());
+    assert_eq!(conn.call(create).await.code, code::SUCCESS, "the group is created again");
+    let list = request(rc::DELETE_SUBSCRIPTIONGROUP_LIST, ExtFields::new())
+        .with_body(br#"{"groupNameList":["sub_group"],"cleanOffset":false}"#.to_vec());
+    let r = conn.call(list).await;
+    assert_eq!(r.code, code::SUCCESS, "the list of groups is deleted: {r:?}");
+    let r = conn.call(one_field(rc::GET_SUBSCRIPTIONGROUP_CONFIG, "group", "sub_group")).await;
+    assert_eq!(
+        r.code,
+        code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        "a group deleted by list is gone: {r:?}"
+    );
     let r = conn
         .call(
             request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ExtFields::new())

@@ -1,5 +1,6 @@
 //! Subscription groups and offset resets: `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` (200),
-//! `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` (201), `DELETE_SUBSCRIPTIONGROUP` (207),
+//! `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` (201), `DELETE_SUBSCRIPTIONGROUP` (207) and its list
+//! form (5003),
 //! `GET_SUBSCRIPTIONGROUP_CONFIG` (352) and `INVOKE_BROKER_TO_RESET_OFFSET` (222), which moves
 //! the group's committed offsets and tells its running clients with
 //! `RESET_CONSUMER_CLIENT_OFFSET` (220), as RocketMQ's `Broker2Client.resetOffset` does.
@@ -118,8 +119,18 @@ pub(crate) fn get_all_subscription_group_config(
     }
 }
 
-/// `DELETE_SUBSCRIPTIONGROUP` (207): forgets the group's config; with `cleanOffset`, a group
-/// without running members also stops holding messages (its offsets are forgotten).
+/// Forgets `group`'s config; with `clean`, a group without running members also stops
+/// holding messages (its offsets are forgotten).
+fn delete_group(s: &Shared, group: &str, clean: bool) {
+    s.groups.table.write().unwrap_or_else(|p| p.into_inner()).remove(group);
+    if clean && s.clients.consumer_ids(group).is_empty() {
+        for topic in super::stats::topics_of_group(s, group) {
+            s.store.unsubscribe(group, &topic);
+        }
+    }
+}
+
+/// `DELETE_SUBSCRIPTIONGROUP` (207): see [`delete_group`].
 pub(crate) fn delete_subscription_group(
     s: &Arc<Shared>,
     _ctx: &ConnCtx,
@@ -133,11 +144,37 @@ pub(crate) fn delete_subscription_group(
         Ok(c) => c.unwrap_or(false),
         Err(e) => return bad_header(&req, &e),
     };
-    s.groups.table.write().unwrap_or_else(|p| p.into_inner()).remove(group);
-    if clean && s.clients.consumer_ids(group).is_empty() {
-        for topic in super::stats::topics_of_group(s, group) {
-            s.store.unsubscribe(group, &topic);
+    delete_group(s, group, clean);
+    Reply::now(ok(&req, Default::default()))
+}
+
+/// `DELETE_SUBSCRIPTIONGROUP_LIST` (5003, what rocketmq-admin-cli's `deleteSubGroup` sends):
+/// body `{"groupNameList":[…],"cleanOffset":…}`, each group as [`delete_group`].
+pub(crate) fn delete_subscription_group_list(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body {
+        #[serde(default)]
+        group_name_list: Vec<String>,
+        #[serde(default)]
+        clean_offset: bool,
+    }
+    let body: Body = match serde_json::from_slice(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return reply_error(
+                &req,
+                response_code::SYSTEM_ERROR,
+                format!("bad DeleteSubscriptionGroupListRequestBody: {e}"),
+            )
         }
+    };
+    for group in &body.group_name_list {
+        delete_group(s, group, body.clean_offset);
     }
     Reply::now(ok(&req, Default::default()))
 }
