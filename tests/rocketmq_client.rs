@@ -1063,6 +1063,10 @@ async fn given_messages_sent_before_any_group_when_a_group_subscribes_from_the_l
     fx.shutdown(vec![c]).await;
 }
 
+// The admin codes a running client sees (resetOffsetByTime), issue 15.
+#[path = "rocketmq_client/admin.rs"]
+mod admin;
+
 // Retries, dead letters, delay levels, orderly locks, broadcasting, ali-ons and dying members
 // (the "broker completeness" scenarios). `#[path]`: a test target's root looks for modules in
 // `tests/`, where cargo would also take them for test targets of their own.
