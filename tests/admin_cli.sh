@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The real `rocketmq-admin-cli` 1.0.0 against a baiji broker (outside CI: the tool builds
+# RocksDB and takes long to install). Starts a broker with its embedded name server, a paced
+# load with `baiji bench` (a producer and a running consumer group), a producer client kept
+# registered by a raw heartbeat, then runs every admin command baiji answers and checks the
+# columns and figures the tool prints. Prints each command's output; exit status 0 when every
+# check holds.
+#
+#   cargo install --root .tools/admin-cli rocketmq-admin-cli --version 1.0.0   # needs libclang
+#   tests/admin_cli.sh
+#   ADMIN=path/to/rocketmq-admin-cli BAIJI=target/release/baiji tests/admin_cli.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BAIJI=${BAIJI:-target/debug/baiji}
+ADMIN=${ADMIN:-.tools/admin-cli/bin/rocketmq-admin-cli}
+[ -x "$BAIJI" ] || { echo "$BAIJI not built (cargo build)" >&2; exit 2; }
+[ -x "$ADMIN" ] || { echo "$ADMIN not installed (see the header of this script)" >&2; exit 2; }
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+NS=127.0.0.1:$(port)
+BR=127.0.0.1:$(port)
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+"$BAIJI" broker --listen "$BR" --namesrv-listen "$NS" --memory-budget 268435456 >"$WORK/broker.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q "baiji broker started" "$WORK/broker.log" && break; sleep 0.1; done
+
+# A producer group kept registered: one heartbeat every 5 s on one open connection.
+python3 - "$BR" >"$WORK/producer.log" 2>&1 <<'EOF' &
+import json, socket, struct, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+body = json.dumps({"clientID": "127.0.0.1@admin-cli-producer",
+                   "producerDataSet": [{"groupName": "cli_producers"}],
+                   "consumerDataSet": []}).encode()
+for opaque in range(1, 100):
+    head = json.dumps({"code": 34, "flag": 0, "language": "JAVA", "opaque": opaque,
+                       "serializeTypeCurrentRPC": "JSON", "version": 475, "extFields": {}}).encode()
+    s.sendall(struct.pack(">II", 4 + len(head) + len(body), len(head)) + head + body)
+    s.recv(65536)
+    time.sleep(5)
+EOF
+PIDS+=($!)
+
+FAILS=0
+run() { # run NAME ARGS... : prints the command and its output into $WORK/NAME
+  local name=$1; shift
+  echo "\$ rocketmq-admin-cli $*"
+  timeout 60 "$ADMIN" "$@" -n "$NS" >"$WORK/$name" 2>&1 </dev/null
+  echo "(exit $?)"
+  cat "$WORK/$name"
+  echo
+}
+check() { # check NAME REGEX WHAT
+  if grep -Eq -- "$2" "$WORK/$1"; then echo "ok   $1: $3"; else echo "FAIL $1: $3 (/$2/)"; FAILS=$((FAILS + 1)); fi
+  echo
+}
+
+run updateTopic topic updateTopic -c DefaultCluster -t CliTopic -r 4 -w 4
+check updateTopic "success|SUCCESS|Success" "the topic is created"
+
+"$BAIJI" bench --namesrv "$NS" --topic CliTopic --queues 4 --rate 100 --duration 120 --warmup 1 \
+  --size 256 --quiet >"$WORK/bench.log" 2>&1 &
+PIDS+=($!)
+sleep 4
+run sendMessage message sendMessage -t CliTopic -p "hello from the admin tool" -k cli-key-1 -c TagCli
+check sendMessage "SEND_OK|SendOk" "a keyed message is sent"
+MSGID=$(grep -oE '[0-9A-F]{32}' "$WORK/sendMessage" | head -1)
+OFFSET_MSGID=$(grep -oE '[0-9A-F]{32}' "$WORK/sendMessage" | sed -n 2p)
+
+run clusterList cluster clusterList
+check clusterList "DefaultCluster +baiji-a +0 +$BR" "the broker's row"
+check clusterList "[1-9][0-9]*\.[0-9]{2}\(0,0ms\)" "a non-zero #InTPS under load"
+
+run brokerStatus broker brokerStatus -b "$BR"
+check brokerStatus "commitLogDirCapacity.*Total : 256.0 MiB" "the memory budget as commit-log capacity"
+check brokerStatus "baijiMemoryUsed" "baiji's memory figures"
+
+run topicList topic topicList
+check topicList "CliTopic" "the topic is listed"
+run topicListCluster topic topicList -c DefaultCluster
+check topicListCluster "CliTopic.*CliTopic_g0|CliTopic_g0" "the topic with its consumer group"
+
+run topicRoute topic topicRoute -t CliTopic
+check topicRoute "baiji-a" "the route names the broker"
+
+run topicStatus topic topicStatus -t CliTopic
+check topicStatus "CliTopic +baiji-a|baiji-a +[0-3] " "per-queue rows"
+check topicStatus " [1-9][0-9]* " "non-zero max offsets"
+
+run consumerProgress consumer consumerProgress -g CliTopic_g0
+check consumerProgress "CliTopic +baiji-a +[0-3] +[0-9]+ +[0-9]+" "per-queue broker and consumer offsets"
+check consumerProgress "Diff Total" "the total lag"
+
+run consumerConnection connection consumerConnection -g CliTopic_g0
+check consumerConnection "CliTopic" "the subscription"
+check consumerConnection "127\.0\.0\.1:[0-9]+" "the client's address"
+
+run producerConnection connection producerConnection -g cli_producers -t CliTopic
+check producerConnection "admin-cli-producer" "the registered producer"
+
+run queryMsgById message queryMsgById -i "$MSGID" -t CliTopic
+check queryMsgById "cli-key-1|hello from the admin tool" "the message by its id"
+
+run queryMsgByKey message queryMsgByKey -t CliTopic -k cli-key-1
+check queryMsgByKey "$MSGID|cli-key-1" "the message by its key"
+
+run queryMsgByOffset message queryMsgByOffset -t CliTopic -b baiji-a -i 0 -o 0
+check queryMsgByOffset "CliTopic" "the message at queue 0 offset 0"
+
+run resetOffsetByTime offset resetOffsetByTime -g CliTopic_g0 -t CliTopic -s 0
+check resetOffsetByTime "CliTopic" "a table of reset offsets"
+
+run getBrokerConfig broker getBrokerConfig -b "$BR"
+check getBrokerConfig "memoryBudget *= *268435456" "the budget in force"
+
+run updateBrokerConfig broker updateBrokerConfig -b "$BR" -k memoryBudget -v 536870912 -y
+run getBrokerConfig2 broker getBrokerConfig -b "$BR"
+check getBrokerConfig2 "memoryBudget *= *536870912" "the budget changed live"
+run updateBrokerConfigFixed broker updateBrokerConfig -b "$BR" -k listenPort -v 1 -y
+check updateBrokerConfigFixed "cannot change listenPort" "a fixed setting is refused, naming it"
+
+run updateSubGroup consumer updateSubGroup -c DefaultCluster -g cli_sub_group
+check updateSubGroup "success|SUCCESS|Success|create subscription group" "the subscription group is created"
+run deleteSubGroup consumer deleteSubGroup -c DefaultCluster -g cli_sub_group
+check deleteSubGroup "success|SUCCESS|Success|delete subscription group" "the subscription group is deleted"
+
+run sendMsgStatus broker sendMsgStatus -b baiji-a -s 128 -c 5
+check sendMsgStatus "SEND_OK|SendOk|rt" "sends through the broker are timed"
+
+run deleteTopic topic deleteTopic -c DefaultCluster -t CliTopic
+check deleteTopic "success|SUCCESS|Success|delete topic" "the topic is deleted"
+
+echo "admin_cli: $FAILS failed check(s)"
+[ "$FAILS" = 0 ]
