@@ -628,6 +628,14 @@ impl Engine {
         self.inner.last_pass_ms.load(PlainOrdering::Relaxed)
     }
 
+    /// Bytes the budget counts now (payload plus bookkeeping of live records): one atomic
+    /// load, unlike [`stats`](Self::stats), which walks every topic.
+    pub fn bytes_used(&self) -> u64 {
+        // Relaxed: a figure for admission heuristics and operators, not a synchronisation
+        // point; the budget itself is enforced by the compare-exchange loop on this counter.
+        self.inner.used.load(Ordering::Relaxed)
+    }
+
     /// Engine-wide statistics.
     pub fn stats(&self) -> EngineStats {
         let topics: Vec<Arc<Topic>> = read(&self.inner.topics).values().cloned().collect();

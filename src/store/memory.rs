@@ -417,6 +417,10 @@ impl MessageLookup for MemoryStore {
 }
 
 impl StoreStats for MemoryStore {
+    fn used_and_budget(&self) -> (u64, u64) {
+        (self.engine.bytes_used(), self.engine.config().memory_budget)
+    }
+
     fn memory(&self) -> MemoryStats {
         let s = self.engine.stats();
         MemoryStats {

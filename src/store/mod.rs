@@ -254,6 +254,12 @@ pub trait MessageLookup: Send + Sync {
 pub trait StoreStats: Send + Sync {
     /// Bytes in use, the budget, live messages.
     fn memory(&self) -> MemoryStats;
+    /// `(bytes_used, budget)` of [`memory`](Self::memory), for checks on a send path: a store
+    /// should answer it without walking its topics.
+    fn used_and_budget(&self) -> (u64, u64) {
+        let m = self.memory();
+        (m.bytes_used, m.budget)
+    }
     /// Every live topic's figures, by name. Computed on each call (for scrapes, not the hot
     /// path); one entry per topic, so bounded by the topic table.
     fn topic_figures(&self) -> Vec<TopicFigures> {
