@@ -126,8 +126,8 @@ pub(crate) struct BrokerCounters {
     /// broker built itself; a read never stalls on one).
     pub(crate) records_skipped: AtomicU64,
     /// Connections closed on accept because `max-connections` were open, or because their
-    /// first byte asked for what `tls-mode` refuses (TLS when disabled, plaintext when
-    /// enforcing).
+    /// first byte was plaintext under `tls-mode` enforcing (under `disabled` nothing is
+    /// sniffed: a TLS handshake is a bad frame there).
     pub(crate) connections_refused: AtomicU64,
     /// Times a connection stopped reading because its unwritten answers reached
     /// `write-buffer-high-water-mark`.
@@ -274,8 +274,8 @@ impl RunningBroker {
     }
 
     /// Connections closed on accept because `max-connections` were open, or because their
-    /// first byte asked for what `tls-mode` refuses (TLS when disabled, plaintext when
-    /// enforcing).
+    /// first byte was plaintext under `tls-mode` enforcing (under `disabled` nothing is
+    /// sniffed: a TLS handshake is a bad frame there).
     pub fn connections_refused(&self) -> u64 {
         // Relaxed: a statistic, read on its own.
         self.shared.counters.connections_refused.load(Ordering::Relaxed)

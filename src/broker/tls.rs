@@ -1,12 +1,15 @@
 //! TLS on the remoting ports, with RocketMQ's three modes (`TlsMode` in RocketMQ's remoting):
 //!
-//! * `disabled` (default): plaintext only; a connection whose first byte opens a TLS handshake
-//!   (`0x16`, a handshake record) is closed, as RocketMQ's `HandshakeHandler` does;
+//! * `disabled` (default): plaintext only, and nothing is sniffed (no extra syscall per
+//!   connection): a TLS ClientHello is read as a frame whose 4-byte length (`16 03 0x ..`,
+//!   about 369 MB) is over the frame limit, so the connection is closed as for any unparseable
+//!   frame (counted in `bad_frames`);
 //! * `permissive`: the first byte decides, so TLS and plaintext clients share one port;
 //! * `enforcing`: TLS only; a plaintext connection is closed.
 //!
-//! The first byte is peeked (not consumed) before anything else runs, so a plaintext connection
-//! reaches the connection code byte for byte as before; a TLS one is handed to rustls, whose
+//! Under `permissive` and `enforcing` the first byte is peeked (not consumed) before anything
+//! else runs, so a plaintext connection reaches the connection code byte for byte as before; a
+//! TLS one is handed to rustls, whose
 //! handshake must finish within `tls-handshake-timeout-ms` (Netty's `SslHandler` default, 10 s).
 //! The connection code is the same for both (it is generic over the stream), so every bound
 //! of README "Limits" applies to TLS connections too.
