@@ -107,7 +107,7 @@ impl std::fmt::Debug for Gate {
 }
 
 impl Gate {
-    /// Plaintext only (the standalone name server, and the default).
+    /// Plaintext only (the default).
     pub(crate) fn disabled() -> Self {
         Gate { mode: TlsMode::Disabled, acceptor: None, handshake_timeout: Duration::ZERO }
     }

@@ -299,3 +299,26 @@ async fn given_tls_mode_without_a_certificate_should_refuse_to_start() {
     };
     assert!(e.to_string().contains("tls-cert"), "the error names the missing flag: {e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_standalone_name_server_in_enforcing_mode_should_answer_over_tls_and_close_plaintext(
+) {
+    let pki = Pki::new();
+    let mut config =
+        BrokerConfig { listen: "127.0.0.1:0".parse().expect("an address"), ..Default::default() };
+    pki.configure(&mut config, TlsMode::Enforcing);
+    let namesrv = baiji::broker::start_namesrv_with(config).await.expect("the name server starts");
+    let addr = namesrv.namesrv_addr().expect("its address");
+    let mut tls = TlsConn::open(addr, &pki.connector(false)).await.expect("a TLS handshake");
+    let mut ext = ExtFields::new();
+    ext.insert("topic", "TBW102");
+    let r = tls.call(request(rc::GET_ROUTEINFO_BY_TOPIC, ext)).await.expect("answered");
+    assert_eq!(r.code, code::TOPIC_NOT_EXIST, "the name server answers over TLS: {r:?}");
+    let plain = TcpStream::connect(addr).await.expect("connects");
+    assert!(
+        closed_by_broker(plain, &plain_frame()).await,
+        "the standalone name server refuses plaintext under enforcing"
+    );
+    assert_eq!(namesrv.connections_refused(), 1, "counted as a refused connection");
+    namesrv.shutdown().await;
+}
