@@ -77,9 +77,7 @@ impl TestBroker {
         let Some(t) = self.broker.store().topic(topic) else {
             return 0;
         };
-        (0..t.queue_count())
-            .map(|q| t.offsets(q).map_or(0, |(_, max)| max))
-            .sum()
+        (0..t.queue_count()).map(|q| t.offsets(q).map_or(0, |(_, max)| max)).sum()
     }
 
     /// Queue count of `topic` (0 if it does not exist).
