@@ -580,7 +580,9 @@ pub(crate) struct Acl {
     pub(crate) refused: AtomicU64,
 }
 
-fn stamp_of(path: &Path) -> Option<(SystemTime, u64)> {
+/// A file's modification time and length, which the ACL file's and the TLS certificate's
+/// reloads compare (`None` if it cannot be read).
+pub(crate) fn stamp_of(path: &Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
 }

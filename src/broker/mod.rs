@@ -445,6 +445,7 @@ pub async fn start_with_store(
     shared.publish_topics();
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(tls::watch_files(Arc::clone(&gate), shutdown_rx.clone()));
     tasks.spawn(server::serve(
         Arc::clone(&shared),
         listener,
@@ -531,10 +532,11 @@ pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, B
         Arc::clone(&shared),
         listener,
         table::Role::NameServer,
-        gate,
+        Arc::clone(&gate),
         shutdown_rx.clone(),
     ));
     tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(tls::watch_files(gate, shutdown_rx.clone()));
     tasks.spawn(namesrv_expiry(Arc::clone(&shared), shutdown_rx));
     tracing::info!(namesrv = %bound, acl = shared.acl.is_some(), tls = ?shared.config.tls_mode, "baiji name server started");
     Ok(RunningBroker {

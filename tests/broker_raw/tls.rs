@@ -322,3 +322,37 @@ async fn given_a_standalone_name_server_in_enforcing_mode_should_answer_over_tls
     assert_eq!(namesrv.connections_refused(), 1, "counted as a refused connection");
     namesrv.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_certificate_files_change_should_handshake_with_the_new_pair_and_keep_sessions() {
+    let (old, new) = (Pki::new(), Pki::new());
+    let broker = start_broker(|c| old.configure(c, TlsMode::Enforcing)).await;
+    let addr = broker_addr(&broker);
+    let mut session = TlsConn::open(addr, &old.connector(false)).await.expect("the first pair");
+    send_and_pull(&mut session, "TlsTopic").await;
+    assert!(
+        TlsConn::open(addr, &new.connector(false)).await.is_err(),
+        "a client trusting only the new CA refuses the first certificate"
+    );
+    // A poll between these two copies sees a mismatched pair and keeps the first one.
+    std::fs::copy(new.dir.join("server.key"), old.dir.join("server.key")).expect("copy");
+    std::fs::copy(new.dir.join("server.pem"), old.dir.join("server.pem")).expect("copy");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if TlsConn::open(addr, &new.connector(false)).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "new handshakes use the new pair within the patience");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = session.call(max_offset_request("TlsTopic", 1)).await.expect("the old session");
+    assert_eq!(r.ext_fields.get("offset"), Some("2"), "an established session is kept: {r:?}");
+    // A chain that no longer loads leaves the current pair in use.
+    std::fs::write(old.dir.join("server.pem"), "not a certificate").expect("write");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        TlsConn::open(addr, &new.connector(false)).await.is_ok(),
+        "a broken certificate file keeps the last good pair"
+    );
+    broker.shutdown().await;
+}
