@@ -31,6 +31,11 @@ pub struct BrokerConfig {
     /// RocketMQ plain ACL file (`plain_acl.yml` format, re-read when it changes); `None` (the
     /// default) checks nothing. See README, "Security".
     pub acl_file: Option<std::path::PathBuf>,
+    /// The account the broker signs its requests to external name servers with (RocketMQ 5:
+    /// `innerClientAuthenticationCredentials`, the same JSON:
+    /// `{"accessKey":"...","secretKey":"..."}`); needed when they check ACL (registering is
+    /// an admin code there). `None` (the default): unsigned.
+    pub inner_client_authentication_credentials: Option<super::acl::Credentials>,
     /// External name servers, `host:port;host:port` (RocketMQ: `namesrvAddr`). When set, the
     /// broker registers with them instead of embedding one.
     pub namesrv_addr: Option<String>,
@@ -130,6 +135,7 @@ impl Default for BrokerConfig {
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
             metrics_listen: None,
             acl_file: None,
+            inner_client_authentication_credentials: None,
             namesrv_addr: None,
             cluster_name: "DefaultCluster".into(),
             broker_name: "baiji-a".into(),
@@ -285,6 +291,16 @@ mod tests {
         assert_eq!(BrokerConfig::default().metrics_listen, None, "off unless asked for");
         let c: BrokerConfig = toml::from_str("metrics-listen = \"127.0.0.1:5557\"").unwrap();
         assert_eq!(c.metrics_listen, Some("127.0.0.1:5557".parse().unwrap()));
+    }
+
+    #[test]
+    fn given_a_toml_file_with_inner_credentials_should_read_them() {
+        let c: BrokerConfig = toml::from_str(
+            r#"inner-client-authentication-credentials = '{"accessKey":"ak","secretKey":"sk"}'"#,
+        )
+        .unwrap();
+        let creds = c.inner_client_authentication_credentials.expect("credentials");
+        assert_eq!((creds.access_key.as_str(), creds.secret_key.as_str()), ("ak", "sk"));
     }
 
     #[test]
