@@ -405,7 +405,13 @@ impl PopConsumption for MemoryStore {
     ) -> Result<(), StoreError> {
         let g = match self.engine.group(group, topic) {
             Ok(g) if g.mode() == Mode::Clustering => g,
-            _ => self.group(group, topic, Mode::Clustering)?,
+            // POP is clustering consumption; a broadcasting group of that name keeps its state.
+            Ok(_) => {
+                return Err(StoreError::Other(format!(
+                    "consumer group `{group}` consumes `{topic}` by broadcasting; POP is clustering only"
+                )))
+            }
+            Err(_) => self.group(group, topic, Mode::Clustering)?,
         };
         g.pop(queue, req, out).map_err(map_err)
     }

@@ -99,14 +99,20 @@ enum Pass {
 
 enum PopResult {
     Reply(Reply),
-    Park { topic: Arc<dyn TopicStore>, queues: Vec<u32>, wake_at: Option<u64> },
+    /// Nothing found: wait for an append at or after `ends` (each queue's end as it was before
+    /// the pop looked, so an append racing the pop wakes it at once) or until `wake_at`.
+    Park {
+        topic: Arc<dyn TopicStore>,
+        ends: Vec<(u32, u64)>,
+        wake_at: Option<u64>,
+    },
 }
 
 /// `POP_MESSAGE` (200050).
 pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    let (topic, queues, wake_at) = match pop(s, &req, Pass::First) {
+    let (topic, ends, wake_at) = match pop(s, &req, Pass::First) {
         PopResult::Reply(r) => return r,
-        PopResult::Park { topic, queues, wake_at } => (topic, queues, wake_at),
+        PopResult::Park { topic, ends, wake_at } => (topic, ends, wake_at),
     };
     let poll = PopMessageRequestHeader::from_ext_fields(&req.ext_fields)
         .map_or(0, |h| u64::try_from(h.poll_time).unwrap_or(0));
@@ -121,7 +127,7 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
     tokio::spawn(async move {
         let mut shutdown = ctx.shutdown.clone();
         let deadline = tokio::time::Instant::now() + hold;
-        let (mut topic, mut queues, mut wake_at) = (topic, queues, wake_at);
+        let (mut topic, mut ends, mut wake_at) = (topic, ends, wake_at);
         let reply = loop {
             if *shutdown.borrow() {
                 break None;
@@ -132,7 +138,7 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
                 let ms = at.saturating_sub(now_ms());
                 deadline.min(tokio::time::Instant::now() + Duration::from_millis(ms))
             });
-            let appended = AnyAppend::new(&topic, &queues);
+            let appended = AnyAppend::new(&topic, &ends);
             tokio::select! {
                 woken = tokio::time::timeout_at(until, appended) => {
                     if woken.is_err() && tokio::time::Instant::now() >= deadline {
@@ -144,8 +150,8 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
             }
             match pop(&s, &req, Pass::Woken) {
                 PopResult::Reply(r) => break Some(r),
-                PopResult::Park { topic: t, queues: q, wake_at: w } => {
-                    (topic, queues, wake_at) = (t, q, w);
+                PopResult::Park { topic: t, ends: e, wake_at: w } => {
+                    (topic, ends, wake_at) = (t, e, w);
                 }
             }
         };
@@ -161,18 +167,20 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
     Reply::Nothing
 }
 
-/// Resolves when any of the queues gets an append at or after its end as it was when built.
+/// Resolves when any of the queues has a message at or after its given end.
 struct AnyAppend {
     waits: Vec<AppendWait>,
 }
 
 impl AnyAppend {
-    fn new(topic: &Arc<dyn TopicStore>, queues: &[u32]) -> Self {
-        let waits = queues
+    fn new(topic: &Arc<dyn TopicStore>, ends: &[(u32, u64)]) -> Self {
+        let waits = ends
             .iter()
-            .filter_map(|&q| {
-                let (_, end) = topic.offsets(q).ok()?;
-                Some(AppendWait { topic: Arc::clone(topic), queue: q, offset: end, id: None })
+            .map(|&(q, end)| AppendWait {
+                topic: Arc::clone(topic),
+                queue: q,
+                offset: end,
+                id: None,
             })
             .collect();
         AnyAppend { waits }
@@ -299,6 +307,9 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         filter: &filter,
         init: if h.init_mode == 0 { PopInit::Min } else { PopInit::Max },
     };
+    // Before looking: an append after this wakes a parked pop at once (see `PopResult::Park`).
+    let ends: Vec<(u32, u64)> =
+        queues.iter().filter_map(|&q| Some((q, topic.offsets(q).ok()?.1))).collect();
     let mut out = PopOutcome::default();
     for &q in &queues {
         if out.messages.len() >= max {
@@ -352,7 +363,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
     }
     if per_queue.is_empty() {
         if pass != Pass::Last && h.poll_time > 0 {
-            return PopResult::Park { topic, queues, wake_at: out.next_expiry };
+            return PopResult::Park { topic, ends, wake_at: out.next_expiry };
         }
         let code = if pass == Pass::Last {
             response_code::POLLING_TIMEOUT
