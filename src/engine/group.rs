@@ -42,6 +42,11 @@
 //! its members count deliveries only, since every member sees every message. An ended
 //! subscription counts nothing more: it holds nothing above where it stopped.
 //!
+//! A clustering queue also keeps the group's POP state (`pop.rs`: a pop position and the
+//! in-flight table) beside its track, under the same lock, so pops, POP acks, changes of
+//! invisible time, commits and per-message acks of one queue are serialised; POP acknowledges
+//! through the track only, so invariant 6 holds for it as for the other ways.
+//!
 //! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
 //! then its holds.
 
