@@ -108,6 +108,14 @@ struct BrokerArgs {
     /// Bytes per dead-letter queue kept (default 64m); suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     dlq_retention_bytes: Option<u64>,
+    /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
+    /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
+    #[arg(long)]
+    default_message_request_mode: Option<String>,
+    /// Redeliveries of a popped message before it goes to %DLQ%<group> (default 16,
+    /// RocketMQ's retryMaxTimes).
+    #[arg(long)]
+    pop_retry_max_times: Option<u32>,
     /// Seconds after which a clustering group without members stops holding messages (0: never).
     #[arg(long)]
     group_idle_secs: Option<u64>,
@@ -297,6 +305,12 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.dlq_retention_bytes {
         c.dlq_retention_bytes = v;
+    }
+    if let Some(v) = a.default_message_request_mode {
+        c.default_message_request_mode = v;
+    }
+    if let Some(v) = a.pop_retry_max_times {
+        c.pop_retry_max_times = v;
     }
     if let Some(v) = a.group_idle_secs {
         c.group_idle_secs = v;

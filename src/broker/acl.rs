@@ -121,6 +121,15 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),
+    // POP: topic SUB and group SUB, as for pulls. A batch ack carries its groups and topics in
+    // its JSON body only, like the heartbeat; plain ACL checks no resource for it.
+    (rc::POP_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::ACK_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::PEEK_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::CHANGE_MESSAGE_INVISIBLETIME, Need::Consume("topic", "consumerGroup")),
+    (rc::NOTIFICATION, Need::Consume("topic", "consumerGroup")),
+    (rc::POLLING_INFO, Need::Consume("topic", "consumerGroup")),
+    (rc::BATCH_ACK_MESSAGE, Need::Signed),
 ];
 
 /// The name server's rules: reads are open (RocketMQ clients ask for routes before they have

@@ -125,6 +125,14 @@ pub struct BrokerConfig {
     /// A TLS handshake not finished this long after its first byte closes the connection,
     /// milliseconds (Netty's `SslHandler` default, 10000).
     pub tls_handshake_timeout_ms: u64,
+    /// How a group whose mode no `SET_MESSAGE_REQUEST_MODE` set reads a topic, as
+    /// `QUERY_ASSIGNMENT` tells clients that ask (RocketMQ: `defaultMessageRequestMode`):
+    /// `PULL` (default) or `POP`. Only clients with client-side rebalancing off ask.
+    pub default_message_request_mode: String,
+    /// Redeliveries of a popped message after its invisible time expired before it goes to
+    /// `%DLQ%<group>` (RocketMQ: the subscription group's `retryMaxTimes`, 16): a message is
+    /// popped at most this many times plus one.
+    pub pop_retry_max_times: u32,
 }
 
 impl Default for BrokerConfig {
@@ -168,6 +176,8 @@ impl Default for BrokerConfig {
             tls_client_ca: None,
             tls_need_client_auth: ClientAuth::None,
             tls_handshake_timeout_ms: 10_000,
+            default_message_request_mode: "PULL".into(),
+            pop_retry_max_times: 16,
         }
     }
 }
@@ -207,6 +217,11 @@ impl BrokerConfig {
     }
 
     /// The message-count bound of one pull (at least one).
+    /// Whether groups pop by default (`default-message-request-mode = "POP"`).
+    pub(crate) fn pop_by_default(&self) -> bool {
+        self.default_message_request_mode.eq_ignore_ascii_case("POP")
+    }
+
     pub(crate) fn pull_max_count(&self) -> usize {
         self.max_transfer_count_on_message_in_memory.max(1)
     }
@@ -252,6 +267,15 @@ impl BrokerConfig {
                  SYSTEM_BUSY and retry) or drop-oldest"
                     .into(),
             ));
+        }
+        if !["PULL", "POP"]
+            .iter()
+            .any(|m| self.default_message_request_mode.eq_ignore_ascii_case(m))
+        {
+            return Err(BrokerError::Config(format!(
+                "default-message-request-mode must be PULL or POP, not `{}`",
+                self.default_message_request_mode
+            )));
         }
         if self.default_queues == 0 || self.default_queues > crate::store::MAX_QUEUES {
             return Err(BrokerError::Config(format!(

@@ -160,6 +160,8 @@ pub(crate) struct Shared {
     pub(crate) topics_changed: watch::Sender<u64>,
     /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
     pub(crate) acl: Option<acl::Acl>,
+    /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
+    pub(crate) request_modes: processor::pop::RequestModes,
 }
 
 impl std::fmt::Debug for Shared {
@@ -361,6 +363,7 @@ impl Shared {
             next_opaque: AtomicI32::new(1),
             topics_changed: watch::channel(0).0,
             acl: None,
+            request_modes: processor::pop::RequestModes::default(),
             config,
             store,
         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::processor::{admin, client, lock, offset, pull, query, retry, send, transaction};
+use super::processor::{admin, client, lock, offset, pop, pull, query, retry, send, transaction};
 use super::{namesrv, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::RemotingCommand;
@@ -58,6 +58,12 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
     (rc::LITE_PULL_MESSAGE, "LITE_PULL_MESSAGE", pull::pull_message),
+    (rc::QUERY_ASSIGNMENT, "QUERY_ASSIGNMENT", pop::query_assignment),
+    (rc::SET_MESSAGE_REQUEST_MODE, "SET_MESSAGE_REQUEST_MODE", pop::set_message_request_mode),
+    (rc::POP_MESSAGE, "POP_MESSAGE", pop::pop_message),
+    (rc::ACK_MESSAGE, "ACK_MESSAGE", pop::ack_message),
+    (rc::CHANGE_MESSAGE_INVISIBLETIME, "CHANGE_MESSAGE_INVISIBLETIME", pop::change_invisible_time),
+    (rc::BATCH_ACK_MESSAGE, "BATCH_ACK_MESSAGE", pop::batch_ack_message),
 ];
 
 /// The name server's processors, sorted by code.

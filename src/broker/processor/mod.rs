@@ -4,6 +4,7 @@ pub(crate) mod admin;
 pub(crate) mod client;
 pub(crate) mod lock;
 pub(crate) mod offset;
+pub(crate) mod pop;
 pub(crate) mod pull;
 pub(crate) mod query;
 pub(crate) mod retry;
