@@ -73,9 +73,14 @@ struct BrokerArgs {
     /// default).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
-    /// RocketMQ plain ACL file (plain_acl.yml format), re-read when it changes (off by default).
+    /// ACL and TLS on the broker port and the embedded name server's.
+    #[command(flatten)]
+    security: SecurityArgs,
+    /// The account the broker signs its registrations with, when external name servers check
+    /// ACL: '{"accessKey":"...","secretKey":"..."}' (RocketMQ 5:
+    /// innerClientAuthenticationCredentials; the account needs admin there).
     #[arg(long)]
-    acl_file: Option<std::path::PathBuf>,
+    inner_client_authentication_credentials: Option<baiji::broker::acl::Credentials>,
     /// Cluster name (RocketMQ: brokerClusterName).
     #[arg(long)]
     cluster_name: Option<String>,
@@ -110,6 +115,14 @@ struct BrokerArgs {
     /// Bytes per dead-letter queue kept (default 64m); suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     dlq_retention_bytes: Option<u64>,
+    /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
+    /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
+    #[arg(long)]
+    default_message_request_mode: Option<String>,
+    /// Redeliveries of a popped message before it goes to %DLQ%<group> (default 16,
+    /// RocketMQ's retryMaxTimes).
+    #[arg(long)]
+    pop_retry_max_times: Option<u32>,
     /// Seconds after which a clustering group without members stops holding messages (0: never).
     #[arg(long)]
     group_idle_secs: Option<u64>,
@@ -149,7 +162,28 @@ struct BrokerArgs {
     /// timerMaxDelaySec); further ahead is refused.
     #[arg(long)]
     timer_max_delay_sec: Option<u64>,
-    /// TLS on the broker port and the embedded name server's: disabled (default), permissive
+}
+
+#[derive(Debug, Args)]
+struct NamesrvArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    listen: SocketAddr,
+    /// Port to listen on, keeping the listen host.
+    #[arg(long)]
+    listen_port: Option<u16>,
+    /// ACL and TLS on the name server's port.
+    #[command(flatten)]
+    security: SecurityArgs,
+}
+
+/// ACL and TLS flags, the same for `broker` and `namesrv` (one code path behind them).
+#[derive(Debug, Args)]
+struct SecurityArgs {
+    /// RocketMQ plain ACL file (plain_acl.yml format), re-read when it changes (off by default).
+    #[arg(long)]
+    acl_file: Option<std::path::PathBuf>,
+    /// TLS on the remoting ports: disabled (default), permissive
     /// (TLS and plaintext on one port, told apart by the first byte) or enforcing (TLS only).
     #[arg(long)]
     tls_mode: Option<baiji::broker::TlsMode>,
@@ -173,14 +207,31 @@ struct BrokerArgs {
     tls_handshake_timeout_ms: Option<u64>,
 }
 
-#[derive(Debug, Args)]
-struct NamesrvArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:9876")]
-    listen: SocketAddr,
-    /// Port to listen on, keeping the listen host.
-    #[arg(long)]
-    listen_port: Option<u16>,
+impl SecurityArgs {
+    /// Sets the keys given on the command line, leaving the others as they are.
+    fn apply(self, c: &mut BrokerConfig) {
+        if self.acl_file.is_some() {
+            c.acl_file = self.acl_file;
+        }
+        if let Some(v) = self.tls_mode {
+            c.tls_mode = v;
+        }
+        if self.tls_cert.is_some() {
+            c.tls_cert = self.tls_cert;
+        }
+        if self.tls_key.is_some() {
+            c.tls_key = self.tls_key;
+        }
+        if self.tls_client_ca.is_some() {
+            c.tls_client_ca = self.tls_client_ca;
+        }
+        if let Some(v) = self.tls_need_client_auth {
+            c.tls_need_client_auth = v;
+        }
+        if let Some(v) = self.tls_handshake_timeout_ms {
+            c.tls_handshake_timeout_ms = v;
+        }
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -224,8 +275,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     if a.metrics_listen.is_some() {
         c.metrics_listen = a.metrics_listen;
     }
-    if a.acl_file.is_some() {
-        c.acl_file = a.acl_file;
+    a.security.apply(&mut c);
+    if a.inner_client_authentication_credentials.is_some() {
+        c.inner_client_authentication_credentials = a.inner_client_authentication_credentials;
     }
     if let Some(v) = a.cluster_name {
         c.cluster_name = v;
@@ -261,6 +313,12 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     if let Some(v) = a.dlq_retention_bytes {
         c.dlq_retention_bytes = v;
     }
+    if let Some(v) = a.default_message_request_mode {
+        c.default_message_request_mode = v;
+    }
+    if let Some(v) = a.pop_retry_max_times {
+        c.pop_retry_max_times = v;
+    }
     if let Some(v) = a.group_idle_secs {
         c.group_idle_secs = v;
     }
@@ -295,24 +353,6 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.timer_max_delay_sec {
         c.timer_max_delay_sec = v;
-    }
-    if let Some(v) = a.tls_mode {
-        c.tls_mode = v;
-    }
-    if a.tls_cert.is_some() {
-        c.tls_cert = a.tls_cert;
-    }
-    if a.tls_key.is_some() {
-        c.tls_key = a.tls_key;
-    }
-    if a.tls_client_ca.is_some() {
-        c.tls_client_ca = a.tls_client_ca;
-    }
-    if let Some(v) = a.tls_need_client_auth {
-        c.tls_need_client_auth = v;
-    }
-    if let Some(v) = a.tls_handshake_timeout_ms {
-        c.tls_handshake_timeout_ms = v;
     }
     Ok(c)
 }
@@ -397,11 +437,12 @@ fn main() -> ExitCode {
                 running
             }
             Command::Namesrv(args) => {
-                let mut listen = args.listen;
+                let mut config = BrokerConfig { listen: args.listen, ..BrokerConfig::default() };
                 if let Some(p) = args.listen_port {
-                    listen.set_port(p);
+                    config.listen.set_port(p);
                 }
-                broker::start_namesrv(listen).await.map_err(|e| e.to_string())?
+                args.security.apply(&mut config);
+                broker::start_namesrv_with(config).await.map_err(|e| e.to_string())?
             }
             #[cfg(feature = "bench")]
             Command::Bench(_) => return Ok(()),

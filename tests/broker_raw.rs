@@ -33,6 +33,8 @@ mod limits;
 mod metrics;
 #[path = "broker_raw/poison.rs"]
 mod poison;
+#[path = "broker_raw/pop.rs"]
+mod pop;
 #[path = "broker_raw/sql92.rs"]
 mod sql92;
 #[path = "broker_raw/timer.rs"]

@@ -1,17 +1,19 @@
 //! Reference-model test: a plain model (a `VecDeque` per queue, a frontier, ack set and cursor
 //! per group and queue) and the real engine are driven by the same seeded random operations —
 //! append, poll, ack, commit, group join and leave, member join and leave, reap, under budget
-//! pressure with both `reject` and `drop-oldest` — and every delivery, every outcome and the
-//! statistics are compared after each step. A failure prints the seed and the step; rerun one
+//! pressure with both `reject` and `drop-oldest`, and POP (pop with redelivery after the
+//! invisible time and dead-lettering, ack and change of invisible time by receipt, stale
+//! receipts, a clock that moves) — and every delivery, every outcome and the statistics are
+//! compared after each step. A failure prints the seed and the step; rerun one
 //! seed with `BAIJI_MODEL_SEED=<seed> cargo test --test engine_model`.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use baiji::engine::NODE_SIZE;
 use baiji::engine::{
     AckOutcome, Consumer, Engine, EngineConfig, EngineError, Filter, Group, MemoryPolicy, Message,
-    Retention, StartFrom, SubscribeOptions,
+    PopInit, PopOutcome, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
 };
 use baiji::hash::java_string_hash;
 use bytes::Bytes;
@@ -76,8 +78,23 @@ impl MTrack {
     }
 }
 
+/// A popped, unacknowledged message: (pop time, invisible ms, attempts).
+type MInflight = (u64, u64, u32);
+
+/// One queue's POP state in the model.
+#[derive(Debug, Clone, Default)]
+struct MPop {
+    started: bool,
+    pos: u64,
+    inflight: BTreeMap<u64, MInflight>,
+}
+
+/// Deliveries of one message before it is dead-lettered, in the model runs.
+const MAX_ATTEMPTS: u32 = 3;
+
 struct MGroup {
     name: String,
+    pops: Vec<MPop>,
     filter: Filter,
     tracks: Vec<MTrack>,
     members: Vec<u64>,
@@ -118,6 +135,8 @@ struct World {
     group_seq: usize,
     next_id: u64,
     engine: Engine,
+    /// The POP clock, ms.
+    now: u64,
 }
 
 impl World {
@@ -192,7 +211,9 @@ impl World {
         let accepted = if self.used + cost <= self.budget {
             true
         } else if self.policy == MemoryPolicy::DropOldest {
-            self.model_evict(q, self.used + cost - self.budget);
+            // Only this append's share: in-flight bookkeeping may have pushed `used` over the
+            // budget without an append.
+            self.model_evict(q, (self.used + cost - self.budget).min(cost));
             true
         } else {
             self.model_reap();
@@ -393,6 +414,7 @@ impl World {
             name,
             filter,
             tracks: starts.iter().map(|s| MTrack::new(*s)).collect(),
+            pops: vec![MPop::default(); QUEUES],
             members: Vec::new(),
             owners: vec![None; QUEUES],
             next_member: 1,
@@ -445,6 +467,176 @@ impl World {
         let g = self.groups.remove(gi);
         g.group.unsubscribe();
         drop(g.consumers);
+        let inflight: u64 = g.pops.iter().map(|p| p.inflight.len() as u64).sum();
+        self.used -= inflight * INFLIGHT_ENTRY_SIZE;
+    }
+
+    fn pop(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.reconcile_all();
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let q = rng.below(QUEUES as u64) as usize;
+        let max = 1 + rng.below(4) as usize;
+        let invisible = rng.below(30);
+        let now = self.now;
+        let first_live = self.first_live(q);
+        let ctx = self.ctx();
+        let g = &mut self.groups[gi];
+        let all = Filter::All;
+        let req = PopRequest {
+            max,
+            invisible_ms: invisible,
+            now_ms: now,
+            order: false,
+            attempt_id: None,
+            max_attempts: MAX_ATTEMPTS,
+            filter: &all,
+            init: PopInit::Min,
+        };
+        let mut out = PopOutcome::default();
+        g.group.pop(q as u32, &req, &mut out).unwrap_or_else(|e| panic!("{ctx}: pop failed: {e}"));
+        let got: Vec<(u64, u64, u32)> = out
+            .messages
+            .iter()
+            .map(|m| {
+                assert_eq!(m.delivery.queue as usize, q, "{ctx}: popped from the queue asked");
+                let id = u64::from_le_bytes(m.delivery.payload[..8].try_into().unwrap());
+                (m.delivery.offset, id, m.attempts)
+            })
+            .collect();
+        let dead: Vec<(u64, u32)> =
+            out.dead.iter().map(|m| (m.delivery.offset, m.attempts)).collect();
+        // The model.
+        let (t, p) = (&mut g.tracks[q], &mut g.pops[q]);
+        let before = p.inflight.len() as u64;
+        p.inflight.retain(|o, _| !t.is_acked(*o));
+        if !p.started {
+            p.started = true;
+            p.pos = first_live.max(t.frontier);
+        }
+        let (mut want, mut want_dead) = (Vec::new(), Vec::new());
+        let expired: Vec<u64> = p
+            .inflight
+            .iter()
+            .filter(|(_, (pt, inv, _))| now >= pt + inv && now > *pt)
+            .map(|(o, _)| *o)
+            .collect();
+        for o in expired {
+            if want.len() >= max {
+                break;
+            }
+            let id = self.queues[q].iter().find(|m| m.offset == o).map(|m| m.id);
+            let Some(id) = id else { panic!("{ctx}: in-flight offset {o} is retained") };
+            let e = p.inflight.get_mut(&o).unwrap();
+            if e.2 >= MAX_ATTEMPTS {
+                want_dead.push((o, e.2));
+                p.inflight.remove(&o);
+                t.mark(o);
+                g.acked += 1;
+                continue;
+            }
+            *e = (now, invisible, e.2 + 1);
+            want.push((o, id, e.2));
+            g.delivered += 1;
+        }
+        if want.len() < max {
+            p.pos = p.pos.max(t.frontier);
+            let from = p.pos;
+            let mut last = None;
+            for m in self.queues[q].iter().filter(|m| m.offset >= from) {
+                if want.len() >= max {
+                    break;
+                }
+                last = Some(m.offset);
+                if t.is_acked(m.offset) {
+                    continue;
+                }
+                want.push((m.offset, m.id, 1));
+                p.inflight.insert(m.offset, (now, invisible, 1));
+                g.delivered += 1;
+            }
+            if let Some(l) = last {
+                p.pos = l + 1;
+            }
+            t.hwm = t.hwm.max(p.pos);
+        }
+        let after = p.inflight.len() as u64;
+        self.used = self.used + after * INFLIGHT_ENTRY_SIZE - before * INFLIGHT_ENTRY_SIZE;
+        assert_eq!(got, want, "{ctx}: pop of {} q{q} max {max} at {now}", g.name);
+        assert_eq!(dead, want_dead, "{ctx}: dead letters of {} q{q} at {now}", g.name);
+        assert_eq!(out.pop_time, now, "{ctx}: the pop time is the request's clock");
+    }
+
+    /// A receipt for an ack or change: the right one mostly, a stale one sometimes.
+    fn receipt(g: &MGroup, q: usize, rng: &mut Rng) -> Option<(u64, u64)> {
+        let p = &g.pops[q];
+        if p.inflight.is_empty() {
+            return None;
+        }
+        let i = rng.below(p.inflight.len() as u64) as usize;
+        let (&o, &(pt, _, _)) = p.inflight.iter().nth(i)?;
+        Some(match rng.below(4) {
+            0 => (o, pt.saturating_sub(1 + rng.below(3))),
+            1 => (o + 1 + rng.below(2), pt),
+            _ => (o, pt),
+        })
+    }
+
+    fn pop_ack(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.reconcile_all();
+        let ctx = self.ctx();
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let q = rng.below(QUEUES as u64) as usize;
+        let g = &mut self.groups[gi];
+        let Some((o, pt)) = Self::receipt(g, q, rng) else { return };
+        let real = g.group.pop_ack(q as u32, o, pt);
+        let (t, p) = (&mut g.tracks[q], &mut g.pops[q]);
+        let stale = Err(EngineError::StaleReceipt { queue: q as u32, offset: o });
+        let want = match p.inflight.get(&o) {
+            Some(e) if e.0 == pt => {
+                p.inflight.remove(&o);
+                self.used -= INFLIGHT_ENTRY_SIZE;
+                if t.is_acked(o) {
+                    Ok(AckOutcome::AlreadyAcked)
+                } else {
+                    t.mark(o);
+                    g.acked += 1;
+                    Ok(AckOutcome::Acked)
+                }
+            }
+            Some(_) => stale,
+            None if t.is_acked(o) => Ok(AckOutcome::AlreadyAcked),
+            None => stale,
+        };
+        assert_eq!(real, want, "{ctx}: pop ack of {} q{q} o{o} receipt {pt}", g.name);
+    }
+
+    fn change_invisible(&mut self, rng: &mut Rng) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.reconcile_all();
+        let (ctx, now) = (self.ctx(), self.now);
+        let gi = rng.below(self.groups.len() as u64) as usize;
+        let q = rng.below(QUEUES as u64) as usize;
+        let g = &mut self.groups[gi];
+        let Some((o, pt)) = Self::receipt(g, q, rng) else { return };
+        let invisible = rng.below(30);
+        let real = g.group.change_invisible(q as u32, o, pt, invisible, now);
+        let want = match g.pops[q].inflight.get_mut(&o) {
+            Some(e) if e.0 == pt => {
+                let renewed = now.max(pt + 1);
+                *e = (renewed, invisible, e.2);
+                Ok(renewed)
+            }
+            _ => Err(EngineError::StaleReceipt { queue: q as u32, offset: o }),
+        };
+        assert_eq!(real, want, "{ctx}: change of {} q{q} o{o} receipt {pt}", g.name);
     }
 
     fn reap(&mut self) {
@@ -474,6 +666,8 @@ impl World {
             );
         }
         for g in &self.groups {
+            let inflight: u64 = g.pops.iter().map(|p| p.inflight.len() as u64).sum();
+            assert_eq!(g.group.inflight(), inflight, "{}: in flight in {}", self.ctx(), g.name);
             let st = g.group.stats();
             let committed: Vec<u64> = g.tracks.iter().map(|t| t.frontier).collect();
             assert_eq!(
@@ -518,11 +712,12 @@ fn run(seed: u64, steps: usize) {
         group_seq: 0,
         next_id: 0,
         engine,
+        now: 1_000,
     };
     let trace = std::env::var("BAIJI_MODEL_TRACE").is_ok();
     for step in 0..steps {
         w.step = step;
-        let op = rng.below(100);
+        let op = rng.below(120);
         if trace {
             let gs: Vec<String> = w
                 .groups
@@ -553,7 +748,11 @@ fn run(seed: u64, steps: usize) {
             77..=80 => w.join_group(&mut rng),
             81..=82 => w.leave_group(&mut rng),
             83..=87 => w.member_change(&mut rng),
-            _ => w.reap(),
+            88..=99 => w.reap(),
+            100..=107 => w.pop(&mut rng),
+            108..=112 => w.pop_ack(&mut rng),
+            113..=115 => w.change_invisible(&mut rng),
+            _ => w.now += rng.below(25),
         }
         w.check();
     }

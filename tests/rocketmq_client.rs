@@ -1101,3 +1101,7 @@ mod acl;
 // TLS on the remoting port, with the client's enable_tls (issue 17).
 #[path = "rocketmq_client/tls.rs"]
 mod tls;
+
+// POP consumption (issue 13): push consumers with client-side rebalancing off.
+#[path = "rocketmq_client/pop.rs"]
+mod pop;

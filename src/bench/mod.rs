@@ -79,6 +79,16 @@ pub enum SendMode {
     Batch,
 }
 
+/// How consumers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumeMode {
+    /// `PULL_MESSAGE` with the commit-offset flag.
+    Pull,
+    /// `POP_MESSAGE` and `BATCH_ACK_MESSAGE`.
+    Pop,
+}
+
 /// The command line of `baiji bench` (and of the peers' runner, which reuses it).
 #[derive(Debug, Clone, Args, serde::Serialize)]
 pub struct BenchArgs {
@@ -141,6 +151,11 @@ pub struct BenchArgs {
     /// only then consumed (workload d).
     #[arg(long)]
     pub backlog: bool,
+    /// How consumers read (raw driver): `pull` (long-polling pulls, offsets committed in the
+    /// next pull) or `pop` (RocketMQ 5 POP: long-polling pops, each batch acknowledged with a
+    /// `BATCH_ACK_MESSAGE`). Queues are divided among members the same way in both modes.
+    #[arg(long, value_enum, default_value_t = ConsumeMode::Pull)]
+    pub consume: ConsumeMode,
     /// Seconds to wait after sending for consumers to receive everything.
     #[arg(long, default_value_t = 20.0)]
     pub drain_timeout: f64,
@@ -220,6 +235,7 @@ impl BenchArgs {
             warmup: Duration::from_secs_f64(self.warmup),
             backlog: self.backlog,
             drain_timeout: Duration::from_secs_f64(self.drain_timeout),
+            consume: self.consume,
         })
     }
 }
@@ -285,6 +301,8 @@ pub struct Workload {
     pub backlog: bool,
     /// Longest wait for consumers after sending.
     pub drain_timeout: Duration,
+    /// How consumers read.
+    pub consume: ConsumeMode,
 }
 
 impl Workload {

@@ -11,6 +11,10 @@
 //!   `GET_MAX_OFFSET`, then one long-polling `PULL_MESSAGE` loop per queue (suspend 15 s, 32
 //!   messages, consumed offset committed in the next pull), all pipelined on the member's
 //!   connection, as the real clients do.
+//! * With `--consume pop`: the same heartbeat and queue division, then one long-polling
+//!   `POP_MESSAGE` loop per queue (poll 15 s, 32 messages, 60 s invisible), each batch
+//!   acknowledged by one `BATCH_ACK_MESSAGE` (the Rust client's byte-array bitset) sent together
+//!   with the next pop.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,18 +24,20 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::payload::now_ns;
-use super::{BenchError, BenchResult, Consumer, Driver, Producer, Received, Workload};
+use super::{BenchError, BenchResult, ConsumeMode, Consumer, Driver, Producer, Received, Workload};
 use crate::remoting::body::{
-    ClusterInfo, ConsumeFromWhere, ConsumeType, ConsumerData, ExpressionType, HeartbeatData,
-    JsonBody, MessageModel, SubscriptionData, TopicRouteData, MASTER_ID,
+    AckBits, BatchAck, BatchAckMessageRequestBody, ClusterInfo, ConsumeFromWhere, ConsumeType,
+    ConsumerData, ExpressionType, HeartbeatData, JsonBody, MessageModel, SubscriptionData,
+    TopicRouteData, MASTER_ID,
 };
 use crate::remoting::client::{ClientError, Connection, Pipeline, PipelineOptions};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::header::{
     pull_sys_flag, CreateTopicRequestHeader, FromExtFields, GetMaxOffsetRequestHeader,
-    GetRouteInfoRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
-    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, SendHeaderVersion,
-    SendMessageRequestHeader, ToExtFields, UnregisterClientRequestHeader,
+    GetRouteInfoRequestHeader, OffsetResponseHeader, PopMessageRequestHeader,
+    PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader, SendHeaderVersion, SendMessageRequestHeader, ToExtFields,
+    UnregisterClientRequestHeader,
 };
 use crate::remoting::message::{decode_records, encode_batch_entry};
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -273,7 +279,13 @@ impl Driver for RawDriver {
         let (tx, rx) = mpsc::channel(64);
         Ok(RawConsumer {
             mux,
-            spec: Arc::new(PullSpec { topic: w.topic.clone(), group: group_name, sub_version }),
+            spec: Arc::new(PullSpec {
+                topic: w.topic.clone(),
+                group: group_name,
+                sub_version,
+                pop: w.consume == ConsumeMode::Pop,
+                broker_name: b.name.clone(),
+            }),
             client_id,
             queues,
             tx: Some(tx),
@@ -360,6 +372,9 @@ struct PullSpec {
     topic: String,
     group: String,
     sub_version: i64,
+    /// Pop instead of pull.
+    pop: bool,
+    broker_name: String,
 }
 
 /// One consumer group member of the raw driver.
@@ -385,7 +400,11 @@ impl Consumer for RawConsumer {
         if let Some(tx) = self.tx.take() {
             for &(q, offset) in &self.queues {
                 let (mux, spec, tx) = (Arc::clone(&self.mux), Arc::clone(&self.spec), tx.clone());
-                self.tasks.push(tokio::spawn(pull_loop(mux, spec, q, offset, tx)));
+                self.tasks.push(if spec.pop {
+                    tokio::spawn(pop_loop(mux, spec, q, tx))
+                } else {
+                    tokio::spawn(pull_loop(mux, spec, q, offset, tx))
+                });
             }
         }
         if let Ok(Some(batch)) = tokio::time::timeout(wait, self.rx.recv()).await {
@@ -470,6 +489,100 @@ async fn pull_loop(
                 offset = next.unwrap_or(offset);
             }
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The `BATCH_ACK_MESSAGE` of one popped batch: every offset in `offsets`, relative to the
+/// smallest, under the batch's receipt.
+fn batch_ack(
+    spec: &PullSpec,
+    queue: u32,
+    h: &PopMessageResponseHeader,
+    offsets: &[i64],
+) -> RemotingCommand {
+    let start = offsets.iter().copied().min().unwrap_or(0);
+    let mut bits = Vec::new();
+    for o in offsets {
+        let i = usize::try_from(o - start).unwrap_or(0);
+        if bits.len() <= i / 8 {
+            bits.resize(i / 8 + 1, 0u8);
+        }
+        bits[i / 8] |= 1 << (i % 8);
+    }
+    let body = BatchAckMessageRequestBody {
+        broker_name: spec.broker_name.clone(),
+        acks: vec![BatchAck {
+            consumer_group: spec.group.clone(),
+            topic: spec.topic.clone(),
+            retry: "0".into(),
+            start_offset: start,
+            queue_id: i32::try_from(queue).unwrap_or(0),
+            revive_queue_id: h.revive_qid,
+            pop_time: i64::try_from(h.pop_time).unwrap_or(0),
+            invisible_time: i64::try_from(h.invisible_time).unwrap_or(0),
+            bit_set: AckBits(bits),
+        }],
+    };
+    let json = body.to_json_bytes().unwrap_or_default();
+    RemotingCommand::request(rc::BATCH_ACK_MESSAGE, 0).with_body(json)
+}
+
+async fn pop_loop(mux: Arc<Mux>, spec: Arc<PullSpec>, queue: u32, tx: mpsc::Sender<Vec<Received>>) {
+    let qid = i32::try_from(queue).unwrap_or(0);
+    let mut ack: Option<RemotingCommand> = None;
+    loop {
+        let born = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(0))
+            .unwrap_or(0);
+        let h = PopMessageRequestHeader {
+            consumer_group: &spec.group,
+            topic: &spec.topic,
+            queue_id: qid,
+            max_msg_nums: PULL_BATCH,
+            invisible_time: 60_000,
+            poll_time: SUSPEND_MS,
+            born_time: born,
+            init_mode: 1,
+            exp_type: Some("TAG"),
+            exp: Some("*"),
+            order: false,
+            attempt_id: None,
+        };
+        let cmd = RemotingCommand::request(rc::POP_MESSAGE, 0).with_ext_fields(h.to_ext_fields());
+        // The previous batch's ack travels with this pop, as the clients ack asynchronously.
+        let popped = match ack.take() {
+            Some(a) => tokio::join!(mux.call(a), mux.call_stamped(cmd)).1,
+            None => mux.call_stamped(cmd).await,
+        };
+        let (resp, received_ns) = match popped {
+            Ok(r) => r,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if resp.code != response_code::SUCCESS {
+            if !matches!(resp.code, response_code::POLLING_TIMEOUT | response_code::PULL_NOT_FOUND)
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            continue;
+        }
+        let (Ok(header), Ok(records)) = (
+            PopMessageResponseHeader::from_ext_fields(&resp.ext_fields),
+            decode_records(&resp.body),
+        ) else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let offsets: Vec<i64> = records.iter().map(|r| r.queue_offset).collect();
+        ack = Some(batch_ack(&spec, queue, &header, &offsets));
+        let batch: Vec<Received> =
+            records.into_iter().map(|r| Received { queue, payload: r.body, received_ns }).collect();
+        if tx.send(batch).await.is_err() {
+            return;
         }
     }
 }

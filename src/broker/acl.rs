@@ -128,6 +128,15 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),
+    // POP: topic SUB and group SUB, as for pulls. A batch ack carries its groups and topics in
+    // its JSON body only, like the heartbeat; plain ACL checks no resource for it.
+    (rc::POP_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::ACK_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::PEEK_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::CHANGE_MESSAGE_INVISIBLETIME, Need::Consume("topic", "consumerGroup")),
+    (rc::NOTIFICATION, Need::Consume("topic", "consumerGroup")),
+    (rc::POLLING_INFO, Need::Consume("topic", "consumerGroup")),
+    (rc::BATCH_ACK_MESSAGE, Need::Signed),
 ];
 
 /// The name server's rules: reads are open (RocketMQ clients ask for routes before they have
@@ -181,6 +190,72 @@ pub fn verify(fields: &ExtFields, body: &[u8], secret_key: &str) -> bool {
     match STANDARD.decode_slice(given, &mut tag) {
         Ok(n) => mac(fields, body, secret_key).is_some_and(|m| m.verify_slice(&tag[..n]).is_ok()),
         Err(_) => false,
+    }
+}
+
+/// An access key and secret key this process signs its own requests with: the broker's
+/// registrations with external name servers (RocketMQ 5's broker setting
+/// `innerClientAuthenticationCredentials`, written as it writes it:
+/// `{"accessKey":"...","secretKey":"..."}`). `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct Credentials {
+    /// The account's `accessKey`.
+    pub access_key: String,
+    /// The account's `secretKey`.
+    pub secret_key: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<hidden>")
+            .finish()
+    }
+}
+
+impl std::str::FromStr for Credentials {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Json {
+            access_key: String,
+            secret_key: String,
+        }
+        let bad = |why: &str| {
+            format!(
+                "inner-client-authentication-credentials {why}: expected \
+                 {{\"accessKey\":\"...\",\"secretKey\":\"...\"}}"
+            )
+        };
+        // The error text of serde_json could quote the secret: it is left out.
+        let j: Json = serde_json::from_str(s).map_err(|_| bad("is not valid"))?;
+        if j.access_key.is_empty() || j.secret_key.is_empty() {
+            return Err(bad("has an empty key"));
+        }
+        Ok(Credentials { access_key: j.access_key, secret_key: j.secret_key })
+    }
+}
+
+impl TryFrom<String> for Credentials {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl Credentials {
+    /// Signs `req` as RocketMQ's `AclClientRPCHook` does: sets `AccessKey`, then `Signature`
+    /// over every ext field (sorted by key) and the body. Call it last, once the request is
+    /// complete.
+    pub fn sign(&self, req: &mut RemotingCommand) {
+        req.ext_fields.insert(ACCESS_KEY, &self.access_key);
+        let signature = sign(&req.ext_fields, &req.body, &self.secret_key);
+        req.ext_fields.insert(SIGNATURE, &signature);
     }
 }
 
@@ -521,7 +596,9 @@ pub(crate) struct Acl {
     pub(crate) refused: AtomicU64,
 }
 
-fn stamp_of(path: &Path) -> Option<(SystemTime, u64)> {
+/// A file's modification time and length, which the ACL file's and the TLS certificate's
+/// reloads compare (`None` if it cannot be read).
+pub(crate) fn stamp_of(path: &Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
 }
@@ -630,6 +707,22 @@ mod tests {
         assert!(!verify(&ext, b"bodz", "secret"));
         ext.insert(SIGNATURE, "not base64!");
         assert!(!verify(&ext, b"body", "secret"));
+    }
+
+    #[test]
+    fn given_rocketmq_inner_credentials_json_should_parse_sign_and_hide_the_secret() {
+        let c: Credentials = r#"{"accessKey":"ak","secretKey":"secret"}"#.parse().unwrap();
+        assert_eq!((c.access_key.as_str(), c.secret_key.as_str()), ("ak", "secret"));
+        assert!(!format!("{c:?}").contains("secret\""), "Debug hides the secret: {c:?}");
+        let mut req = RemotingCommand::request(rc::REGISTER_BROKER, 1).with_body(&b"body"[..]);
+        req.ext_fields.insert("brokerName", "b");
+        c.sign(&mut req);
+        assert_eq!(req.ext_fields.get(ACCESS_KEY), Some("ak"));
+        assert!(verify(&req.ext_fields, &req.body, "secret"), "what it signs verifies");
+        assert!(!verify(&req.ext_fields, &req.body, "other"));
+        let e = r#"{"accessKey":"ak","secretKey":"#.parse::<Credentials>().unwrap_err();
+        assert!(e.contains("accessKey"), "the error shows the expected form: {e}");
+        assert!(r#"{"accessKey":"","secretKey":"s"}"#.parse::<Credentials>().is_err());
     }
 
     #[test]

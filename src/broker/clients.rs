@@ -248,13 +248,18 @@ impl ClientRegistry {
                 (c, subs)
             })
             .collect();
+        let mut joined = Vec::new();
         let effects = {
             let mut r = self.write();
             for p in &hb.producer_data_set {
-                r.producers
+                let before = r
+                    .producers
                     .entry(p.group_name.clone())
                     .or_default()
                     .insert(hb.client_id.clone(), (conn, now));
+                if before.is_none() {
+                    joined.push(p.group_name.as_str());
+                }
             }
             let mut effects = Effects::default();
             for (c, subs) in prepared {
@@ -274,6 +279,11 @@ impl ClientRegistry {
             }
             effects
         };
+        // After the registry's lock: the checker takes the transaction table's lock, then this
+        // registry's (producer_channel), so the reverse order here could deadlock.
+        for group in joined {
+            s.transactions.producer_joined(group);
+        }
         for (group, topic) in subscribe {
             let _ = s.store.subscribe(&group, &topic);
         }

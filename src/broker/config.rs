@@ -31,6 +31,11 @@ pub struct BrokerConfig {
     /// RocketMQ plain ACL file (`plain_acl.yml` format, re-read when it changes); `None` (the
     /// default) checks nothing. See README, "Security".
     pub acl_file: Option<std::path::PathBuf>,
+    /// The account the broker signs its requests to external name servers with (RocketMQ 5:
+    /// `innerClientAuthenticationCredentials`, the same JSON:
+    /// `{"accessKey":"...","secretKey":"..."}`); needed when they check ACL (registering is
+    /// an admin code there). `None` (the default): unsigned.
+    pub inner_client_authentication_credentials: Option<super::acl::Credentials>,
     /// External name servers, `host:port;host:port` (RocketMQ: `namesrvAddr`). When set, the
     /// broker registers with them instead of embedding one.
     pub namesrv_addr: Option<String>,
@@ -120,6 +125,14 @@ pub struct BrokerConfig {
     /// A TLS handshake not finished this long after its first byte closes the connection,
     /// milliseconds (Netty's `SslHandler` default, 10000).
     pub tls_handshake_timeout_ms: u64,
+    /// How a group whose mode no `SET_MESSAGE_REQUEST_MODE` set reads a topic, as
+    /// `QUERY_ASSIGNMENT` tells clients that ask (RocketMQ: `defaultMessageRequestMode`):
+    /// `PULL` (default) or `POP`. Only clients with client-side rebalancing off ask.
+    pub default_message_request_mode: String,
+    /// Redeliveries of a popped message after its invisible time expired before it goes to
+    /// `%DLQ%<group>` (RocketMQ: the subscription group's `retryMaxTimes`, 16): a message is
+    /// popped at most this many times plus one.
+    pub pop_retry_max_times: u32,
 }
 
 /// The configuration name of a memory policy (`memory-policy`).
@@ -139,6 +152,7 @@ impl Default for BrokerConfig {
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
             metrics_listen: None,
             acl_file: None,
+            inner_client_authentication_credentials: None,
             namesrv_addr: None,
             cluster_name: "DefaultCluster".into(),
             broker_name: "baiji-a".into(),
@@ -171,6 +185,8 @@ impl Default for BrokerConfig {
             tls_client_ca: None,
             tls_need_client_auth: ClientAuth::None,
             tls_handshake_timeout_ms: 10_000,
+            default_message_request_mode: "PULL".into(),
+            pop_retry_max_times: 16,
         }
     }
 }
@@ -210,6 +226,11 @@ impl BrokerConfig {
     }
 
     /// The message-count bound of one pull (at least one).
+    /// Whether groups pop by default (`default-message-request-mode = "POP"`).
+    pub(crate) fn pop_by_default(&self) -> bool {
+        self.default_message_request_mode.eq_ignore_ascii_case("POP")
+    }
+
     pub(crate) fn pull_max_count(&self) -> usize {
         self.max_transfer_count_on_message_in_memory.max(1)
     }
@@ -256,6 +277,15 @@ impl BrokerConfig {
                     .into(),
             ));
         }
+        if !["PULL", "POP"]
+            .iter()
+            .any(|m| self.default_message_request_mode.eq_ignore_ascii_case(m))
+        {
+            return Err(BrokerError::Config(format!(
+                "default-message-request-mode must be PULL or POP, not `{}`",
+                self.default_message_request_mode
+            )));
+        }
         if self.default_queues == 0 || self.default_queues > crate::store::MAX_QUEUES {
             return Err(BrokerError::Config(format!(
                 "default-queues must be between 1 and {}",
@@ -294,6 +324,16 @@ mod tests {
         assert_eq!(BrokerConfig::default().metrics_listen, None, "off unless asked for");
         let c: BrokerConfig = toml::from_str("metrics-listen = \"127.0.0.1:5557\"").unwrap();
         assert_eq!(c.metrics_listen, Some("127.0.0.1:5557".parse().unwrap()));
+    }
+
+    #[test]
+    fn given_a_toml_file_with_inner_credentials_should_read_them() {
+        let c: BrokerConfig = toml::from_str(
+            r#"inner-client-authentication-credentials = '{"accessKey":"ak","secretKey":"sk"}'"#,
+        )
+        .unwrap();
+        let creds = c.inner_client_authentication_credentials.expect("credentials");
+        assert_eq!((creds.access_key.as_str(), creds.secret_key.as_str()), ("ak", "sk"));
     }
 
     #[test]

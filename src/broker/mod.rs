@@ -127,8 +127,8 @@ pub(crate) struct BrokerCounters {
     /// broker built itself; a read never stalls on one).
     pub(crate) records_skipped: AtomicU64,
     /// Connections closed on accept because `max-connections` were open, or because their
-    /// first byte asked for what `tls-mode` refuses (TLS when disabled, plaintext when
-    /// enforcing).
+    /// first byte was plaintext under `tls-mode` enforcing (under `disabled` nothing is
+    /// sniffed: a TLS handshake is a bad frame there).
     pub(crate) connections_refused: AtomicU64,
     /// Times a connection stopped reading because its unwritten answers reached
     /// `write-buffer-high-water-mark`.
@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     pub(crate) topics_changed: watch::Sender<u64>,
     /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
     pub(crate) acl: Option<acl::Acl>,
+    /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
+    pub(crate) request_modes: processor::pop::RequestModes,
 }
 
 impl std::fmt::Debug for Shared {
@@ -281,8 +283,8 @@ impl RunningBroker {
     }
 
     /// Connections closed on accept because `max-connections` were open, or because their
-    /// first byte asked for what `tls-mode` refuses (TLS when disabled, plaintext when
-    /// enforcing).
+    /// first byte was plaintext under `tls-mode` enforcing (under `disabled` nothing is
+    /// sniffed: a TLS handshake is a bad frame there).
     pub fn connections_refused(&self) -> u64 {
         // Relaxed: a statistic, read on its own.
         self.shared.counters.connections_refused.load(Ordering::Relaxed)
@@ -371,10 +373,22 @@ impl Shared {
             next_opaque: AtomicI32::new(1),
             topics_changed: watch::channel(0).0,
             acl: None,
+            request_modes: processor::pop::RequestModes::default(),
             config,
             store,
         }
     }
+}
+
+/// The TLS gate and the ACL `config` asks for, one code path for the broker's ports and the
+/// standalone name server's.
+fn security(config: &BrokerConfig) -> Result<(Arc<tls::Gate>, Option<acl::Acl>), BrokerError> {
+    let gate = Arc::new(tls::Gate::from_config(config)?);
+    let acl = match &config.acl_file {
+        Some(path) => Some(acl::Acl::load(path).map_err(BrokerError::Config)?),
+        None => None,
+    };
+    Ok((gate, acl))
 }
 
 /// A process-unique value for message-id generation (no `rand` dependency needed).
@@ -405,7 +419,7 @@ pub async fn start_with_store(
     store: Arc<dyn Store>,
 ) -> Result<RunningBroker, BrokerError> {
     let namesrvs = config.namesrv_addrs()?;
-    let gate = Arc::new(tls::Gate::from_config(&config)?);
+    let (gate, acl) = security(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(io(format!("cannot bind the broker to {}", config.listen)))?;
@@ -435,10 +449,6 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
-    let acl = match &config.acl_file {
-        Some(path) => Some(acl::Acl::load(path).map_err(BrokerError::Config)?),
-        None => None,
-    };
     let mut shared = Shared::new(config, store, store_host);
     shared.acl = acl;
     let shared = Arc::new(shared);
@@ -448,6 +458,7 @@ pub async fn start_with_store(
     shared.publish_topics();
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(tls::watch_files(Arc::clone(&gate), shutdown_rx.clone()));
     tasks.spawn(server::serve(
         Arc::clone(&shared),
         listener,
@@ -502,25 +513,46 @@ pub async fn start_with_store(
 /// # Errors
 /// [`BrokerError::Io`] when the port cannot be bound.
 pub async fn start_namesrv(listen: SocketAddr) -> Result<RunningBroker, BrokerError> {
-    let listener = tokio::net::TcpListener::bind(listen)
+    start_namesrv_with(BrokerConfig { listen, ..BrokerConfig::default() }).await
+}
+
+/// [`start_namesrv`] on `config.listen`, with the ACL (`acl-file`, the name server's rules of
+/// the permission matrix) and TLS (`tls-*`) of `config`, through the same code as the
+/// broker's ports; the connection bounds (`max-connections`, idle time, write high-water
+/// mark) apply too. Keys about topics, messages and registration are ignored.
+///
+/// # Errors
+/// [`BrokerError::Io`] when the port cannot be bound; [`BrokerError::Config`] for an
+/// unreadable ACL file or TLS certificate.
+pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, BrokerError> {
+    let (gate, acl) = security(&config)?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(io(format!("cannot bind the name server to {listen}")))?;
+        .map_err(io(format!("cannot bind the name server to {}", config.listen)))?;
     let bound = listener.local_addr().map_err(io("local address"))?;
-    let config =
-        BrokerConfig { auto_create_topic: false, namesrv_listen: None, ..BrokerConfig::default() };
+    let config = BrokerConfig {
+        auto_create_topic: false,
+        namesrv_listen: None,
+        namesrv_addr: None,
+        ..config
+    };
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.engine_config()?)?);
-    let shared = Arc::new(Shared::new(config, store, bound));
+    let mut shared = Shared::new(config, store, bound);
+    shared.acl = acl;
+    let shared = Arc::new(shared);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(server::serve(
         Arc::clone(&shared),
         listener,
         table::Role::NameServer,
-        Arc::new(tls::Gate::disabled()),
+        Arc::clone(&gate),
         shutdown_rx.clone(),
     ));
+    tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(tls::watch_files(gate, shutdown_rx.clone()));
     tasks.spawn(namesrv_expiry(Arc::clone(&shared), shutdown_rx));
-    tracing::info!(namesrv = %bound, "baiji name server started");
+    tracing::info!(namesrv = %bound, acl = shared.acl.is_some(), tls = ?shared.config.tls_mode, "baiji name server started");
     Ok(RunningBroker {
         shared,
         broker_addr: None,

@@ -252,6 +252,18 @@ pub(crate) fn write_out(
     extra_properties: &[u8],
     out: &mut BytesMut,
 ) -> Result<usize, MessageError> {
+    write_out_redelivered(record, at, extra_properties, 0, out)
+}
+
+/// [`write_out`] of a message delivered again: its reconsume count is the stored one plus
+/// `redeliveries` (POP redelivers from the same queue instead of copying into a retry topic).
+pub(crate) fn write_out_redelivered(
+    record: &[u8],
+    at: &Placement<'_>,
+    extra_properties: &[u8],
+    redeliveries: i32,
+    out: &mut BytesMut,
+) -> Result<usize, MessageError> {
     let Some(d) = decode(record) else { return Ok(0) };
     // Keep the CLUSTER addition only when it fits the 32767-byte properties limit.
     let extra = if d.properties.len() + extra_properties.len() <= i16::MAX as usize {
@@ -270,7 +282,7 @@ pub(crate) fn write_out(
             born_host: d.born_host,
             store_timestamp: at.store_timestamp as i64,
             store_host: at.store_host,
-            reconsume_times: d.reconsume_times,
+            reconsume_times: d.reconsume_times.saturating_add(redeliveries),
             prepared_tx_offset: 0,
             body: d.body,
             topic: at.topic,

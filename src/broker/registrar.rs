@@ -3,6 +3,11 @@
 //! `register-interval-secs` and whenever topics change; `UNREGISTER_BROKER` at clean
 //! shutdown; reconnect with backoff when a name server restarts or a connection drops. Each
 //! name server has its own task, so one being down never blocks the others or the message path.
+//!
+//! With `inner-client-authentication-credentials` every request it sends is signed as RocketMQ's
+//! `AclClientRPCHook` signs (`AccessKey` + `Signature`), so an ACL-protected name server
+//! accepts it; a refusal (`NO_PERMISSION`: wrong secret, or an account without `admin`) is
+//! logged with the name server's remark and retried every interval.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +45,14 @@ pub(crate) fn register_request(s: &Shared) -> RemotingCommand {
     RemotingCommand::request(request_code::REGISTER_BROKER, s.next_opaque())
         .with_ext_fields(ext)
         .with_body(body)
+}
+
+/// `req` signed with the broker's credentials, if it has any.
+fn signed(s: &Shared, mut req: RemotingCommand) -> RemotingCommand {
+    if let Some(c) = &s.config.inner_client_authentication_credentials {
+        c.sign(&mut req);
+    }
+    req
 }
 
 fn broker_ext(s: &Shared) -> ExtFields {
@@ -121,7 +134,7 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
         };
         // Registered (again): everything below runs on this connection until it fails.
         let reason = loop {
-            match link.call(register_request(&s)).await {
+            match link.call(signed(&s, register_request(&s))).await {
                 Ok(resp) if resp.code == response_code::SUCCESS => {
                     if !was_up {
                         tracing::info!(namesrv = %addr, "registered with the name server");
@@ -145,9 +158,11 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
                 Idle::Register => {}
                 Idle::Lost(e) => break e,
                 Idle::Shutdown => {
-                    let req =
+                    let req = signed(
+                        &s,
                         RemotingCommand::request(request_code::UNREGISTER_BROKER, s.next_opaque())
-                            .with_ext_fields(broker_ext(&s));
+                            .with_ext_fields(broker_ext(&s)),
+                    );
                     match link.call(req).await {
                         Ok(_) => {
                             tracing::info!(namesrv = %addr, "unregistered from the name server")

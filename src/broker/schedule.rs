@@ -22,7 +22,7 @@ use tokio::sync::{watch, Notify};
 use super::record::{self, NewRecord, PutError};
 use super::Shared;
 use crate::remoting::properties;
-use crate::store::{Filter, StoreError, StoredRef, TopicStore};
+use crate::store::{Filter, MemoryPolicy, StoreError, StoredRef, TopicStore};
 use crate::time::now_ms;
 
 /// The internal topic delayed messages wait in.
@@ -66,12 +66,36 @@ pub(crate) fn rewrite_properties(props: &[u8], drop: &[&str], add: &[(&str, &str
     out
 }
 
+/// Under `reject`, new delayed messages, retries and timers are refused once less than this
+/// share of the budget is free: a delivery appends its copy before the waiting one is
+/// released, so waiting messages that filled the budget by themselves could otherwise never
+/// be delivered.
+const DELIVERY_ROOM_DIVISOR: u64 = 16;
+
+/// Refuses a message that would wait (a delay level, a retry, a timer) under `reject` when
+/// less than a sixteenth of the budget is free, so that what already waits can be delivered.
+/// Under `drop-oldest` delivery evicts instead and nothing is refused here.
+///
+/// # Errors
+/// [`StoreError::Full`] as a [`PutError::Store`].
+pub(crate) fn ensure_delivery_room(s: &Shared) -> Result<(), PutError> {
+    if s.config.memory_policy.parse::<MemoryPolicy>().is_ok_and(|p| p == MemoryPolicy::Reject) {
+        let (used, budget) = s.store.used_and_budget();
+        if used.saturating_add(budget / DELIVERY_ROOM_DIVISOR) > budget {
+            return Err(PutError::Store(StoreError::Full { used, budget }));
+        }
+    }
+    Ok(())
+}
+
 /// Stores a message to be delivered to `real_topic`/`real_queue` after `level`'s delay.
 /// Returns the schedule queue and offset it waits at.
 ///
 /// # Errors
 /// [`PutError::Record`] when the properties with `REAL_TOPIC`, `REAL_QID` and `DELAY` would
-/// not fit a record (checked before anything is stored), or the store's error.
+/// not fit a record (checked before anything is stored), [`StoreError::Full`] under `reject`
+/// when less than a sixteenth of the budget is free (see [`ensure_delivery_room`]), or the
+/// store's error.
 pub(crate) fn schedule(
     s: &Shared,
     level: u32,
@@ -79,6 +103,7 @@ pub(crate) fn schedule(
     real_queue: u32,
     rec: &NewRecord<'_>,
 ) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
+    ensure_delivery_room(s)?;
     let queue = level.clamp(1, MAX_LEVEL) - 1;
     let level_str = level.to_string();
     let topic = s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;

@@ -88,8 +88,9 @@ pub(crate) async fn serve(
     while conns.join_next().await.is_some() {}
 }
 
-/// Decides what a new connection speaks from its first byte (peeked, not consumed) and serves
-/// it, or closes it when the TLS mode refuses it. Runs inside the connection's own task, so
+/// Serves a new connection. Under `permissive` and `enforcing`, first decides what it speaks
+/// from its first byte (peeked, not consumed), or closes it when the TLS mode refuses it; under
+/// `disabled` it goes straight to the plaintext connection code. Runs inside the connection's own task, so
 /// `max-connections` counts connections still being admitted, a client that never sends is
 /// closed after the idle time as any other, and a TLS handshake that stalls after its first
 /// byte is closed after `tls-handshake-timeout-ms`.
@@ -101,6 +102,13 @@ async fn admit(
     gate: Arc<Gate>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    if gate.mode == TlsMode::Disabled {
+        // Nothing to tell apart: no peek (a syscall per connection). A TLS ClientHello read as
+        // a frame declares a length of about 369 MB (`16 03 0x ..`), over the frame limit: the
+        // connection is closed as any unparseable frame's, and counted in `bad_frames`.
+        connection(shared, stream.into_split(), peer, role, shutdown).await;
+        return;
+    }
     let idle = idle_time(&shared);
     let first = tokio::select! {
         first = tokio::time::timeout(idle, tls::first_byte(&stream)) => match first {
@@ -115,11 +123,6 @@ async fn admit(
     };
     let tls_hello = first == tls::TLS_HANDSHAKE_RECORD;
     match (gate.mode, tls_hello, &gate.acceptor) {
-        (TlsMode::Disabled, true, _) => {
-            // Relaxed: a statistic.
-            shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, "connection closed: a TLS handshake while tls-mode is disabled");
-        }
         (TlsMode::Enforcing, false, _) => {
             // Relaxed: a statistic.
             shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);

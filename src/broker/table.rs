@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::processor::{
-    admin, client, config, group, lock, offset, pull, query, retry, send, stats, transaction,
+    admin, client, config, group, lock, offset, pop, pull, query, retry, send, stats, transaction,
 };
 use super::{namesrv, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::code::{request_code as rc, response_code};
@@ -101,11 +101,17 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         group::get_subscription_group_config,
     ),
     (rc::LITE_PULL_MESSAGE, "LITE_PULL_MESSAGE", pull::pull_message),
+    (rc::QUERY_ASSIGNMENT, "QUERY_ASSIGNMENT", pop::query_assignment),
+    (rc::SET_MESSAGE_REQUEST_MODE, "SET_MESSAGE_REQUEST_MODE", pop::set_message_request_mode),
     (
         rc::DELETE_SUBSCRIPTIONGROUP_LIST,
         "DELETE_SUBSCRIPTIONGROUP_LIST",
         group::delete_subscription_group_list,
     ),
+    (rc::POP_MESSAGE, "POP_MESSAGE", pop::pop_message),
+    (rc::ACK_MESSAGE, "ACK_MESSAGE", pop::ack_message),
+    (rc::CHANGE_MESSAGE_INVISIBLETIME, "CHANGE_MESSAGE_INVISIBLETIME", pop::change_invisible_time),
+    (rc::BATCH_ACK_MESSAGE, "BATCH_ACK_MESSAGE", pop::batch_ack_message),
 ];
 
 /// The name server's processors, sorted by code.

@@ -37,7 +37,7 @@ use super::record::{NewRecord, PutError};
 use super::schedule::{self, Parked};
 use super::Shared;
 use crate::remoting::properties;
-use crate::store::{MemoryPolicy, StoreError, TopicStore};
+use crate::store::{StoreError, TopicStore};
 use crate::time::now_ms;
 
 /// The internal topic timer messages wait in (RocketMQ's `TimerMessageStore.TIMER_TOPIC`).
@@ -56,10 +56,6 @@ const DELIVERY_RESERVE: usize = properties::TIMER_DEQUEUE_MS.len() + 2 + 20;
 const BATCH: usize = 256;
 /// How long to wait before retrying when the real topic had no room.
 const RETRY_FULL: Duration = Duration::from_millis(100);
-/// Under `reject`, new timers are refused once less than this share of the budget is free: a
-/// delivery appends its copy before the waiting one is released, so timers that filled the
-/// budget by themselves could otherwise never be delivered.
-const DELIVERY_ROOM_DIVISOR: u64 = 16;
 
 /// How a sent message waits before it is delivered to its topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,12 +322,7 @@ pub(crate) fn schedule(
     real_queue: u32,
     rec: &NewRecord<'_>,
 ) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
-    if s.config.memory_policy.parse::<MemoryPolicy>().is_ok_and(|p| p == MemoryPolicy::Reject) {
-        let m = s.store.memory();
-        if m.bytes_used.saturating_add(m.budget / DELIVERY_ROOM_DIVISOR) > m.budget {
-            return Err(PutError::Store(StoreError::Full { used: m.bytes_used, budget: m.budget }));
-        }
-    }
+    schedule::ensure_delivery_room(s)?;
     let now = now_ms();
     let (topic, queue) = with_state(s, |st| {
         let q =

@@ -62,7 +62,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::record::{self, physical_offset, split_physical_offset, Decoded, NewRecord, PutError};
 use super::schedule::rewrite_properties;
@@ -166,11 +166,25 @@ pub(crate) struct Transactions {
     end_refused: AtomicU64,
     checks_sent: AtomicU64,
     moved: AtomicU64,
+    /// Wakes the checker before its next period: a producer group with undecided half
+    /// messages has a new live member (see [`Transactions::producer_joined`]).
+    wake: Notify,
 }
 
 impl Transactions {
     fn lock(&self) -> MutexGuard<'_, Table> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A client registered as a producer of `group` (its first heartbeat for the group): if
+    /// the group has undecided half messages, the checker runs now rather than at its next
+    /// period, so a producer that reconnects is asked within moments, not up to
+    /// `transaction-check-interval` later. Messages still inside their check immunity wait for
+    /// the period as before.
+    pub(crate) fn producer_joined(&self, group: &str) {
+        if self.lock().halves.values().any(|h| h.group == group) {
+            self.wake.notify_one();
+        }
     }
 
     /// Counts a refused `END_TRANSACTION`.
@@ -585,12 +599,14 @@ fn check_pass(s: &Shared) {
     }
 }
 
-/// Checks undecided half messages every `transaction-check-interval` until shutdown.
+/// Checks undecided half messages every `transaction-check-interval`, and when a producer of a
+/// group with undecided ones joins, until shutdown.
 pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let period = Duration::from_millis(s.config.transaction_check_interval.max(1));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
+            _ = s.transactions.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
         check_pass(&s);

@@ -112,4 +112,13 @@ pub enum EngineError {
     /// The engine was shut down.
     #[error("the engine has been shut down")]
     Closed,
+    /// A POP receipt that names no message in flight: acknowledged, redelivered (a newer pop
+    /// took it), its invisible time changed (a newer receipt replaced it), or never popped.
+    #[error("no message of queue {queue} at offset {offset} is in flight under this receipt")]
+    StaleReceipt {
+        /// The queue.
+        queue: u32,
+        /// The offset.
+        offset: u64,
+    },
 }

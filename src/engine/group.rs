@@ -42,12 +42,21 @@
 //! its members count deliveries only, since every member sees every message. An ended
 //! subscription counts nothing more: it holds nothing above where it stopped.
 //!
+//! A clustering queue also keeps the group's POP state (`pop.rs`: a pop position and the
+//! in-flight table) beside its track, under the same lock, so pops, POP acks, changes of
+//! invisible time, commits and per-message acks of one queue are serialised; POP acknowledges
+//! through the track only, so invariant 6 holds for it as for the other ways.
+//!
 //! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
 //! then its holds.
 
 use std::collections::BTreeSet;
 
 use crossbeam_epoch::Guard;
+
+pub(crate) mod pop;
+
+use pop::PopQueue;
 
 use super::topic::{EQueue, Topic};
 use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
@@ -104,6 +113,17 @@ fn node_ending_at<'g>(
         return None;
     }
     q.find(end - 1, guard)
+}
+
+/// The delivery of `n`, read from queue `queue_id`.
+fn delivery_of(queue_id: u32, n: &Node) -> Delivery {
+    Delivery {
+        queue: queue_id,
+        offset: n.offset(),
+        timestamp: n.timestamp(),
+        tag: n.tag(),
+        payload: n.payload().clone(),
+    }
 }
 
 /// One reader's acknowledgement state in one queue (see the module docs).
@@ -288,12 +308,43 @@ impl Track {
         out: &mut Vec<Delivery>,
         guard: &Guard,
     ) -> Tally {
+        let (mut pos, mut pos_ref) = (self.cursor, self.cursor_ref);
+        let t =
+            self.deliver_from(&mut pos, &mut pos_ref, q, queue_id, filter, max, bump, out, guard);
+        self.cursor = pos;
+        self.cursor_ref = pos_ref;
+        t
+    }
+
+    /// [`deliver`](Self::deliver) from a position of the caller's (the cursor, or a POP
+    /// group's pop position), which it first raises to the frontier if acknowledgements or
+    /// evictions passed it, and leaves after the last message looked at.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_from(
+        &mut self,
+        pos: &mut u64,
+        pos_ref: &mut Option<NodeRef>,
+        q: &crate::queue::Queue,
+        queue_id: u32,
+        filter: &Filter,
+        max: usize,
+        bump: bool,
+        out: &mut Vec<Delivery>,
+        guard: &Guard,
+    ) -> Tally {
         let mut dropped = self.reconcile(q.first_offset(guard));
-        let mut prev = match node_ending_at(q, self.cursor_ref, self.cursor, guard) {
+        if *pos < self.frontier {
+            *pos = self.frontier;
+            *pos_ref = self.frontier_ref;
+        }
+        let mut prev = match node_ending_at(q, *pos_ref, *pos, guard) {
             Some(n) => n,
             None => {
                 dropped += self.reconcile(q.first_offset(guard));
-                match node_ending_at(q, None, self.cursor, guard) {
+                if *pos < self.frontier {
+                    *pos = self.frontier;
+                }
+                match node_ending_at(q, None, *pos, guard) {
                     Some(n) => n,
                     None => return Tally { dropped, ..Tally::default() },
                 }
@@ -309,13 +360,7 @@ impl Track {
             let off = n.offset();
             if !self.is_acked(off) {
                 if filter.matches(n.tag()) {
-                    out.push(Delivery {
-                        queue: queue_id,
-                        offset: off,
-                        timestamp: n.timestamp(),
-                        tag: n.tag(),
-                        payload: n.payload().clone(),
-                    });
+                    out.push(delivery_of(queue_id, n));
                     delivered += 1;
                 } else {
                     if bump {
@@ -327,9 +372,9 @@ impl Track {
             }
             prev = n;
         }
-        self.cursor = prev.end();
-        self.cursor_ref = Some(NodeRef::new(q, prev));
-        self.hwm = self.hwm.max(self.cursor);
+        *pos = prev.end();
+        *pos_ref = Some(NodeRef::new(q, prev));
+        self.hwm = self.hwm.max(*pos);
         Tally { delivered, filtered, dropped }
     }
 
@@ -366,8 +411,9 @@ pub(crate) struct Bcast {
 /// A subscription's state in one queue.
 #[derive(Debug)]
 pub(crate) enum QState {
-    /// Clustering: one track, read by the member that owns the queue.
-    Clustering { track: Track, owner: Option<MemberId> },
+    /// Clustering: one track, read by the member that owns the queue, and by POP requests
+    /// from their own position (`pop`).
+    Clustering { track: Track, owner: Option<MemberId>, pop: PopQueue },
     /// Broadcasting: a track per member.
     Broadcasting(Bcast),
 }
@@ -436,7 +482,11 @@ impl Sub {
                         let guard = guard_fn();
                         let s = eq.resolve_start(start, &guard);
                         eq.open_hold(id, s);
-                        QState::Clustering { track: Track::new(s), owner: None }
+                        QState::Clustering {
+                            track: Track::new(s),
+                            owner: None,
+                            pop: PopQueue::default(),
+                        }
                     }
                     Mode::Broadcasting => QState::Broadcasting(Bcast {
                         held: false,
@@ -593,7 +643,7 @@ impl Sub {
                 let new = owner_of(q, n, &m.members);
                 if m.owners[q] != new {
                     m.owners[q] = new;
-                    if let QState::Clustering { track, owner } = &mut *lock(st) {
+                    if let QState::Clustering { track, owner, .. } = &mut *lock(st) {
                         *owner = new;
                         track.rewind();
                     }
@@ -638,7 +688,7 @@ impl Sub {
     ) -> Result<(), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
         match &mut *st {
-            QState::Clustering { track, owner } => {
+            QState::Clustering { track, owner, .. } => {
                 if *owner == Some(member) {
                     let t = track.deliver(&eq.q, queue, &self.filter, max, true, out, guard);
                     Counters::add(&self.counters.delivered, t.delivered);
@@ -670,7 +720,7 @@ impl Sub {
     ) -> Result<Option<&'g Node>, EngineError> {
         let (eq, mut st) = self.queue(queue)?;
         Ok(match &mut *st {
-            QState::Clustering { track, owner } if *owner == Some(member) => {
+            QState::Clustering { track, owner, .. } if *owner == Some(member) => {
                 let mut dropped = 0;
                 let n = track.cursor_node(&eq.q, &mut dropped, guard);
                 Counters::add(&self.counters.dropped, dropped);
@@ -820,19 +870,23 @@ impl Sub {
 
     /// Ends the subscription: acknowledges what must be acknowledged so that the holds can
     /// close (see the module docs), closes them, and wakes members so they see `NotAMember`.
-    pub(crate) fn close(&self, guard_fn: &dyn Fn() -> Guard) {
+    /// Returns how many POP in-flight entries it forgot (their bookkeeping bytes go back to
+    /// the budget).
+    pub(crate) fn close(&self, guard_fn: &dyn Fn() -> Guard) -> u64 {
         let mut m = lock(&self.membership);
         if self.closed.swap(true, Ordering::AcqRel) {
-            return;
+            return 0;
         }
+        let mut forgotten = 0;
         m.members.clear();
         for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
             let mut st = lock(st);
             let guard = guard_fn();
             let mut dropped = 0;
             match &mut *st {
-                QState::Clustering { track, owner } => {
+                QState::Clustering { track, owner, pop } => {
                     *owner = None;
+                    forgotten += pop.forget();
                     dropped += track.reconcile(eq.q.first_offset(&guard));
                     let top = track.acked.last().map_or(track.frontier, |o| o + 1);
                     let top = if mutant("leave_unsettled") { track.frontier } else { top };
@@ -855,5 +909,6 @@ impl Sub {
             // Members parked on a queue notice the closed subscription on wake-up.
             eq.q.wake_waiters();
         }
+        forgotten
     }
 }

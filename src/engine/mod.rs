@@ -62,9 +62,10 @@ use crossbeam_utils::CachePadded;
 pub use config::{EngineConfig, MemoryPolicy, Retention};
 pub use consumer::Consumer;
 pub use error::EngineError;
+pub use group::pop::{INFLIGHT_ENTRY_SIZE, INFLIGHT_LIMIT};
 pub use types::{
     AckOutcome, Delivery, EngineStats, Filter, GroupStats, MemberId, Message, MessageRef, Mode,
-    QueueStats, Receipt, StartFrom,
+    PopInit, PopOutcome, PopRequest, Popped, QueueStats, Receipt, StartFrom,
 };
 
 /// Bytes the engine counts for each message on top of its payload (its queue node).
@@ -229,6 +230,18 @@ impl Inner {
             return Err(EngineError::MessageTooLarge { size, limit: self.config.max_message_size });
         }
         Ok(size as u64 + NODE_SIZE as u64)
+    }
+
+    /// Charges (positive) or releases (negative) the bookkeeping of `delta` POP in-flight
+    /// entries. Never refused: the entries exist already; appends see the smaller room.
+    fn charge_inflight(&self, delta: i64) {
+        let bytes = delta.unsigned_abs() * group::pop::INFLIGHT_ENTRY_SIZE;
+        // Relaxed: a counter, as in `reserve`.
+        if delta > 0 {
+            self.used.fetch_add(bytes, Ordering::Relaxed);
+        } else if delta < 0 {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Takes `cost` bytes from the budget, applying the policy when there is no room.
@@ -607,7 +620,8 @@ impl Engine {
         t.deleted.store(true, Ordering::Release);
         let subs = std::mem::take(&mut *write(&t.subs));
         for s in subs {
-            s.close(&|| self.inner.pin());
+            let forgotten = s.close(&|| self.inner.pin());
+            self.inner.charge_inflight(-(forgotten as i64));
         }
         self.inner.release_later(t);
         // Sends waiting for room: there may be room soon, and those for this topic must fail.
@@ -726,6 +740,14 @@ impl Engine {
     pub fn last_reap_ms(&self) -> u64 {
         // Relaxed: a statistic, read on its own.
         self.inner.last_pass_ms.load(PlainOrdering::Relaxed)
+    }
+
+    /// Bytes the budget counts now (payload plus bookkeeping of live records): one atomic
+    /// load, unlike [`stats`](Self::stats), which walks every topic.
+    pub fn bytes_used(&self) -> u64 {
+        // Relaxed: a figure for admission heuristics and operators, not a synchronisation
+        // point; the budget itself is enforced by the compare-exchange loop on this counter.
+        self.inner.used.load(Ordering::Relaxed)
     }
 
     /// Engine-wide statistics.
@@ -1340,6 +1362,70 @@ impl Group {
     pub fn unsubscribe(&self) {
         write(&self.sub.topic.subs).retain(|s| !Arc::ptr_eq(s, &self.sub));
         let inner = &self.inner;
-        self.sub.close(&|| inner.pin());
+        let forgotten = self.sub.close(&|| inner.pin());
+        inner.charge_inflight(-(forgotten as i64));
+    }
+
+    /// Pops queue `queue` (POP consumption): hands out, into `out`, messages of the queue
+    /// whose invisible time expired (redelivered, or dead-lettered once their attempts ran
+    /// out) and then new ones, each invisible to the group for `req.invisible_ms`. Call it for
+    /// several queues with one `out` to pop them together (`req.max` bounds the total). The
+    /// group name may be used for pulling too: commits and pops then share one position of
+    /// acknowledgement, as RocketMQ's consumer offset is shared (see the README).
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`] (ended or broadcasting),
+    /// [`EngineError::Closed`].
+    pub fn pop(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+    ) -> Result<(), EngineError> {
+        self.check()?;
+        let delta = self.sub.pop_queue(queue, req, out, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(())
+    }
+
+    /// Acknowledges a popped message by its receipt: queue, offset and the pop time of its
+    /// latest delivery. An already acknowledged message gives [`AckOutcome::AlreadyAcked`].
+    ///
+    /// # Errors
+    /// [`EngineError::StaleReceipt`] (a newer delivery or change of invisible time replaced
+    /// the receipt, or the message was never popped), [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::NotAMember`], [`EngineError::Closed`].
+    pub fn pop_ack(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+    ) -> Result<AckOutcome, EngineError> {
+        self.check()?;
+        let (outcome, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(outcome)
+    }
+
+    /// Makes a popped message invisible for `invisible_ms` from `now_ms` (0: visible at once)
+    /// and returns its new receipt's pop time; the old receipt becomes stale.
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn change_invisible(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, EngineError> {
+        self.check()?;
+        self.sub.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)
+    }
+
+    /// Popped messages not yet acknowledged (nor redelivered past their attempts).
+    pub fn inflight(&self) -> u64 {
+        self.sub.inflight()
     }
 }

@@ -231,3 +231,66 @@ pub struct EngineStats {
     /// Topics.
     pub topics: usize,
 }
+
+/// Where a POP group starts reading a queue it never popped (RocketMQ's `ConsumeInitMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PopInit {
+    /// The oldest retained message (`MIN`, 0 on the wire).
+    Min,
+    /// RocketMQ's `MAX` (1): the newest message, or the oldest if the queue never lost one
+    /// (RocketMQ starts there when message 0 is still in memory, which for baiji means the
+    /// queue was never trimmed).
+    #[default]
+    Max,
+}
+
+/// One POP request on one queue (see [`Group::pop`](super::Group::pop)).
+#[derive(Debug, Clone, Copy)]
+pub struct PopRequest<'a> {
+    /// Most messages to hand out (over all queues the caller pops with one outcome).
+    pub max: usize,
+    /// How long the popped messages stay invisible to the group, ms.
+    pub invisible_ms: u64,
+    /// The caller's clock, ms since the Unix epoch: pop times and expiry are computed from it.
+    pub now_ms: u64,
+    /// Ordered pop: a queue with a popped, unacknowledged message that is still invisible is
+    /// blocked (see `attempt_id`).
+    pub order: bool,
+    /// Ordered pop: a blocked queue whose last batch was popped with this attempt id hands
+    /// that batch out again (a client retrying a pop whose answer it lost).
+    pub attempt_id: Option<&'a str>,
+    /// Most deliveries of one message: a message whose invisible time expired after this
+    /// many is dead-lettered (handed back in [`PopOutcome::dead`] and acknowledged).
+    pub max_attempts: u32,
+    /// Which messages the request wants; the others count as acknowledged by the group.
+    pub filter: &'a Filter,
+    /// Where a queue the group never popped starts.
+    pub init: PopInit,
+}
+
+/// A message handed out by a pop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Popped {
+    /// The message.
+    pub delivery: Delivery,
+    /// Which delivery this is to the group: 1 the first time, +1 for each redelivery after
+    /// its invisible time expired. (A RocketMQ client's reconsume times is `attempts - 1`.)
+    pub attempts: u32,
+}
+
+/// What pops handed out (accumulated over the queues of one request).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PopOutcome {
+    /// The pop time of every message handed out (the request's `now_ms`): with the queue and
+    /// offset it is the receipt that acknowledges or changes the invisible time.
+    pub pop_time: u64,
+    /// Messages handed out, per queue in offset order.
+    pub messages: Vec<Popped>,
+    /// Messages whose attempts ran out: acknowledged by the group, for the caller to move to
+    /// its dead-letter queue.
+    pub dead: Vec<Popped>,
+    /// Queues skipped because an ordered pop found them blocked.
+    pub blocked: u32,
+    /// The earliest time at which a popped message of these queues becomes visible again.
+    pub next_expiry: Option<u64>,
+}

@@ -159,23 +159,25 @@ pub mod request_code {
         SET_MESSAGE_REQUEST_MODE = 401;
         /// Broker heartbeat to the name server (5.x).
         BROKER_HEARTBEAT = 904;
-        /// Pop consumption: pop messages (5.x, out of scope).
-        POP_MESSAGE = 3442;
-        /// Pop consumption: acknowledge (5.x, out of scope).
-        ACK_MESSAGE = 3443;
-        /// Pop consumption: peek (5.x, out of scope).
-        PEEK_MESSAGE = 3444;
-        /// Pop consumption: change invisible time (5.x, out of scope).
-        CHANGE_MESSAGE_INVISIBLETIME = 3445;
-        /// Pop consumption: notification (5.x, out of scope).
-        NOTIFICATION = 3446;
-        /// Pop consumption: polling info (5.x, out of scope).
-        POLLING_INFO = 3447;
-        /// Pop consumption: batch acknowledge (5.x, out of scope).
-        BATCH_ACK_MESSAGE = 3543;
         /// Delete several subscription groups (admin; rocketmq-rust's `deleteSubGroup`), body
         /// `{"groupNameList":[…],"cleanOffset":…}`.
         DELETE_SUBSCRIPTIONGROUP_LIST = 5003;
+        /// POP consumption: pop messages of one queue or all (-1) (5.x `RequestCode`; RocketMQ
+        /// 5.0's short codes 3442-3447 and 3543 were replaced by these).
+        POP_MESSAGE = 200050;
+        /// POP consumption: acknowledge one popped message by its `extraInfo`.
+        ACK_MESSAGE = 200051;
+        /// POP consumption: peek without popping (answered `REQUEST_CODE_NOT_SUPPORTED`).
+        PEEK_MESSAGE = 200052;
+        /// POP consumption: change a popped message's invisible time.
+        CHANGE_MESSAGE_INVISIBLETIME = 200053;
+        /// POP consumption: ask whether messages are available (answered
+        /// `REQUEST_CODE_NOT_SUPPORTED`).
+        NOTIFICATION = 200054;
+        /// POP consumption: count of parked pops (answered `REQUEST_CODE_NOT_SUPPORTED`).
+        POLLING_INFO = 200055;
+        /// POP consumption: acknowledge many popped messages (JSON body, bitsets).
+        BATCH_ACK_MESSAGE = 200151;
     }
 }
 

@@ -8,9 +8,9 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use super::{
-    ConsumerOffsets, GroupFigures, MemoryStats, MessageLookup, MessageStore, QueueFigures,
-    ReadOutcome, StoreError, StoreStats, StoredRef, TopicFigures, TopicStore, WaitId,
-    MAX_ID_OFFSET, MAX_TOPIC_UID,
+    AckOutcome, ConsumerOffsets, GroupFigures, MemoryStats, MessageLookup, MessageStore,
+    PopConsumption, PopOutcome, PopRequest, QueueFigures, ReadOutcome, StoreError, StoreStats,
+    StoredRef, TopicFigures, TopicStore, WaitId, MAX_ID_OFFSET, MAX_TOPIC_UID,
 };
 use crate::engine::{
     Engine, EngineConfig, EngineError, Filter, MemberId, Message, Mode, Retention, StartFrom,
@@ -27,6 +27,7 @@ fn map_err(e: EngineError) -> StoreError {
         EngineError::MessageTooLarge { size, limit } => StoreError::MessageTooLarge { size, limit },
         EngineError::BudgetExceeded { used, budget, .. } => StoreError::Full { used, budget },
         EngineError::UnknownGroup { group, topic } => StoreError::UnknownGroup { group, topic },
+        EngineError::StaleReceipt { queue, offset } => StoreError::StaleReceipt { queue, offset },
         other => StoreError::Other(other.to_string()),
     }
 }
@@ -393,6 +394,59 @@ impl ConsumerOffsets for MemoryStore {
     }
 }
 
+impl PopConsumption for MemoryStore {
+    fn pop(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+    ) -> Result<(), StoreError> {
+        let g = match self.engine.group(group, topic) {
+            Ok(g) if g.mode() == Mode::Clustering => g,
+            // POP is clustering consumption; a broadcasting group of that name keeps its state.
+            Ok(_) => {
+                return Err(StoreError::Other(format!(
+                    "consumer group `{group}` consumes `{topic}` by broadcasting; POP is clustering only"
+                )))
+            }
+            Err(_) => self.group(group, topic, Mode::Clustering)?,
+        };
+        g.pop(queue, req, out).map_err(map_err)
+    }
+
+    fn pop_ack(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+    ) -> Result<AckOutcome, StoreError> {
+        let g = self.engine.group(group, topic).map_err(map_err)?;
+        g.pop_ack(queue, offset, pop_time).map_err(map_err)
+    }
+
+    fn change_invisible(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, StoreError> {
+        let g = self.engine.group(group, topic).map_err(map_err)?;
+        g.change_invisible(queue, offset, pop_time, invisible_ms, now_ms).map_err(map_err)
+    }
+
+    fn inflight(&self, group: &str, topic: &str) -> u64 {
+        self.engine.group(group, topic).map_or(0, |g| g.inflight())
+    }
+}
+
 impl MessageLookup for MemoryStore {
     fn get(&self, topic: &dyn TopicStore, queue: u32, offset: u64) -> Option<(Bytes, u64)> {
         let t = self.same_topic(topic)?;
@@ -427,6 +481,10 @@ impl super::StoreSettings for MemoryStore {
 }
 
 impl StoreStats for MemoryStore {
+    fn used_and_budget(&self) -> (u64, u64) {
+        (self.engine.bytes_used(), self.engine.config().memory_budget)
+    }
+
     fn memory(&self) -> MemoryStats {
         let s = self.engine.stats();
         MemoryStats {

@@ -20,8 +20,8 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use crate::engine::{
-    EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, Retention, Settings,
-    MAX_QUEUES,
+    AckOutcome, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopInit,
+    PopOutcome, PopRequest, Popped, Retention, Settings, MAX_QUEUES,
 };
 pub use crate::queue::WaitId;
 pub use memory::MemoryStore;
@@ -69,6 +69,15 @@ pub enum StoreError {
         group: String,
         /// The topic.
         topic: String,
+    },
+    /// A POP receipt that names no message in flight (acknowledged, redelivered, its
+    /// invisible time changed since, or never popped).
+    #[error("no message of queue {queue} at offset {offset} is in flight under this receipt")]
+    StaleReceipt {
+        /// The queue.
+        queue: u32,
+        /// The offset.
+        offset: u64,
     },
     /// Anything else (invalid argument, shut down).
     #[error("{0}")]
@@ -236,6 +245,58 @@ pub trait ConsumerOffsets: Send + Sync {
     );
 }
 
+/// POP consumption (RocketMQ 5's server-side load balancing): any caller pops any queue of a
+/// clustering group; each popped message is invisible to the group for a time and is
+/// acknowledged one by one by its receipt `(queue, offset, pop time)`, or comes back with one
+/// more attempt. A group name used for pulling as well shares its acknowledgement position
+/// with the pops (a commit acknowledges popped messages below it).
+pub trait PopConsumption: Send + Sync {
+    /// Pops queue `queue` of `topic` for `group` into `out` (call it per queue with one `out`
+    /// to pop several). Makes the group a subscriber of the topic if it was not.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`], [`StoreError::QueueOutOfRange`].
+    fn pop(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+    ) -> Result<(), StoreError>;
+    /// Acknowledges a popped message by its receipt.
+    ///
+    /// # Errors
+    /// [`StoreError::StaleReceipt`], [`StoreError::UnknownGroup`], [`StoreError::UnknownTopic`],
+    /// [`StoreError::QueueOutOfRange`].
+    fn pop_ack(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+    ) -> Result<AckOutcome, StoreError>;
+    /// Makes a popped message invisible for `invisible_ms` from `now_ms`; returns the pop time
+    /// of its new receipt (the old one becomes stale).
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    #[allow(clippy::too_many_arguments)]
+    fn change_invisible(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, StoreError>;
+    /// Popped, unacknowledged messages of `group` in `topic`.
+    fn inflight(&self, group: &str, topic: &str) -> u64;
+}
+
 /// Lookups outside the hot path.
 pub trait MessageLookup: Send + Sync {
     /// The record at `offset`, if retained.
@@ -255,6 +316,12 @@ pub trait MessageLookup: Send + Sync {
 pub trait StoreStats: Send + Sync {
     /// Bytes in use, the budget, live messages.
     fn memory(&self) -> MemoryStats;
+    /// `(bytes_used, budget)` of [`memory`](Self::memory), for checks on a send path: a store
+    /// should answer it without walking its topics.
+    fn used_and_budget(&self) -> (u64, u64) {
+        let m = self.memory();
+        (m.bytes_used, m.budget)
+    }
     /// Every live topic's figures, by name. Computed on each call (for scrapes, not the hot
     /// path); one entry per topic, so bounded by the topic table.
     fn topic_figures(&self) -> Vec<TopicFigures> {
@@ -342,8 +409,11 @@ pub trait StoreSettings: Send + Sync {
 
 /// Everything the broker needs, as one object.
 pub trait Store:
-    MessageStore + ConsumerOffsets + MessageLookup + StoreStats + StoreSettings
+    MessageStore + ConsumerOffsets + PopConsumption + MessageLookup + StoreStats + StoreSettings
 {
 }
 
-impl<T: MessageStore + ConsumerOffsets + MessageLookup + StoreStats + StoreSettings> Store for T {}
+impl<T> Store for T where
+    T: MessageStore + ConsumerOffsets + PopConsumption + MessageLookup + StoreStats + StoreSettings
+{
+}

@@ -281,3 +281,88 @@ async fn given_no_acl_file_should_serve_unsigned_requests_as_before() {
     assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
     broker.shutdown().await;
 }
+
+/// A standalone name server (`baiji namesrv --acl-file`) with the ACL `text`.
+async fn acl_namesrv(text: &str) -> RunningBroker {
+    let path = acl_file(text);
+    baiji::broker::start_namesrv_with(BrokerConfig {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        acl_file: Some(path),
+        ..BrokerConfig::default()
+    })
+    .await
+    .expect("the name server starts")
+}
+
+#[tokio::test]
+async fn given_a_standalone_name_server_with_an_acl_file_should_answer_routes_to_all_and_register_only_admins(
+) {
+    let namesrv = acl_namesrv(&acl_yaml("DENY", "")).await;
+    let addr = namesrv.namesrv_addr().expect("its address");
+    let mut c = Conn::open(addr).await;
+    let register = || super::hardening::register_broker_request("ns_acl", 0, "127.0.0.1:10", "NsT");
+    assert_refused(&c.call(register()).await, "No accessKey is configured");
+    assert_refused(
+        &c.call(signed(register(), AK, SK)).await,
+        &format!("Need admin permission for request code=103, but accessKey={AK} is not"),
+    );
+    assert_refused(
+        &c.call(signed(register(), ADMIN_AK, "wrong")).await,
+        &format!("Check signature failed for accessKey={ADMIN_AK}"),
+    );
+    assert_eq!(
+        super::hardening::route_addrs(&mut c, "NsT", "ns_acl").await,
+        None,
+        "a route query is answered unsigned, and no refused registration made a route"
+    );
+    let r = c.call(signed(register(), ADMIN_AK, ADMIN_SK)).await;
+    assert_eq!(r.code, code::SUCCESS, "the admin registers: {r:?}");
+    let route = super::hardening::route_addrs(&mut c, "NsT", "ns_acl").await;
+    assert_eq!(
+        route.and_then(|a| a.get(&0).cloned()).as_deref(),
+        Some("127.0.0.1:10"),
+        "the admin's registration is routed, and the route is readable unsigned"
+    );
+    assert_eq!(namesrv.acl_refused(), 3, "each refusal is counted");
+    namesrv.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_an_acl_protected_name_server_should_register_a_broker_that_signs_and_refuse_a_wrong_secret(
+) {
+    use baiji::broker::acl::Credentials;
+    let namesrv = acl_namesrv(&acl_yaml("DENY", "")).await;
+    let ns = namesrv.namesrv_addr().expect("its address");
+    let external = |name: &'static str, secret: &'static str| {
+        move |c: &mut BrokerConfig| {
+            c.namesrv_listen = None;
+            c.namesrv_addr = Some(ns.to_string());
+            c.broker_name = name.to_string();
+            c.inner_client_authentication_credentials =
+                Some(Credentials { access_key: ADMIN_AK.into(), secret_key: secret.into() });
+        }
+    };
+    let good = start_broker(external("acl_signed", ADMIN_SK)).await;
+    let mut watcher = Conn::open(ns).await;
+    let deadline = Instant::now() + PATIENCE;
+    while super::hardening::route_addrs(&mut watcher, "TBW102", "acl_signed").await.is_none() {
+        assert!(Instant::now() < deadline, "a broker signing with the admin account registers");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(namesrv.acl_refused(), 0, "its signed registration was not refused");
+    let bad = start_broker(external("acl_wrong", "not-the-secret")).await;
+    while namesrv.acl_refused() == 0 {
+        assert!(Instant::now() < deadline, "the wrong secret's registration reaches the ACL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        super::hardening::route_addrs(&mut watcher, "TBW102", "acl_wrong").await,
+        None,
+        "a broker signing with a wrong secret is not registered"
+    );
+    bad.shutdown().await;
+    let refused = namesrv.acl_refused();
+    good.shutdown().await;
+    assert_eq!(namesrv.acl_refused(), refused, "the signed UNREGISTER_BROKER is accepted too");
+    namesrv.shutdown().await;
+}

@@ -95,7 +95,12 @@ async fn given_a_response_too_large_to_encode_should_answer_system_error_with_it
 
 /// A `REGISTER_BROKER` as a Java broker writes it: the header fields of
 /// `RegisterBrokerRequestHeader` and a `RegisterBrokerBody` with one topic, its CRC32 set.
-fn register_broker_request(name: &str, id: i64, addr: &str, topic: &str) -> RemotingCommand {
+pub(super) fn register_broker_request(
+    name: &str,
+    id: i64,
+    addr: &str,
+    topic: &str,
+) -> RemotingCommand {
     let body = format!(
         r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{{"counter":1,"stateVersion":0,"timestamp":1700000000000}},"topicConfigTable":{{"{topic}":{{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"{topic}","topicSysFlag":0,"writeQueueNums":4}}}}}}}}"#
     );
@@ -114,7 +119,7 @@ fn register_broker_request(name: &str, id: i64, addr: &str, topic: &str) -> Remo
 }
 
 /// The broker ids and addresses the route of `topic` lists for broker `name`, if any.
-async fn route_addrs(
+pub(super) async fn route_addrs(
     conn: &mut Conn,
     topic: &str,
     name: &str,

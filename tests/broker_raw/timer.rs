@@ -366,23 +366,45 @@ async fn given_java_properties_without_the_last_separator_and_the_timer_last_sho
 #[tokio::test]
 async fn given_a_budget_filled_by_waiting_timers_when_they_come_due_should_still_deliver_each_once()
 {
+    let due = epoch_ms() + 2_000;
+    fill_the_budget_with_waiting_messages_then_expect_each_delivered(&[(
+        "TIMER_DELIVER_MS",
+        due.to_string(),
+    )])
+    .await;
+}
+
+#[tokio::test]
+async fn given_a_budget_filled_by_delay_level_messages_when_they_come_due_should_still_deliver_each_once(
+) {
+    // Delay level 2 is 5 s: long enough for the filling sends to finish before the first is due.
+    fill_the_budget_with_waiting_messages_then_expect_each_delivered(&[("DELAY", "2".to_string())])
+        .await;
+}
+
+/// Sends messages carrying `wait` (a timer or a delay level) into a 1 MiB budget until it is
+/// full to the last few bytes, then checks that every accepted one is delivered exactly once:
+/// messages that wait must leave room for their own delivery.
+async fn fill_the_budget_with_waiting_messages_then_expect_each_delivered(wait: &[(&str, String)]) {
     let broker = start_broker(|c| c.memory_budget = 1024 * 1024).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
-    // A one-letter topic: a delivered copy (REAL_TOPIC and REAL_QID gone, TIMER_DEQUEUE_MS
-    // added) is then a few bytes larger than the waiting one, so whatever room the refused send
-    // left cannot take it unless the timers left room on purpose.
+    // A one-letter topic keeps a delivered copy about as large as the waiting one (a timer's is
+    // a few bytes larger: REAL_TOPIC and REAL_QID gone, TIMER_DEQUEUE_MS added); with the budget
+    // packed below, it fits only if the waiting messages left room on purpose.
     let r = conn.call(create_topic_request("T", 1)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
-    let body = "x".repeat(8 * 1024);
-    let due = epoch_ms() + 2_000;
+    // 8 KiB messages until one is refused, then ever smaller ones, so that the budget is full
+    // to the last few bytes: a delivered copy then fits only if room was kept for it.
     let mut accepted = 0usize;
-    loop {
-        assert!(accepted < 1_000, "1 MiB cannot hold 1000 messages of 8 KiB");
-        let b = format!("{accepted:04}{body}");
-        let r = conn.call(timer_send("T", 0, &b, &[("TIMER_DELIVER_MS", due.to_string())])).await;
+    let mut size = 8 * 1024;
+    while size >= 16 {
+        assert!(accepted < 2_000, "1 MiB cannot hold 2000 of these messages");
+        let b = format!("{accepted:04}{}", "x".repeat(size));
+        let r = conn.call(timer_send("T", 0, &b, wait)).await;
         if r.code != code::SUCCESS {
             assert_eq!(r.code, code::SYSTEM_BUSY, "refused for lack of memory: {r:?}");
-            break;
+            size /= 2;
+            continue;
         }
         accepted += 1;
     }
@@ -390,14 +412,14 @@ async fn given_a_budget_filled_by_waiting_timers_when_they_come_due_should_still
     let delivered = |b: &RunningBroker| {
         b.store().topic("T").and_then(|t| t.offsets(0).ok()).map_or(0, |(_, max)| max)
     };
-    let deadline = Instant::now() + PATIENCE + Duration::from_secs(2);
+    let deadline = Instant::now() + PATIENCE + Duration::from_secs(5);
     while delivered(&broker) < accepted as u64 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
         delivered(&broker),
         accepted as u64,
-        "waiting timers alone never block their own delivery ({accepted} accepted)"
+        "waiting messages alone never block their own delivery ({accepted} accepted, {wait:?})"
     );
     let got = pull_all(&mut conn, "T", 0).await;
     let mut heads: Vec<String> =

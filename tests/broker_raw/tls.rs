@@ -233,9 +233,10 @@ async fn given_disabled_mode_should_refuse_a_tls_handshake_and_serve_plaintext()
     let refused = TlsConn::open(broker_addr(&broker), &pki.connector(false)).await;
     assert!(refused.is_err(), "a TLS handshake is refused under disabled");
     assert_eq!(
-        broker.connections_refused(),
-        1,
-        "refused on its first byte, not fed to the frame decoder as garbage"
+        (broker.connections_refused(), broker.bad_frames()),
+        (0, 1),
+        "nothing is sniffed under disabled: the ClientHello is an unparseable frame (its length \
+         is over the limit), closed at its first 4 bytes"
     );
     let mut plain = Conn::open(broker_addr(&broker)).await;
     let r = plain.call(create_topic_request("TlsTopic", 4)).await;
@@ -297,4 +298,61 @@ async fn given_tls_mode_without_a_certificate_should_refuse_to_start() {
         panic!("a broker in enforcing mode without a certificate must not start");
     };
     assert!(e.to_string().contains("tls-cert"), "the error names the missing flag: {e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_standalone_name_server_in_enforcing_mode_should_answer_over_tls_and_close_plaintext(
+) {
+    let pki = Pki::new();
+    let mut config =
+        BrokerConfig { listen: "127.0.0.1:0".parse().expect("an address"), ..Default::default() };
+    pki.configure(&mut config, TlsMode::Enforcing);
+    let namesrv = baiji::broker::start_namesrv_with(config).await.expect("the name server starts");
+    let addr = namesrv.namesrv_addr().expect("its address");
+    let mut tls = TlsConn::open(addr, &pki.connector(false)).await.expect("a TLS handshake");
+    let mut ext = ExtFields::new();
+    ext.insert("topic", "TBW102");
+    let r = tls.call(request(rc::GET_ROUTEINFO_BY_TOPIC, ext)).await.expect("answered");
+    assert_eq!(r.code, code::TOPIC_NOT_EXIST, "the name server answers over TLS: {r:?}");
+    let plain = TcpStream::connect(addr).await.expect("connects");
+    assert!(
+        closed_by_broker(plain, &plain_frame()).await,
+        "the standalone name server refuses plaintext under enforcing"
+    );
+    assert_eq!(namesrv.connections_refused(), 1, "counted as a refused connection");
+    namesrv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_the_certificate_files_change_should_handshake_with_the_new_pair_and_keep_sessions() {
+    let (old, new) = (Pki::new(), Pki::new());
+    let broker = start_broker(|c| old.configure(c, TlsMode::Enforcing)).await;
+    let addr = broker_addr(&broker);
+    let mut session = TlsConn::open(addr, &old.connector(false)).await.expect("the first pair");
+    send_and_pull(&mut session, "TlsTopic").await;
+    assert!(
+        TlsConn::open(addr, &new.connector(false)).await.is_err(),
+        "a client trusting only the new CA refuses the first certificate"
+    );
+    // A poll between these two copies sees a mismatched pair and keeps the first one.
+    std::fs::copy(new.dir.join("server.key"), old.dir.join("server.key")).expect("copy");
+    std::fs::copy(new.dir.join("server.pem"), old.dir.join("server.pem")).expect("copy");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if TlsConn::open(addr, &new.connector(false)).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "new handshakes use the new pair within the patience");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = session.call(max_offset_request("TlsTopic", 1)).await.expect("the old session");
+    assert_eq!(r.ext_fields.get("offset"), Some("2"), "an established session is kept: {r:?}");
+    // A chain that no longer loads leaves the current pair in use.
+    std::fs::write(old.dir.join("server.pem"), "not a certificate").expect("write");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        TlsConn::open(addr, &new.connector(false)).await.is_ok(),
+        "a broken certificate file keeps the last good pair"
+    );
+    broker.shutdown().await;
 }

@@ -380,6 +380,28 @@ async fn given_no_producer_connected_when_checking_should_wait_for_one_without_c
 }
 
 #[tokio::test]
+async fn given_a_long_check_interval_when_a_producer_of_the_group_connects_should_check_it_at_once()
+{
+    // One pass a minute: only the producer's arrival can bring the check within PATIENCE.
+    let (broker, mut conn) = tx_broker(|c| {
+        c.transaction_time_out = 200;
+        c.transaction_check_interval = 60_000;
+    })
+    .await;
+    let uniq = "7F0000010001000000000000000000A5";
+    send_half(&mut conn, 0, "waiting for its producer", uniq).await;
+    tokio::time::sleep(Duration::from_millis(400)).await; // past its 200 ms immunity
+    let mut producer = Conn::open(broker_addr(&broker)).await;
+    let r = producer.call(producer_heartbeat("127.0.0.1@returning")).await;
+    assert_eq!(r.code, code::SUCCESS, "the producer heartbeat is accepted: {r:?}");
+    let check = next_check(&mut producer).await;
+    let m = &decode_records(&check.body).expect("a stored message")[0];
+    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq), "the waiting message is checked");
+    assert_eq!(broker.transaction_stats().checks_sent, 1, "once");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
 async fn given_an_undecided_half_message_when_later_ones_are_decided_should_release_them_and_keep_its_ids(
 ) {
     let (broker, mut conn) = tx_broker(fast_checks).await;

@@ -1,5 +1,5 @@
 'use strict';
-// Shared by the ali-ons scripts the Rust tests spawn (tests/rocketmq_client/completeness.rs).
+// Shared by the ali-ons scripts the Rust tests spawn (tests/rocketmq_client/completeness.rs, acl.rs).
 // Every script prints one JSON object per line on stdout; diagnostics go to stderr.
 
 function parseArgs(argv) {
@@ -22,6 +22,9 @@ function parseArgs(argv) {
       case '--from-first': out.fromFirst = true; break;
       case '--retry-first': out.retryFirst = true; break;
       case '--max-ms': out.maxMs = Number(v); i++; break;
+      case '--access-key': out.accessKey = v; i++; break;
+      case '--secret-key': out.secretKey = v; i++; break;
+      case '--denied-topic': out.deniedTopic = v; i++; break;
       default: throw new Error('unknown argument ' + a);
     }
   }
@@ -51,6 +54,9 @@ function baseOptions(args) {
     heartbeatBrokerInterval: 5000,
   };
   if (args.instance) o.instanceName = args.instance;
+  // ali-ons signs every request when both are set (lib/channel.js, beforeRequest).
+  if (args.accessKey) o.accessKey = args.accessKey;
+  if (args.secretKey) o.secretKey = args.secretKey;
   return o;
 }
 

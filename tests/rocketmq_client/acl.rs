@@ -2,7 +2,8 @@
 //! `SessionCredentials`): a broker started with an `acl-file` the test writes into a temp dir
 //! serves signed sends and consumption on permitted topics, refuses denied topics, wrong
 //! secrets and admin codes of a normal account with `NO_PERMISSION` (16), which the client
-//! surfaces to the application.
+//! surfaces to the application. And ali-ons (Node.js) with its own ACL options, whose
+//! signature is the same scheme (tests/node/acl.js).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +115,84 @@ async fn given_acl_credentials_should_send_and_consume_permitted_topics_and_be_r
 
     c.shutdown().await;
     p.shutdown().await;
+    admin.shutdown().await;
+    b.broker.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ali-ons 3.12.0 with its ACL options (`accessKey` / `secretKey`): it signs as RocketMQ's
+/// `AclClientRPCHook` does (HMAC-SHA1, base64, over the sorted values of every ext field it
+/// sends, `AccessKey` and its own `OnsChannel: ALIYUN` among them, then the body), so baiji
+/// verifies it. tests/node/acl.js sends and consumes on the permitted topic; a send to the
+/// denied topic is answered NO_PERMISSION (16) with RocketMQ's remark, which ali-ons's
+/// `send()` retries and then reports as its own "still failed" error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_ali_ons_with_acl_credentials_should_send_and_consume_permitted_topics_and_be_refused_elsewhere(
+) {
+    let dir = std::env::temp_dir().join(format!("baiji-acl-ons-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let path = dir.join("plain_acl.yml");
+    std::fs::write(&path, ACL).expect("the ACL file is written");
+    let b = start_broker(|c| c.acl_file = Some(path.clone())).await;
+    let rt = client_runtime("acl-ons");
+    // ali-ons sends only to topics that have a route: the admin creates both.
+    let mut admin = signed_producer(&rt, &b.namesrv, "acl_admin", "RocketMQ", "adminsecret").await;
+    create_topic(&mut admin, OK_TOPIC, 2).await;
+    create_topic(&mut admin, DENIED_TOPIC, 2).await;
+    let refused_before = b.broker.acl_refused();
+
+    let ns = b.namesrv.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        run_node(
+            "acl.js",
+            &[
+                "--namesrv",
+                &ns,
+                "--topic",
+                OK_TOPIC,
+                "--denied-topic",
+                DENIED_TOPIC,
+                "--group",
+                "acl_ons_group",
+                "--access-key",
+                "rocketmq2",
+                "--secret-key",
+                "12345678",
+                "--max-ms",
+                "45000",
+            ],
+            Duration::from_secs(60),
+        )
+    })
+    .await
+    .expect("node acl.js");
+    let line = |k: &str| out.iter().find_map(|v| v.get(k).cloned());
+    let sent = line("sent").unwrap_or_else(|| panic!("a permitted send: {out:?}"));
+    assert_eq!(sent["sendStatus"], "SEND_OK", "ali-ons's signed send is accepted: {out:?}");
+    let denied = line("deniedSend").unwrap_or_else(|| panic!("a denied send: {out:?}"));
+    assert!(denied["error"].is_string(), "send() to the denied topic fails: {out:?}");
+    let answer = line("deniedAnswer").unwrap_or_else(|| panic!("the broker's answer: {out:?}"));
+    assert_eq!(answer["code"], 16, "the denied send is answered NO_PERMISSION: {out:?}");
+    assert_eq!(
+        answer["remark"],
+        format!("No default permission for topic:{DENIED_TOPIC}"),
+        "past the signature check (which comes first): the signature verified, the topic \
+         did not: {out:?}"
+    );
+    let consumed = line("consumed").unwrap_or_else(|| panic!("a consumed message: {out:?}"));
+    assert_eq!(
+        (consumed["topic"].as_str(), consumed["body"].as_str()),
+        (Some(OK_TOPIC), Some("signed by ali-ons")),
+        "the signed consumer receives the permitted message: {out:?}"
+    );
+    assert_eq!(b.appended(OK_TOPIC), 1, "the permitted message was stored once");
+    assert_eq!(b.appended(DENIED_TOPIC), 0, "nothing was stored on the denied topic");
+    assert!(
+        b.broker.acl_refused() > refused_before,
+        "the refusals were the ACL's (counted): {}",
+        b.broker.acl_refused()
+    );
+
     admin.shutdown().await;
     b.broker.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -463,6 +463,7 @@ async fn given_broadcasting_group_of_two_when_members_pull_freeze_and_die_should
         instance: "bc-b".into(),
         broadcasting: true,
         orderly: false,
+        pop: false,
     };
     let mut child = ChildConsumer::spawn(
         &test_path("given_broadcasting_group_of_two_when_members_pull_freeze_and_die_should_deliver_all_to_each_and_reclaim_behind_the_slowest_live_member"),
@@ -812,6 +813,7 @@ async fn member_dies(test: &str, label: &str, death: Death, orderly: bool) {
         instance: b_name.clone(),
         broadcasting: false,
         orderly,
+        pop: false,
     };
     let mut child = ChildConsumer::spawn(&test_path(test), &spec, &log);
     let mut sent = [0i64; 4];

@@ -77,9 +77,7 @@ impl TestBroker {
         let Some(t) = self.broker.store().topic(topic) else {
             return 0;
         };
-        (0..t.queue_count())
-            .map(|q| t.offsets(q).map_or(0, |(_, max)| max))
-            .sum()
+        (0..t.queue_count()).map(|q| t.offsets(q).map_or(0, |(_, max)| max)).sum()
     }
 
     /// Queue count of `topic` (0 if it does not exist).
@@ -424,13 +422,22 @@ pub(crate) struct ChildSpec {
     pub(crate) broadcasting: bool,
     /// Orderly (queue locks) instead of concurrently.
     pub(crate) orderly: bool,
+    /// POP consumption (client-side rebalancing off, 5 s invisible time), with a listener
+    /// that never returns: what it received stays unacknowledged until it is killed.
+    pub(crate) pop: bool,
 }
 
 impl ChildSpec {
     fn encode(&self) -> String {
         format!(
-            "namesrv={};group={};topic={};instance={};broadcasting={};orderly={}",
-            self.namesrv, self.group, self.topic, self.instance, self.broadcasting, self.orderly
+            "namesrv={};group={};topic={};instance={};broadcasting={};orderly={};pop={}",
+            self.namesrv,
+            self.group,
+            self.topic,
+            self.instance,
+            self.broadcasting,
+            self.orderly,
+            self.pop
         )
     }
 
@@ -443,6 +450,7 @@ impl ChildSpec {
             instance: kv.get("instance")?.to_string(),
             broadcasting: kv.get("broadcasting")? == &"true",
             orderly: kv.get("orderly")? == &"true",
+            pop: kv.get("pop") == Some(&"true"),
         })
     }
 }
@@ -460,13 +468,13 @@ pub(crate) async fn run_as_child() -> bool {
     });
     let rt = client_runtime("child");
     let instance = spec.instance.clone();
-    let mut c = push_consumer(&rt, &spec.namesrv, &spec.group, &spec.instance)
-        .message_model(if spec.broadcasting {
-            MessageModel::Broadcasting
-        } else {
-            MessageModel::Clustering
-        })
-        .build();
+    let mut builder = push_consumer(&rt, &spec.namesrv, &spec.group, &spec.instance).message_model(
+        if spec.broadcasting { MessageModel::Broadcasting } else { MessageModel::Clustering },
+    );
+    if spec.pop {
+        builder = builder.client_rebalance(false).pop_invisible_time(5_000);
+    }
+    let mut c = builder.build();
     c.subscribe(spec.topic.as_str(), "*").await.expect("subscribe");
     // Written before the listener returns: a line the parent sees is a message this child
     // consumed.
@@ -490,9 +498,14 @@ pub(crate) async fn run_as_child() -> bool {
             },
         );
     } else {
+        let hang = spec.pop;
         c.register_message_listener_concurrently(
             move |msgs: &[&MessageExt], ctx: &ConsumeConcurrentlyContext| {
                 print(ctx.get_message_queue().topic().as_str(), msgs);
+                if hang {
+                    // Never acknowledges: the parent kills this process.
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
                 Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
             },
         );

@@ -6,6 +6,7 @@ pub(crate) mod config;
 pub(crate) mod group;
 pub(crate) mod lock;
 pub(crate) mod offset;
+pub(crate) mod pop;
 pub(crate) mod pull;
 pub(crate) mod query;
 pub(crate) mod retry;

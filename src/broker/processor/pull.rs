@@ -117,11 +117,11 @@ enum Pulled {
 
 /// Resolves when a message is appended at or after `offset` (the engine's wake-up, not a
 /// timer scan). Withdraws its registration when dropped.
-struct AppendWait {
-    topic: Arc<dyn TopicStore>,
-    queue: u32,
-    offset: u64,
-    id: Option<WaitId>,
+pub(crate) struct AppendWait {
+    pub(crate) topic: Arc<dyn TopicStore>,
+    pub(crate) queue: u32,
+    pub(crate) offset: u64,
+    pub(crate) id: Option<WaitId>,
 }
 
 impl Future for AppendWait {

@@ -17,6 +17,7 @@
 mod broker;
 mod heartbeat;
 mod lock;
+mod pop;
 mod route;
 mod stats;
 
@@ -31,6 +32,10 @@ pub use heartbeat::{
 pub use lock::{
     ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue,
     UnlockBatchRequestBody,
+};
+pub use pop::{
+    AckBits, BatchAck, BatchAckMessageRequestBody, MessageQueueAssignment, MessageRequestMode,
+    QueryAssignmentRequestBody, QueryAssignmentResponseBody, SetMessageRequestModeRequestBody,
 };
 pub use route::{BrokerData, QueueData, TopicRouteData, MASTER_ID};
 pub use stats::{

@@ -15,6 +15,7 @@
 mod admin;
 mod client;
 mod offset;
+mod pop;
 mod pull;
 mod query;
 mod send;
@@ -35,6 +36,10 @@ pub use offset::{
     GetMinOffsetResponseHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader, SearchOffsetResponseHeader,
     TopicQueueRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
+pub use pop::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    ExtraInfo, PopMessageRequestHeader, PopMessageResponseHeader, POP_ORDER_REVIVE_QUEUE,
 };
 pub use pull::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
 pub use query::{QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader};

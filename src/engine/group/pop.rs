@@ -1,0 +1,321 @@
+//! POP consumption: per-delivery state of a clustering group, beside its cursors and commits.
+//!
+//! # Protocol
+//!
+//! A POP request does not own queues: any caller pops any queue of the group. Per queue the
+//! group keeps, under the queue's track lock (the same lock as commits and acks, so every
+//! operation below is atomic with respect to the others):
+//!
+//! ```text
+//!   frontier F          pop position P
+//!   ... acked │ in flight / acked … │ not popped yet ...
+//!             └── `inflight`: offset → (pop time, invisible time, attempts)
+//! ```
+//!
+//! * a pop first hands out in-flight messages whose invisible time has passed (attempts + 1,
+//!   a new pop time), then new messages from `P`, which it moves past them;
+//! * a message's receipt is `(queue, offset, pop time)`. Acknowledging or changing the
+//!   invisible time needs the receipt of its latest delivery: a redelivery or a change of
+//!   invisible time gives the entry a strictly greater pop time, so the older receipt is stale
+//!   ([`EngineError::StaleReceipt`]). That is what makes an ack racing an expiry come out one
+//!   way only: either the ack removes the entry before the re-pop looks (the message is done),
+//!   or the re-pop restamps it first (the ack is stale, the message is delivered again);
+//! * an entry is visible again when `now >= pop_time + invisible` **and** `now > pop_time`:
+//!   the strict half guarantees that a re-pop at `now` gives a pop time no earlier receipt of
+//!   that message had, even after a change of invisible time to 0;
+//! * when an expired entry has had `max_attempts` deliveries it is dead-lettered instead:
+//!   acknowledged and handed back for the caller's dead-letter queue;
+//! * ordered pop: a queue with an entry that is not yet visible again is blocked; a pop that
+//!   repeats the attempt id of the queue's last batch gets the in-flight entries again.
+//!
+//! # Invariants
+//!
+//! * The node's ack counter is bumped through the track only (`ack_one`, `mark`, `ack_until`),
+//!   which bump an offset once however it is acknowledged (invariant 6): by a POP ack, a
+//!   dead-lettering, a filter miss, or a commit of the same group name used for pulling.
+//! * In-flight messages are not acknowledged, so the group holds them (invariants 3, 5).
+//!   Entries whose offset got acknowledged otherwise (a commit, an eviction) are forgotten
+//!   the next time the queue is popped.
+//! * The in-flight table holds at most [`INFLIGHT_LIMIT`] entries per queue; each entry costs
+//!   [`INFLIGHT_ENTRY_SIZE`] bytes of the memory budget, charged by the caller from the
+//!   deltas these functions return.
+
+use std::collections::BTreeMap;
+
+use crossbeam_epoch::Guard;
+
+use super::{delivery_of, Counters, QState, Sub};
+use crate::engine::types::{AckOutcome, PopInit, PopOutcome, PopRequest, Popped};
+use crate::engine::EngineError;
+use crate::queue::NodeRef;
+use crate::sync::mutant;
+
+/// Most popped, unacknowledged messages a group keeps per queue; a pop hands out no new
+/// message of a queue that has this many in flight.
+pub const INFLIGHT_LIMIT: usize = 4096;
+
+/// Bytes of the memory budget one in-flight entry costs (key, value and tree overhead).
+pub const INFLIGHT_ENTRY_SIZE: u64 = 64;
+
+/// One popped, unacknowledged message.
+#[derive(Debug, Clone, Copy)]
+struct Inflight {
+    pop_time: u64,
+    invisible_ms: u64,
+    attempts: u32,
+}
+
+impl Inflight {
+    fn deadline(&self) -> u64 {
+        self.pop_time.saturating_add(self.invisible_ms)
+    }
+
+    /// Whether the message is visible again at `now` (see the module docs for the strict half).
+    fn expired(&self, now: u64) -> bool {
+        if mutant("pop_ignores_invisible") {
+            return true;
+        }
+        now >= self.deadline() && now > self.pop_time
+    }
+}
+
+/// A group's POP state in one queue.
+#[derive(Debug, Default)]
+pub(crate) struct PopQueue {
+    started: bool,
+    pos: u64,
+    pos_ref: Option<NodeRef>,
+    inflight: BTreeMap<u64, Inflight>,
+    /// The attempt id of the last ordered batch.
+    attempt: Option<String>,
+}
+
+impl PopQueue {
+    /// Forgets every in-flight entry; returns how many there were.
+    pub(crate) fn forget(&mut self) -> u64 {
+        let n = self.inflight.len() as u64;
+        self.inflight.clear();
+        n
+    }
+
+    fn next_expiry(&self) -> Option<u64> {
+        self.inflight.values().map(|e| e.deadline().max(e.pop_time + 1)).min()
+    }
+}
+
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Sub {
+    /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all).
+    /// Returns the change in the number of in-flight entries.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`]; [`EngineError::NotAMember`] if the subscription ended
+    /// or is broadcasting.
+    pub(crate) fn pop_queue(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+        guard: &Guard,
+    ) -> Result<i64, EngineError> {
+        let (eq, mut st) = self.open_queue(queue)?;
+        let QState::Clustering { track, pop, .. } = &mut *st else {
+            return Err(EngineError::NotAMember);
+        };
+        let q = &eq.q;
+        let now = req.now_ms;
+        out.pop_time = now;
+        let before = pop.inflight.len() as i64;
+        let mut dropped = track.reconcile(q.first_offset(guard));
+        // Acknowledged otherwise since (a commit of the same group name, an eviction).
+        pop.inflight.retain(|off, _| !track.is_acked(*off));
+        if !pop.started {
+            pop.started = true;
+            let (first, end) = (q.first_offset(guard), q.next_offset(guard));
+            let start = match req.init {
+                PopInit::Min => first,
+                PopInit::Max if first == 0 => 0,
+                PopInit::Max => end.saturating_sub(1).max(first),
+            };
+            // What the group held below its start it will never pop: acknowledged now.
+            let (n, _) = track.ack_until(q, start, true, None, &mut dropped, guard);
+            Counters::add(&self.counters.acked, n);
+            pop.pos = start.max(track.frontier);
+            pop.pos_ref = None;
+        }
+        let finish = |pop: &PopQueue, out: &mut PopOutcome, dropped: u64| {
+            Counters::add(&self.counters.dropped, dropped);
+            out.next_expiry = earliest(out.next_expiry, pop.next_expiry());
+            pop.inflight.len() as i64 - before
+        };
+        if req.order && pop.inflight.values().any(|e| !e.expired(now)) {
+            let repeat = req.attempt_id.is_some() && pop.attempt.as_deref() == req.attempt_id;
+            if !repeat {
+                out.blocked += 1;
+                return Ok(finish(pop, out, dropped));
+            }
+            // The same batch again, under receipts of this pop time.
+            for (&off, e) in pop.inflight.iter_mut() {
+                let Some(n) = q.find(off, guard) else { continue };
+                e.pop_time = now;
+                e.invisible_ms = req.invisible_ms;
+                out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
+                Counters::add(&self.counters.delivered, 1);
+            }
+            return Ok(finish(pop, out, dropped));
+        }
+        let start_len = out.messages.len();
+        // Visible again: redelivered first, or dead-lettered once their attempts ran out.
+        let expired: Vec<u64> =
+            pop.inflight.iter().filter(|(_, e)| e.expired(now)).map(|(o, _)| *o).collect();
+        for off in expired {
+            if out.messages.len() >= req.max {
+                break;
+            }
+            let Some(n) = q.find(off, guard) else {
+                pop.inflight.remove(&off);
+                continue;
+            };
+            let Some(e) = pop.inflight.get_mut(&off) else { continue };
+            if e.attempts >= req.max_attempts {
+                let attempts = e.attempts;
+                pop.inflight.remove(&off);
+                if let Ok(AckOutcome::Acked) =
+                    track.ack_one(q, queue, off, true, &mut dropped, guard)
+                {
+                    Counters::add(&self.counters.acked, 1);
+                }
+                out.dead.push(Popped { delivery: delivery_of(queue, n), attempts });
+                continue;
+            }
+            e.attempts += 1;
+            e.pop_time = now;
+            e.invisible_ms = req.invisible_ms;
+            out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
+            Counters::add(&self.counters.delivered, 1);
+        }
+        let room = req
+            .max
+            .saturating_sub(out.messages.len())
+            .min(INFLIGHT_LIMIT.saturating_sub(pop.inflight.len()));
+        if room > 0 {
+            let mut fresh = Vec::new();
+            let t = track.deliver_from(
+                &mut pop.pos,
+                &mut pop.pos_ref,
+                q,
+                queue,
+                req.filter,
+                room,
+                true,
+                &mut fresh,
+                guard,
+            );
+            Counters::add(&self.counters.delivered, t.delivered);
+            Counters::add(&self.counters.filtered, t.filtered);
+            dropped += t.dropped;
+            for d in fresh {
+                pop.inflight.insert(
+                    d.offset,
+                    Inflight { pop_time: now, invisible_ms: req.invisible_ms, attempts: 1 },
+                );
+                out.messages.push(Popped { delivery: d, attempts: 1 });
+            }
+        }
+        if req.order && out.messages.len() > start_len {
+            pop.attempt = req.attempt_id.map(str::to_owned);
+        }
+        Ok(finish(pop, out, dropped))
+    }
+
+    /// Acknowledges the popped message at `offset` of `queue` under the receipt `pop_time`.
+    /// Returns the outcome and the change in the number of in-flight entries.
+    ///
+    /// # Errors
+    /// [`EngineError::StaleReceipt`] if it is in flight under another receipt or was never
+    /// popped; [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`].
+    pub(crate) fn pop_ack(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        guard: &Guard,
+    ) -> Result<(AckOutcome, i64), EngineError> {
+        let (eq, mut st) = self.open_queue(queue)?;
+        let QState::Clustering { track, pop, .. } = &mut *st else {
+            return Err(EngineError::NotAMember);
+        };
+        let mut dropped = 0;
+        let out = match pop.inflight.get(&offset) {
+            Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
+                pop.inflight.remove(&offset);
+                let r = track.ack_one(&eq.q, queue, offset, true, &mut dropped, guard);
+                if r == Ok(AckOutcome::Acked) {
+                    Counters::add(&self.counters.acked, 1);
+                }
+                r.map(|o| (o, -1))
+            }
+            Some(_) => Err(EngineError::StaleReceipt { queue, offset }),
+            None => {
+                dropped += track.reconcile(eq.q.first_offset(guard));
+                if track.is_acked(offset) {
+                    Ok((AckOutcome::AlreadyAcked, 0))
+                } else {
+                    Err(EngineError::StaleReceipt { queue, offset })
+                }
+            }
+        };
+        Counters::add(&self.counters.dropped, dropped);
+        out
+    }
+
+    /// Makes the popped message at `offset` of `queue` (receipt `pop_time`) invisible for
+    /// `invisible_ms` from `now`; returns its new receipt, a pop time greater than the old one.
+    ///
+    /// # Errors
+    /// [`EngineError::StaleReceipt`] if it is not in flight under that receipt;
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`].
+    pub(crate) fn change_invisible(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+        now: u64,
+    ) -> Result<u64, EngineError> {
+        let (_, mut st) = self.open_queue(queue)?;
+        let QState::Clustering { pop, .. } = &mut *st else {
+            return Err(EngineError::NotAMember);
+        };
+        match pop.inflight.get_mut(&offset) {
+            Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
+                let renewed = if mutant("change_keeps_receipt") {
+                    e.pop_time
+                } else {
+                    now.max(e.pop_time + 1)
+                };
+                e.pop_time = renewed;
+                e.invisible_ms = invisible_ms;
+                Ok(renewed)
+            }
+            _ => Err(EngineError::StaleReceipt { queue, offset }),
+        }
+    }
+
+    /// In-flight entries of every queue.
+    pub(crate) fn inflight(&self) -> u64 {
+        self.queues
+            .iter()
+            .map(|st| match &*crate::sync::lock(st) {
+                QState::Clustering { pop, .. } => pop.inflight.len() as u64,
+                QState::Broadcasting(_) => 0,
+            })
+            .sum()
+    }
+}

@@ -1,0 +1,390 @@
+//! POP consumption over raw frames: `POP_MESSAGE`, `ACK_MESSAGE`, `BATCH_ACK_MESSAGE` (both
+//! bitset encodings), `CHANGE_MESSAGE_INVISIBLETIME`, `QUERY_ASSIGNMENT`,
+//! `SET_MESSAGE_REQUEST_MODE`, and the codes baiji does not serve (`PEEK_MESSAGE`,
+//! `NOTIFICATION`, `POLLING_INFO`). Headers are written as rocketmq-client-rust 1.0.0 writes
+//! them; receipts (`extraInfo`) are built from the response headers as its
+//! `processPopResponse` builds them. Expiry waits are event-driven: a pop with a poll time is
+//! parked until the message becomes visible again.
+
+use super::*;
+use baiji::remoting::header::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    ExtraInfo, FromExtFields, PopMessageRequestHeader, PopMessageResponseHeader,
+};
+use baiji::remoting::message::DecodedMessage;
+
+const TOPIC: &str = "PopTopic";
+const GROUP: &str = "pop_group";
+
+/// A broker with `PopTopic` (4 queues) and `pop_group` known from a heartbeat.
+async fn pop_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> (RunningBroker, Conn) {
+    let broker = start_broker(tweak).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(create_topic_request(TOPIC, 4)).await;
+    assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
+    let r = conn.call(heartbeat_request("127.0.0.1@pop", GROUP, TOPIC)).await;
+    assert_eq!(r.code, code::SUCCESS, "the heartbeat is accepted: {r:?}");
+    (broker, conn)
+}
+
+struct Pop<'a> {
+    queue: i32,
+    max: i32,
+    invisible_ms: i64,
+    poll_ms: i64,
+    order: bool,
+    attempt_id: Option<&'a str>,
+}
+
+impl Default for Pop<'_> {
+    fn default() -> Self {
+        Pop { queue: -1, max: 32, invisible_ms: 60_000, poll_ms: 0, order: false, attempt_id: None }
+    }
+}
+
+fn pop_request(p: &Pop<'_>) -> RemotingCommand {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as i64;
+    let h = PopMessageRequestHeader {
+        consumer_group: GROUP,
+        topic: TOPIC,
+        queue_id: p.queue,
+        max_msg_nums: p.max,
+        invisible_time: p.invisible_ms,
+        poll_time: p.poll_ms,
+        born_time: now,
+        init_mode: 0,
+        exp_type: Some("TAG"),
+        exp: Some("*"),
+        order: p.order,
+        attempt_id: p.attempt_id,
+    };
+    request(rc::POP_MESSAGE, h.to_ext_fields())
+}
+
+/// A popped message and its receipt, as the Rust client keeps them.
+#[derive(Debug, Clone)]
+struct Got {
+    msg: DecodedMessage,
+    extra_info: String,
+}
+
+/// The messages of a successful pop, each with the `POP_CK` the client would build.
+fn popped(r: &RemotingCommand) -> Vec<Got> {
+    assert_eq!(r.code, code::SUCCESS, "the pop finds messages: {r:?}");
+    let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields).expect("a pop header");
+    let starts = h.start_offset_info.clone().expect("startOffsetInfo is set");
+    let offsets = h.msg_offset_info.clone().expect("msgOffsetInfo is set");
+    let msgs = decode_records(&r.body).expect("a batch body");
+    msgs.into_iter()
+        .map(|msg| {
+            let q = msg.queue_id;
+            let start = starts
+                .split(';')
+                .find_map(|e| {
+                    let f: Vec<&str> = e.split(' ').collect();
+                    (f.len() == 3 && f[0] == "0" && f[1] == q.to_string()).then(|| f[2].to_owned())
+                })
+                .unwrap_or_else(|| panic!("startOffsetInfo {starts} names queue {q}"));
+            let listed = offsets.split(';').any(|e| {
+                let f: Vec<&str> = e.split(' ').collect();
+                f.len() == 3
+                    && f[1] == q.to_string()
+                    && f[2].split(',').any(|o| o == msg.queue_offset.to_string())
+            });
+            assert!(
+                listed,
+                "msgOffsetInfo {offsets} lists offset {} of queue {q}",
+                msg.queue_offset
+            );
+            let extra_info = format!(
+                "{start} {} {} {} 0 baiji-a {q} {}",
+                h.pop_time, h.invisible_time, h.revive_qid, msg.queue_offset
+            );
+            Got { msg, extra_info }
+        })
+        .collect()
+}
+
+fn ack_request(g: &Got) -> RemotingCommand {
+    let h = AckMessageRequestHeader {
+        consumer_group: GROUP,
+        topic: TOPIC,
+        queue_id: g.msg.queue_id,
+        extra_info: &g.extra_info,
+        offset: g.msg.queue_offset,
+    };
+    request(rc::ACK_MESSAGE, h.to_ext_fields())
+}
+
+fn change_request(g: &Got, invisible_ms: i64) -> RemotingCommand {
+    let h = ChangeInvisibleTimeRequestHeader {
+        consumer_group: GROUP,
+        topic: TOPIC,
+        queue_id: g.msg.queue_id,
+        extra_info: &g.extra_info,
+        offset: g.msg.queue_offset,
+        invisible_time: invisible_ms,
+    };
+    request(rc::CHANGE_MESSAGE_INVISIBLETIME, h.to_ext_fields())
+}
+
+async fn send_n(conn: &mut Conn, queue: i32, n: usize) {
+    for i in 0..n {
+        let r = conn.call(send_request(TOPIC, queue, format!("m{i}"))).await;
+        assert_eq!(r.code, code::SUCCESS, "the send is accepted: {r:?}");
+    }
+}
+
+fn inflight(b: &RunningBroker) -> u64 {
+    b.store().inflight(GROUP, TOPIC)
+}
+
+#[tokio::test]
+async fn given_messages_in_every_queue_when_popping_queue_minus_one_should_hand_each_out_once_until_acked(
+) {
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    for q in 0..4 {
+        send_n(&mut conn, q, 2).await;
+    }
+    let got = popped(&conn.call(pop_request(&Pop::default())).await);
+    let mut seen: Vec<(i32, i64)> =
+        got.iter().map(|g| (g.msg.queue_id, g.msg.queue_offset)).collect();
+    seen.sort_unstable();
+    assert_eq!(seen.len(), 8, "queue -1 pops every queue: {seen:?}");
+    seen.dedup();
+    assert_eq!(seen.len(), 8, "no message twice in one pop");
+    assert!(got.iter().all(|g| g.msg.reconsume_times == 0), "first deliveries");
+    let again = conn.call(pop_request(&Pop::default())).await;
+    assert_eq!(again.code, code::PULL_NOT_FOUND, "popped messages are invisible: {again:?}");
+    assert!(
+        PopMessageResponseHeader::from_ext_fields(&again.ext_fields).is_ok(),
+        "a not-found answer still carries the pop header the Rust client decodes"
+    );
+    for g in &got {
+        let r = conn.call(ack_request(g)).await;
+        assert_eq!(r.code, code::SUCCESS, "the ack is accepted: {r:?}");
+    }
+    let r = conn.call(ack_request(&got[0])).await;
+    assert_eq!(r.code, code::SUCCESS, "acking twice is harmless: {r:?}");
+    assert_eq!(inflight(&broker), 0, "nothing in flight once all are acked");
+}
+
+#[tokio::test]
+async fn given_unacked_message_when_its_invisible_time_expires_should_redeliver_it_with_reconsume_times_plus_one(
+) {
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 1).await;
+    let first = popped(&conn.call(pop_request(&Pop { invisible_ms: 300, ..Pop::default() })).await);
+    // Parked until the message is visible again (woken by its expiry, not by polling).
+    let again = popped(&conn.call(pop_request(&Pop { poll_ms: 10_000, ..Pop::default() })).await);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].msg.queue_offset, first[0].msg.queue_offset, "the same message");
+    assert_eq!(again[0].msg.reconsume_times, 1, "a redelivery counts one reconsume more");
+    assert_eq!(again[0].msg.topic, TOPIC, "redelivered under its own topic");
+    let stale = conn.call(ack_request(&first[0])).await;
+    assert_eq!(stale.code, code::NO_MESSAGE, "the first receipt is stale: {stale:?}");
+    let r = conn.call(ack_request(&again[0])).await;
+    assert_eq!(r.code, code::SUCCESS, "the newest receipt acknowledges: {r:?}");
+}
+
+#[tokio::test]
+async fn given_changed_invisible_time_when_using_both_receipts_should_refuse_the_old_and_accept_the_new(
+) {
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 1).await;
+    let got = popped(&conn.call(pop_request(&Pop::default())).await);
+    let r = conn.call(change_request(&got[0], 120_000)).await;
+    assert_eq!(r.code, code::SUCCESS, "the change is accepted: {r:?}");
+    let h = ChangeInvisibleTimeResponseHeader::from_ext_fields(&r.ext_fields).expect("a header");
+    let old = ExtraInfo::parse(&got[0].extra_info).expect("a receipt");
+    assert!(h.pop_time > old.pop_time as u64, "a new receipt: {h:?}");
+    assert_eq!(h.invisible_time, 120_000);
+    // The client rebuilds the receipt with the response's pop time and the message's offset.
+    let renewed = Got {
+        msg: got[0].msg.clone(),
+        extra_info: ExtraInfo {
+            ck_queue_offset: got[0].msg.queue_offset,
+            pop_time: h.pop_time as i64,
+            invisible_time: h.invisible_time,
+            queue_offset: Some(got[0].msg.queue_offset),
+            ..old
+        }
+        .build(),
+    };
+    let r = conn.call(change_request(&got[0], 0)).await;
+    assert_eq!(r.code, code::NO_MESSAGE, "the old receipt cannot change it again: {r:?}");
+    let r = conn.call(ack_request(&got[0])).await;
+    assert_eq!(r.code, code::NO_MESSAGE, "the old receipt cannot acknowledge: {r:?}");
+    assert_eq!(inflight(&broker), 1, "still in flight under the new receipt");
+    let r = conn.call(ack_request(&renewed)).await;
+    assert_eq!(r.code, code::SUCCESS, "the new receipt acknowledges: {r:?}");
+    assert_eq!(inflight(&broker), 0);
+}
+
+#[tokio::test]
+async fn given_popped_batch_when_batch_acking_with_java_base64_and_rust_byte_array_bitsets_should_ack_the_set_bits(
+) {
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 3).await;
+    let got = popped(&conn.call(pop_request(&Pop { queue: 0, ..Pop::default() })).await);
+    assert_eq!(got.len(), 3);
+    let e = ExtraInfo::parse(&got[0].extra_info).expect("a receipt");
+    let ack = |bits: &str| {
+        format!(
+            r#"{{"c":"{GROUP}","t":"{TOPIC}","r":"0","so":{},"q":0,"rq":0,"pt":{},"it":{},"b":{bits}}}"#,
+            e.ck_queue_offset, e.pop_time, e.invisible_time
+        )
+    };
+    // Java (fastjson): base64 of BitSet.toByteArray(); bits 0 and 2 = [0b101] = "BQ==".
+    let java = format!(r#"{{"brokerName":"baiji-a","acks":[{}]}}"#, ack(r#""BQ==""#));
+    let r = conn
+        .call(request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(java.into_bytes()))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "the Java batch ack is accepted: {r:?}");
+    assert_eq!(inflight(&broker), 1, "bits 0 and 2 acknowledged offsets so and so + 2");
+    // Rust client: the u64 words of a BitVec as an array of bytes; bit 1 = [2, 0, …].
+    let rust = format!(r#"{{"brokerName":"baiji-a","acks":[{}]}}"#, ack("[2,0,0,0,0,0,0,0]"));
+    let r = conn
+        .call(request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(rust.into_bytes()))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "the Rust batch ack is accepted: {r:?}");
+    assert_eq!(inflight(&broker), 0, "bit 1 acknowledged the last one");
+}
+
+#[tokio::test]
+async fn given_ordered_pop_when_queue_has_an_invisible_message_should_block_it_unless_the_attempt_id_repeats(
+) {
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 3).await;
+    let ordered =
+        |max, attempt_id| Pop { queue: 0, max, order: true, attempt_id, ..Pop::default() };
+    let r = conn.call(pop_request(&ordered(2, Some("a1")))).await;
+    let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields).expect("a pop header");
+    assert_eq!(h.revive_qid, 999, "ordered pops are marked by reviveQid 999");
+    assert_eq!(
+        h.order_count_info.as_deref(),
+        Some("0 qo0%0 0;0 qo0%1 0;0 0 0"),
+        "orderCountInfo per message, then per queue"
+    );
+    let first = popped(&r);
+    assert_eq!(first.len(), 2);
+    let blocked = conn.call(pop_request(&ordered(2, Some("a2")))).await;
+    assert_eq!(blocked.code, code::PULL_NOT_FOUND, "the queue is blocked: {blocked:?}");
+    let repeat = popped(&conn.call(pop_request(&ordered(2, Some("a1")))).await);
+    let offsets: Vec<i64> = repeat.iter().map(|g| g.msg.queue_offset).collect();
+    assert_eq!(offsets, [0, 1], "the same attempt id gets the same batch");
+    for g in &repeat {
+        assert_eq!(conn.call(ack_request(g)).await.code, code::SUCCESS);
+    }
+    let next = popped(&conn.call(pop_request(&ordered(2, Some("a3")))).await);
+    assert_eq!(next.len(), 1, "unblocked once the batch is acked");
+    assert_eq!(next[0].msg.queue_offset, 2);
+}
+
+#[tokio::test]
+async fn given_message_never_acked_when_its_attempts_run_out_should_move_it_to_the_group_dlq() {
+    let (broker, mut conn) = pop_broker(|c| c.pop_retry_max_times = 1).await;
+    send_n(&mut conn, 0, 1).await;
+    let quick = Pop { invisible_ms: 200, poll_ms: 10_000, ..Pop::default() };
+    let first = popped(&conn.call(pop_request(&quick)).await);
+    assert_eq!(first[0].msg.reconsume_times, 0);
+    let second = popped(&conn.call(pop_request(&quick)).await);
+    assert_eq!(second[0].msg.reconsume_times, 1, "one redelivery allowed");
+    let third = conn.call(pop_request(&Pop { poll_ms: 2_000, ..quick })).await;
+    assert_eq!(third.code, code::POLLING_TIMEOUT, "no third delivery: {third:?}");
+    let dlq = format!("%DLQ%{GROUP}");
+    let r = conn.call(max_offset_request(&dlq, 0)).await;
+    assert_eq!(r.code, code::SUCCESS, "the dead-letter topic exists: {r:?}");
+    assert_eq!(r.ext_fields.get("offset"), Some("1"), "one dead letter");
+    assert_eq!(inflight(&broker), 0, "a dead letter is no longer in flight");
+}
+
+#[tokio::test]
+async fn given_parked_pop_when_a_message_is_appended_should_answer_with_it() {
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    let mut producer = Conn::open(broker_addr(&broker)).await;
+    let mut req = pop_request(&Pop { poll_ms: 15_000, ..Pop::default() });
+    req.opaque = conn.opaque();
+    conn.write(&req).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    send_n(&mut producer, 2, 1).await;
+    let (_, r) = conn.response(req.opaque, PATIENCE).await.expect("the parked pop is answered");
+    let got = popped(&r);
+    assert_eq!(got.len(), 1, "woken by the append");
+    assert_eq!(got[0].msg.queue_id, 2);
+}
+
+#[tokio::test]
+async fn given_too_many_messages_asked_when_popping_should_answer_invalid_parameter() {
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    let r = conn.call(pop_request(&Pop { max: 33, ..Pop::default() })).await;
+    assert_eq!(r.code, code::INVALID_PARAMETER, "maxMsgNums is at most 32: {r:?}");
+}
+
+fn query_assignment(client: &str) -> RemotingCommand {
+    let body = format!(
+        r#"{{"topic":"{TOPIC}","consumerGroup":"{GROUP}","clientId":"{client}","strategyName":"AVG","messageModel":"CLUSTERING"}}"#
+    );
+    request(rc::QUERY_ASSIGNMENT, ExtFields::new()).with_body(body.into_bytes())
+}
+
+fn modes(r: &RemotingCommand) -> Vec<(i32, String)> {
+    assert_eq!(r.code, code::SUCCESS, "QUERY_ASSIGNMENT is answered: {r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("a JSON body");
+    let mut out: Vec<(i32, String)> = v["messageQueueAssignments"]
+        .as_array()
+        .expect("an array of assignments")
+        .iter()
+        .map(|a| {
+            (
+                a["messageQueue"]["queueId"].as_i64().expect("a queue id") as i32,
+                a["mode"].as_str().expect("a mode").to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn given_request_mode_set_to_pop_when_querying_assignment_should_assign_every_queue_in_pop_mode(
+) {
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    let pull = modes(&conn.call(query_assignment("127.0.0.1@pop")).await);
+    assert_eq!(pull.len(), 4, "the only client gets every queue");
+    assert!(pull.iter().all(|(_, m)| m == "PULL"), "PULL by default: {pull:?}");
+    let body = format!(
+        r#"{{"topic":"{TOPIC}","consumerGroup":"{GROUP}","mode":"POP","popShareQueueNum":0}}"#
+    );
+    let r = conn
+        .call(request(rc::SET_MESSAGE_REQUEST_MODE, ExtFields::new()).with_body(body.into_bytes()))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "the mode is set: {r:?}");
+    let pop = modes(&conn.call(query_assignment("127.0.0.1@other")).await);
+    assert_eq!(pop.len(), 4, "in POP mode every client reads every queue");
+    assert!(pop.iter().all(|(_, m)| m == "POP"), "{pop:?}");
+}
+
+#[tokio::test]
+async fn given_broker_default_mode_pop_when_querying_assignment_should_answer_pop() {
+    let (_broker, mut conn) = pop_broker(|c| c.default_message_request_mode = "POP".into()).await;
+    let pop = modes(&conn.call(query_assignment("127.0.0.1@pop")).await);
+    assert!(!pop.is_empty() && pop.iter().all(|(_, m)| m == "POP"), "{pop:?}");
+}
+
+#[tokio::test]
+async fn given_peek_notification_or_polling_info_when_sent_should_answer_request_code_not_supported(
+) {
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    for c in [rc::PEEK_MESSAGE, rc::NOTIFICATION, rc::POLLING_INFO] {
+        let mut ext = ExtFields::new();
+        ext.insert("consumerGroup", GROUP);
+        ext.insert("topic", TOPIC);
+        ext.insert_i64("queueId", 0);
+        let r = conn.call(request(c, ext)).await;
+        assert_eq!(r.code, code::REQUEST_CODE_NOT_SUPPORTED, "code {c}: {r:?}");
+    }
+}

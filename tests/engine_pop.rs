@@ -1,0 +1,204 @@
+//! POP consumption in the engine's library API: one behaviour each, named
+//! `given_<state>_when_<action>_should_<outcome>`. Invariant numbers refer to
+//! `docs/design.md`. Time is the caller's (`now_ms`), so nothing here sleeps.
+
+use std::time::Duration;
+
+use baiji::engine::{
+    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopInit, PopOutcome,
+    PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+};
+use bytes::Bytes;
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        reaper_thread: false,
+        retention: Retention { time: Duration::ZERO, bytes: 0 },
+        ..EngineConfig::default()
+    })
+    .expect("valid config")
+}
+
+fn setup(messages: usize) -> (Engine, Group) {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e
+        .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
+        .unwrap();
+    for i in 0..messages {
+        e.append_to("T", 0, Message::new(Bytes::from(format!("m{i}")))).unwrap();
+    }
+    (e, g)
+}
+
+const ALL: Filter = Filter::All;
+
+fn req(max: usize, invisible_ms: u64, now_ms: u64) -> PopRequest<'static> {
+    PopRequest {
+        max,
+        invisible_ms,
+        now_ms,
+        order: false,
+        attempt_id: None,
+        max_attempts: 3,
+        filter: &ALL,
+        init: PopInit::Min,
+    }
+}
+
+fn pop(g: &Group, r: &PopRequest<'_>) -> PopOutcome {
+    let mut out = PopOutcome::default();
+    g.pop(0, r, &mut out).unwrap();
+    out
+}
+
+fn offsets(o: &PopOutcome) -> Vec<u64> {
+    o.messages.iter().map(|m| m.delivery.offset).collect()
+}
+
+#[test]
+fn given_popped_messages_when_popping_again_within_invisible_time_should_hand_out_only_new_ones() {
+    let (_e, g) = setup(4);
+    let a = pop(&g, &req(2, 1000, 10));
+    let b = pop(&g, &req(8, 1000, 20));
+    assert_eq!(offsets(&a), [0, 1], "a pop hands out from the pop position");
+    assert_eq!(offsets(&b), [2, 3], "popped messages are invisible to the group");
+    assert!(a.messages.iter().all(|m| m.attempts == 1), "first delivery is attempt 1");
+}
+
+#[test]
+fn given_all_popped_messages_acked_when_reaping_should_reclaim_them_and_release_the_inflight_bytes()
+{
+    let (e, g) = setup(3);
+    let idle = e.stats().bytes_used;
+    let o = pop(&g, &req(8, 1000, 10));
+    assert_eq!(
+        e.stats().bytes_used,
+        idle + 3 * INFLIGHT_ENTRY_SIZE,
+        "in-flight entries count in the memory budget"
+    );
+    for m in &o.messages {
+        assert_eq!(g.pop_ack(0, m.delivery.offset, o.pop_time).unwrap(), AckOutcome::Acked);
+    }
+    e.reap();
+    let s = e.stats();
+    assert_eq!((s.live_messages, s.bytes_used), (0, 0), "invariant 7: acked messages reclaimed");
+    assert_eq!(g.inflight(), 0, "nothing in flight after the acks");
+}
+
+#[test]
+fn given_unacked_message_when_invisible_time_passes_should_redeliver_it_with_attempts_plus_one() {
+    let (_e, g) = setup(1);
+    let first = pop(&g, &req(8, 100, 1000));
+    assert!(offsets(&pop(&g, &req(8, 100, 1099))).is_empty(), "still invisible before expiry");
+    let again = pop(&g, &req(8, 100, 1100));
+    assert_eq!(offsets(&again), [0], "visible again once the invisible time passed");
+    assert_eq!(again.messages[0].attempts, 2, "a redelivery counts one more attempt");
+    assert!(
+        matches!(g.pop_ack(0, 0, first.pop_time), Err(EngineError::StaleReceipt { .. })),
+        "the first delivery's receipt is stale after the redelivery"
+    );
+    assert_eq!(g.pop_ack(0, 0, again.pop_time).unwrap(), AckOutcome::Acked);
+}
+
+#[test]
+fn given_changed_invisible_time_when_using_the_old_receipt_should_be_stale_and_the_new_one_valid() {
+    let (_e, g) = setup(1);
+    let o = pop(&g, &req(8, 10_000, 1000));
+    let renewed = g.change_invisible(0, 0, o.pop_time, 0, 1000).unwrap();
+    assert!(renewed > o.pop_time, "a change of invisible time issues a newer receipt");
+    assert!(
+        matches!(
+            g.change_invisible(0, 0, o.pop_time, 5, 1000),
+            Err(EngineError::StaleReceipt { .. })
+        ),
+        "the old receipt cannot change it again"
+    );
+    assert!(
+        matches!(g.pop_ack(0, 0, o.pop_time), Err(EngineError::StaleReceipt { .. })),
+        "the old receipt cannot acknowledge"
+    );
+    let again = pop(&g, &req(8, 10_000, renewed + 1));
+    assert_eq!(offsets(&again), [0], "invisible time 0 makes it visible again at once");
+    assert!(again.pop_time > renewed, "the redelivery's receipt differs from every earlier one");
+}
+
+#[test]
+fn given_message_failing_every_attempt_when_attempts_run_out_should_dead_letter_and_acknowledge_it()
+{
+    let (e, g) = setup(1);
+    let mut now = 1000;
+    for attempt in 1..=3 {
+        let o = pop(&g, &req(8, 10, now));
+        assert_eq!(o.messages.len(), 1, "delivery {attempt} of 3");
+        assert_eq!(o.messages[0].attempts, attempt);
+        now += 10;
+    }
+    let o = pop(&g, &req(8, 10, now));
+    assert!(o.messages.is_empty(), "no fourth delivery with max_attempts 3");
+    assert_eq!(o.dead.len(), 1, "handed back for the dead-letter queue");
+    assert_eq!(o.dead[0].attempts, 3);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "a dead-lettered message is acknowledged by the group");
+}
+
+#[test]
+fn given_ordered_pop_when_queue_has_invisible_message_should_block_unless_attempt_id_repeats() {
+    let (_e, g) = setup(3);
+    let ordered =
+        |max, now, id| PopRequest { order: true, attempt_id: Some(id), ..req(max, 1000, now) };
+    let a = pop(&g, &ordered(2, 10, "a1"));
+    assert_eq!(offsets(&a), [0, 1]);
+    let blocked = pop(&g, &ordered(2, 20, "a2"));
+    assert!(blocked.messages.is_empty(), "an ordered queue with an unacked message is blocked");
+    assert_eq!(blocked.blocked, 1);
+    let repeat = pop(&g, &ordered(2, 30, "a1"));
+    assert_eq!(offsets(&repeat), [0, 1], "the same attempt id gets the same batch");
+    g.pop_ack(0, 0, repeat.pop_time).unwrap();
+    assert!(pop(&g, &ordered(2, 40, "a3")).messages.is_empty(), "still blocked by offset 1");
+    g.pop_ack(0, 1, repeat.pop_time).unwrap();
+    assert_eq!(offsets(&pop(&g, &ordered(2, 50, "a4"))), [2], "unblocked once all are acked");
+}
+
+#[test]
+fn given_one_group_name_used_for_pop_and_commit_when_committing_should_acknowledge_popped_messages()
+{
+    let (e, g) = setup(2);
+    let o = pop(&g, &req(8, 1000, 10));
+    g.commit(0, 2).unwrap();
+    assert_eq!(
+        g.pop_ack(0, 0, o.pop_time).unwrap(),
+        AckOutcome::AlreadyAcked,
+        "invariant 6: a commit of the shared position acknowledged it once"
+    );
+    assert!(pop(&g, &req(8, 1, 5000)).messages.is_empty(), "committed messages are not popped");
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0);
+    assert_eq!(g.inflight(), 0, "entries acknowledged by the commit are forgotten");
+}
+
+#[test]
+fn given_tag_filter_when_popping_should_acknowledge_the_messages_it_rejects() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e
+        .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
+        .unwrap();
+    e.append_to("T", 0, Message::new("a").with_tag("x")).unwrap();
+    e.append_to("T", 0, Message::new("b").with_tag("y")).unwrap();
+    let f = Filter::tags(["y"]);
+    let o = pop(&g, &PopRequest { filter: &f, ..req(8, 1000, 10) });
+    assert_eq!(offsets(&o), [1], "only the matching tag is handed out");
+    g.pop_ack(0, 1, o.pop_time).unwrap();
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "the filtered message counts as acknowledged");
+}
+
+#[test]
+fn given_unsubscribed_pop_group_with_inflight_messages_should_release_their_bytes() {
+    let (e, g) = setup(2);
+    pop(&g, &req(8, 1000, 10));
+    g.unsubscribe();
+    e.reap();
+    assert_eq!(e.stats().bytes_used, 0, "invariant 9: no in-flight bookkeeping left behind");
+}
