@@ -383,10 +383,14 @@ pub(crate) fn render(s: &Shared) -> String {
     }
     outs.sort();
     for (name, help, bytes) in [
-        ("rocketmq_messages_out_total", "Messages delivered by pulls, per topic and group.", false),
+        (
+            "rocketmq_messages_out_total",
+            "Messages delivered by pulls and pops, per topic and group.",
+            false,
+        ),
         (
             "rocketmq_throughput_out_total",
-            "Bytes delivered by pulls (as written out), per topic and group.",
+            "Bytes delivered by pulls and pops (as written out), per topic and group.",
             true,
         ),
     ] {

@@ -16,7 +16,7 @@ const GROUP: &str = "metrics_\"group\"\\x\ny";
 const TOPIC: &str = "MetricsTopic";
 
 /// `GET path` over a fresh TCP connection; returns the status line and the body.
-async fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+pub(super) async fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
     let mut stream = TcpStream::connect(addr).await.expect("the metrics endpoint accepts");
     let req = format!("GET {path} HTTP/1.1\r\nHost: baiji\r\nAccept: text/plain\r\n\r\n");
     stream.write_all(req.as_bytes()).await.expect("the request is written");
@@ -39,7 +39,7 @@ async fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
 }
 
 /// Samples of one metric name: the label text between the braces → value.
-fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
+pub(super) fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
     let prefix = format!("{name}{{");
     text.lines()
         .filter_map(|l| l.strip_prefix(&prefix))
@@ -51,7 +51,7 @@ fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
 }
 
 /// The one sample of `name` whose labels contain every fragment of `with`.
-fn value(text: &str, name: &str, with: &[&str]) -> f64 {
+pub(super) fn value(text: &str, name: &str, with: &[&str]) -> f64 {
     let found: Vec<(String, f64)> = samples(text, name)
         .into_iter()
         .filter(|(labels, _)| with.iter().all(|w| labels.contains(w)))

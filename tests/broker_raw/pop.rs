@@ -173,6 +173,23 @@ async fn given_messages_in_every_queue_when_popping_queue_minus_one_should_hand_
 }
 
 #[tokio::test]
+async fn given_popped_messages_when_scraped_should_count_them_as_messages_out_of_the_group() {
+    let (broker, mut conn) =
+        pop_broker(|c| c.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"))).await;
+    send_n(&mut conn, 1, 3).await;
+    send_n(&mut conn, 2, 2).await;
+    let got = popped(&conn.call(pop_request(&Pop::default())).await);
+    assert_eq!(got.len(), 5, "every message is popped");
+    let addr = broker.metrics_addr().expect("metrics are served");
+    let (_, text) = super::metrics::http_get(addr, "/metrics").await;
+    let with = [r#"topic="PopTopic""#, r#"consumer_group="pop_group""#];
+    let out = super::metrics::value(&text, "rocketmq_messages_out_total", &with);
+    assert_eq!(out, 5.0, "pops count as messages out, as pulls do");
+    let bytes = super::metrics::value(&text, "rocketmq_throughput_out_total", &with);
+    assert!(bytes > 0.0, "and their bytes");
+}
+
+#[tokio::test]
 async fn given_unacked_message_when_its_invisible_time_expires_should_redeliver_it_with_reconsume_times_plus_one(
 ) {
     let (_broker, mut conn) = pop_broker(|_| {}).await;

@@ -34,7 +34,7 @@ use crate::broker::filter::{self, SQL92};
 use crate::broker::record::{self, physical_offset, NewRecord, Placement};
 use crate::broker::schedule::rewrite_properties;
 use crate::broker::topics::{perm, DLQ_PREFIX, RETRY_PREFIX};
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::{metrics, ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::{
     BatchAckMessageRequestBody, JsonBody, MessageModel, MessageQueue, MessageQueueAssignment,
     MessageRequestMode, QueryAssignmentRequestBody, QueryAssignmentResponseBody,
@@ -263,8 +263,10 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             "the pop request arrived too late",
         ));
     }
-    let routed = s.topics.get_perm(h.topic);
-    let Some((perm_bits, topic)) = routed.and_then(|p| Some((p, s.store.topic(h.topic)?))) else {
+    let routed = s.topics.get_perm_counted(h.topic);
+    let Some(((perm_bits, counters), topic)) =
+        routed.and_then(|r| Some((r, s.store.topic(h.topic)?)))
+    else {
         return reply(reply_error(
             req,
             response_code::TOPIC_NOT_EXIST,
@@ -323,8 +325,8 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         dead_letter(s, h.consumer_group, topic.as_ref(), d);
     }
     let mut body = BytesMut::new();
-    // Per queue: the offsets written, in body order.
-    let mut per_queue: Vec<(u32, Vec<(u64, u32)>)> = Vec::new();
+    // Per queue: the offsets written, in body order, and the bytes they took.
+    let mut per_queue: Vec<(u32, Vec<(u64, u32)>, usize)> = Vec::new();
     for m in &out.messages {
         let d = &m.delivery;
         if let Some(sql) = &sql {
@@ -350,9 +352,12 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             redeliveries,
             &mut body,
         ) {
-            Ok(n) if n > 0 => match per_queue.iter_mut().find(|(q, _)| *q == d.queue) {
-                Some((_, v)) => v.push((d.offset, m.attempts)),
-                None => per_queue.push((d.queue, vec![(d.offset, m.attempts)])),
+            Ok(n) if n > 0 => match per_queue.iter_mut().find(|(q, _, _)| *q == d.queue) {
+                Some((_, v, bytes)) => {
+                    v.push((d.offset, m.attempts));
+                    *bytes += n;
+                }
+                None => per_queue.push((d.queue, vec![(d.offset, m.attempts)], n)),
             },
             _ => {
                 // A record that cannot be written out would come back forever: acknowledged.
@@ -372,12 +377,18 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         };
         return reply(not_found(req, code, "no new message"));
     }
+    // Counted as pulls are (rocketmq_messages_out_total and the admin codes' out figures).
+    for (q, offs, bytes) in &per_queue {
+        let next = offs.iter().map(|(o, _)| o + 1).max().unwrap_or(0);
+        let pulled = metrics::Pulled { queue: *q, next, messages: offs.len(), bytes: *bytes };
+        counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
+    }
     let revive_qid = if h.order { POP_ORDER_REVIVE_QUEUE } else { 0 };
     let mut start_info = Vec::new();
     let mut msg_info = Vec::new();
     let mut order_info = Vec::new();
     let mut rest = 0u64;
-    for (q, offs) in &per_queue {
+    for (q, offs, _) in &per_queue {
         let start = offs.iter().map(|(o, _)| *o).min().unwrap_or(0);
         start_info.push(format!("0 {q} {start}"));
         let list: Vec<String> = offs.iter().map(|(o, _)| o.to_string()).collect();
