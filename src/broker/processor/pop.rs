@@ -326,7 +326,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
     }
     let mut body = BytesMut::new();
     // Per queue: the offsets written, in body order, and the bytes they took.
-    let mut per_queue: Vec<(u32, Vec<(u64, u32)>, usize)> = Vec::new();
+    let mut per_queue: Vec<QueueOut> = Vec::new();
     for m in &out.messages {
         let d = &m.delivery;
         if let Some(sql) = &sql {
@@ -352,12 +352,16 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             redeliveries,
             &mut body,
         ) {
-            Ok(n) if n > 0 => match per_queue.iter_mut().find(|(q, _, _)| *q == d.queue) {
-                Some((_, v, bytes)) => {
-                    v.push((d.offset, m.attempts));
-                    *bytes += n;
+            Ok(n) if n > 0 => match per_queue.iter_mut().find(|o| o.queue == d.queue) {
+                Some(o) => {
+                    o.offsets.push((d.offset, m.attempts));
+                    o.bytes += n;
                 }
-                None => per_queue.push((d.queue, vec![(d.offset, m.attempts)], n)),
+                None => per_queue.push(QueueOut {
+                    queue: d.queue,
+                    offsets: vec![(d.offset, m.attempts)],
+                    bytes: n,
+                }),
             },
             _ => {
                 // A record that cannot be written out would come back forever: acknowledged.
@@ -378,9 +382,10 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         return reply(not_found(req, code, "no new message"));
     }
     // Counted as pulls are (rocketmq_messages_out_total and the admin codes' out figures).
-    for (q, offs, bytes) in &per_queue {
-        let next = offs.iter().map(|(o, _)| o + 1).max().unwrap_or(0);
-        let pulled = metrics::Pulled { queue: *q, next, messages: offs.len(), bytes: *bytes };
+    for o in &per_queue {
+        let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
+        let pulled =
+            metrics::Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
         counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
     }
     let revive_qid = if h.order { POP_ORDER_REVIVE_QUEUE } else { 0 };
@@ -388,7 +393,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
     let mut msg_info = Vec::new();
     let mut order_info = Vec::new();
     let mut rest = 0u64;
-    for (q, offs, _) in &per_queue {
+    for QueueOut { queue: q, offsets: offs, .. } in &per_queue {
         let start = offs.iter().map(|(o, _)| *o).min().unwrap_or(0);
         start_info.push(format!("0 {q} {start}"));
         let list: Vec<String> = offs.iter().map(|(o, _)| o.to_string()).collect();
@@ -462,6 +467,16 @@ fn dead_letter(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) {
             tracing::warn!(%group, topic = %topic.name(), error = %e, "popped message could not be dead-lettered; dropped")
         }
     }
+}
+
+/// What one pop answer wrote out of one queue.
+#[derive(Debug)]
+struct QueueOut {
+    queue: u32,
+    /// Offsets with their delivery attempts, in body order.
+    offsets: Vec<(u64, u32)>,
+    /// Bytes they took in the body.
+    bytes: usize,
 }
 
 /// The answer to a receipt the store refused.
