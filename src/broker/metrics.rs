@@ -561,7 +561,8 @@ pub(crate) fn render(s: &Shared) -> String {
         let labels = [("topic", g.topic.as_str()), ("consumer_group", g.group.as_str())];
         t.sample("baiji_group_held_bytes", &labels, g.held_bytes);
     }
-    let policy = s.config.memory_policy.as_str();
+    // The policy in force now (`updateBrokerConfig` may have changed the configured one).
+    let policy = super::config::policy_name(s.store.settings().policy);
     t.family(
         "baiji_dropped_messages_total",
         "counter",

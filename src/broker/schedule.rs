@@ -79,7 +79,8 @@ const DELIVERY_ROOM_DIVISOR: u64 = 16;
 /// # Errors
 /// [`StoreError::Full`] as a [`PutError::Store`].
 pub(crate) fn ensure_delivery_room(s: &Shared) -> Result<(), PutError> {
-    if s.config.memory_policy.parse::<MemoryPolicy>().is_ok_and(|p| p == MemoryPolicy::Reject) {
+    // The policy in force now, not the one configured at the start (`updateBrokerConfig`).
+    if s.store.settings().policy == MemoryPolicy::Reject {
         let (used, budget) = s.store.used_and_budget();
         if used.saturating_add(budget / DELIVERY_ROOM_DIVISOR) > budget {
             return Err(PutError::Store(StoreError::Full { used, budget }));

@@ -482,7 +482,8 @@ impl super::StoreSettings for MemoryStore {
 
 impl StoreStats for MemoryStore {
     fn used_and_budget(&self) -> (u64, u64) {
-        (self.engine.bytes_used(), self.engine.config().memory_budget)
+        // The budget in force now: `updateBrokerConfig` may have changed it since the start.
+        (self.engine.bytes_used(), self.engine.settings().memory_budget)
     }
 
     fn memory(&self) -> MemoryStats {

@@ -367,10 +367,10 @@ async fn given_java_properties_without_the_last_separator_and_the_timer_last_sho
 async fn given_a_budget_filled_by_waiting_timers_when_they_come_due_should_still_deliver_each_once()
 {
     let due = epoch_ms() + 2_000;
-    fill_the_budget_with_waiting_messages_then_expect_each_delivered(&[(
-        "TIMER_DELIVER_MS",
-        due.to_string(),
-    )])
+    fill_the_budget_with_waiting_messages_then_expect_each_delivered(
+        &[("TIMER_DELIVER_MS", due.to_string())],
+        false,
+    )
     .await;
 }
 
@@ -378,16 +378,43 @@ async fn given_a_budget_filled_by_waiting_timers_when_they_come_due_should_still
 async fn given_a_budget_filled_by_delay_level_messages_when_they_come_due_should_still_deliver_each_once(
 ) {
     // Delay level 2 is 5 s: long enough for the filling sends to finish before the first is due.
-    fill_the_budget_with_waiting_messages_then_expect_each_delivered(&[("DELAY", "2".to_string())])
-        .await;
+    fill_the_budget_with_waiting_messages_then_expect_each_delivered(
+        &[("DELAY", "2".to_string())],
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn given_a_budget_lowered_live_when_delay_level_messages_fill_it_should_still_deliver_each_once(
+) {
+    // The same with the 1 MiB budget set by updateBrokerConfig: the room kept for deliveries
+    // follows the budget in force, not the one the broker started with.
+    fill_the_budget_with_waiting_messages_then_expect_each_delivered(
+        &[("DELAY", "2".to_string())],
+        true,
+    )
+    .await;
 }
 
 /// Sends messages carrying `wait` (a timer or a delay level) into a 1 MiB budget until it is
 /// full to the last few bytes, then checks that every accepted one is delivered exactly once:
 /// messages that wait must leave room for their own delivery.
-async fn fill_the_budget_with_waiting_messages_then_expect_each_delivered(wait: &[(&str, String)]) {
-    let broker = start_broker(|c| c.memory_budget = 1024 * 1024).await;
+/// With `live`, the broker starts with 64 MiB and the 1 MiB comes from `updateBrokerConfig`.
+async fn fill_the_budget_with_waiting_messages_then_expect_each_delivered(
+    wait: &[(&str, String)],
+    live: bool,
+) {
+    let start_budget = if live { 64 } else { 1 } * 1024 * 1024;
+    let broker = start_broker(|c| c.memory_budget = start_budget).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
+    if live {
+        let body = format!("memoryBudget={}\n", 1024 * 1024);
+        let update =
+            request(rc::UPDATE_BROKER_CONFIG, ExtFields::new()).with_body(body.into_bytes());
+        let r = conn.call(update).await;
+        assert_eq!(r.code, code::SUCCESS, "the budget changes live: {r:?}");
+    }
     // A one-letter topic keeps a delivered copy about as large as the waiting one (a timer's is
     // a few bytes larger: REAL_TOPIC and REAL_QID gone, TIMER_DEQUEUE_MS added); with the budget
     // packed below, it fits only if the waiting messages left room on purpose.
