@@ -18,8 +18,10 @@ mod filter;
 mod locks;
 mod metrics;
 mod namesrv;
+pub(crate) mod popper;
 mod processor;
 mod rates;
+pub(crate) mod receipt;
 mod record;
 mod registrar;
 mod schedule;
@@ -169,6 +171,8 @@ pub(crate) struct Shared {
     pub(crate) acl: Option<acl::Acl>,
     /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
     pub(crate) request_modes: processor::pop::RequestModes,
+    /// `auto_renew` deliveries of gRPC consumers, renewed per client id.
+    pub(crate) renewals: receipt::Renewals,
 }
 
 impl std::fmt::Debug for Shared {
@@ -374,6 +378,7 @@ impl Shared {
             topics_changed: watch::channel(0).0,
             acl: None,
             request_modes: processor::pop::RequestModes::default(),
+            renewals: receipt::Renewals::default(),
             config,
             store,
         }
@@ -485,6 +490,7 @@ pub async fn start_with_store(
     tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(rates::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(receipt::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }

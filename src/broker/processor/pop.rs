@@ -19,21 +19,15 @@
 //! * Dead-lettering is server-side after `pop-retry-max-times` redeliveries, for every pop (the
 //!   Rust client never sends a popped message back itself).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
 
-use super::pull::AppendWait;
-use super::{bad_header, check_offset_group, queue_id, store_error};
-use crate::broker::clients::filter_of;
-use crate::broker::filter::{self, SQL92};
-use crate::broker::record::{self, physical_offset, NewRecord, Placement};
-use crate::broker::schedule::rewrite_properties;
-use crate::broker::topics::{perm, DLQ_PREFIX, RETRY_PREFIX};
+use super::{bad_header, store_error};
+use crate::broker::popper::{self, FilterExpr, PopBatch, PopCall, PopError};
+use crate::broker::record::{self, Placement};
+use crate::broker::topics::RETRY_PREFIX;
 use crate::broker::{metrics, ok, reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::{
     BatchAckMessageRequestBody, JsonBody, MessageModel, MessageQueue, MessageQueueAssignment,
@@ -47,13 +41,8 @@ use crate::remoting::header::{
     ExtraInfo, FromExtFields, PopMessageRequestHeader, PopMessageResponseHeader, ToExtFields,
     POP_ORDER_REVIVE_QUEUE,
 };
-use crate::remoting::msgid::encode_offset_msg_id;
-use crate::remoting::sql92::Sql92;
-use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
-use crate::remoting::{properties, ExtFields, RemotingCommand};
-use crate::store::{
-    AckOutcome, Filter, PopInit, PopOutcome, PopRequest, Popped, StoreError, TopicStore,
-};
+use crate::remoting::{ExtFields, RemotingCommand};
+use crate::store::{AckOutcome, PopInit, StoreError};
 use crate::time::now_ms;
 
 /// Most messages one pop returns (RocketMQ refuses more).
@@ -99,20 +88,17 @@ enum Pass {
 
 enum PopResult {
     Reply(Reply),
-    /// Nothing found: wait for an append at or after `ends` (each queue's end as it was before
-    /// the pop looked, so an append racing the pop wakes it at once) or until `wake_at`.
-    Park {
-        topic: Arc<dyn TopicStore>,
-        ends: Vec<(u32, u64)>,
-        wake_at: Option<u64>,
-    },
+    /// Nothing found: wait for what the batch says (an append at or after each queue's end as
+    /// it was before the pop looked, so an append racing the pop wakes it at once, or an
+    /// in-flight message becoming visible again).
+    Park(PopBatch),
 }
 
 /// `POP_MESSAGE` (200050).
 pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    let (topic, ends, wake_at) = match pop(s, &req, Pass::First) {
+    let parked = match pop(s, &req, Pass::First) {
         PopResult::Reply(r) => return r,
-        PopResult::Park { topic, ends, wake_at } => (topic, ends, wake_at),
+        PopResult::Park(batch) => batch,
     };
     let poll = PopMessageRequestHeader::from_ext_fields(&req.ext_fields)
         .map_or(0, |h| u64::try_from(h.poll_time).unwrap_or(0));
@@ -127,21 +113,16 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
     tokio::spawn(async move {
         let mut shutdown = ctx.shutdown.clone();
         let deadline = tokio::time::Instant::now() + hold;
-        let (mut topic, mut ends, mut wake_at) = (topic, ends, wake_at);
+        let mut parked = parked;
         let reply = loop {
             if *shutdown.borrow() {
                 break None;
             }
             // Woken by an append to a popped queue, or when an in-flight message of one
             // becomes visible again.
-            let until = wake_at.map_or(deadline, |at| {
-                let ms = at.saturating_sub(now_ms());
-                deadline.min(tokio::time::Instant::now() + Duration::from_millis(ms))
-            });
-            let appended = AnyAppend::new(&topic, &ends);
             tokio::select! {
-                woken = tokio::time::timeout_at(until, appended) => {
-                    if woken.is_err() && tokio::time::Instant::now() >= deadline {
+                woken = popper::wait_for_more(&parked, deadline) => {
+                    if !woken {
                         break None;
                     }
                 }
@@ -150,14 +131,12 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
             }
             match pop(&s, &req, Pass::Woken) {
                 PopResult::Reply(r) => break Some(r),
-                PopResult::Park { topic: t, ends: e, wake_at: w } => {
-                    (topic, ends, wake_at) = (t, e, w);
-                }
+                PopResult::Park(batch) => parked = batch,
             }
         };
         let reply = reply.or_else(|| match pop(&s, &req, Pass::Last) {
             PopResult::Reply(r) => Some(r),
-            PopResult::Park { .. } => None,
+            PopResult::Park(_) => None,
         });
         if let Some(Reply::Now(resp)) = reply {
             permit.send(*resp);
@@ -165,42 +144,6 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
         drop(slot);
     });
     Reply::Nothing
-}
-
-/// Resolves when any of the queues has a message at or after its given end.
-struct AnyAppend {
-    waits: Vec<AppendWait>,
-}
-
-impl AnyAppend {
-    fn new(topic: &Arc<dyn TopicStore>, ends: &[(u32, u64)]) -> Self {
-        let waits = ends
-            .iter()
-            .map(|&(q, end)| AppendWait {
-                topic: Arc::clone(topic),
-                queue: q,
-                offset: end,
-                id: None,
-            })
-            .collect();
-        AnyAppend { waits }
-    }
-}
-
-impl Future for AnyAppend {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut ready = false;
-        // Every wait registers (or stays registered), so any append wakes the task.
-        for w in self.waits.iter_mut() {
-            ready |= Pin::new(w).poll(cx).is_ready();
-        }
-        if ready {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
 }
 
 /// The answer to a pop that found nothing: RocketMQ sends the response header anyway (the
@@ -213,23 +156,28 @@ fn not_found(req: &RemotingCommand, code: i32, remark: &str) -> Reply {
     )
 }
 
-/// The filter of a pop: tags in the engine, SQL92 here.
-fn pop_filter(
-    req: &RemotingCommand,
-    h: &PopMessageRequestHeader<'_>,
-) -> Result<(Filter, Option<Arc<Sql92>>), Reply> {
-    let expr = h.exp.unwrap_or("*");
-    if h.exp_type.is_some_and(|t| t.eq_ignore_ascii_case(SQL92)) {
-        return match filter::compile(expr) {
-            Ok(sql) => Ok((Filter::All, Some(sql))),
-            Err(e) => Err(reply_error(
-                req,
-                response_code::SUBSCRIPTION_PARSE_FAILED,
-                format!("parse the consumer's subscription failed, {e}"),
-            )),
-        };
-    }
-    Ok((filter_of(&TagMatcher::from_expr(SubscriptionExpr::parse(expr))), None))
+/// The remoting answer to a refused pop.
+fn pop_error(req: &RemotingCommand, e: &PopError) -> Reply {
+    let code = match e {
+        PopError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
+        PopError::NoPermission(_) => response_code::NO_PERMISSION,
+        PopError::BadGroup | PopError::BadQueue { .. } => response_code::SYSTEM_ERROR,
+        PopError::UnknownGroup(_) => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        PopError::BadFilter(_) => response_code::SUBSCRIPTION_PARSE_FAILED,
+        PopError::Store(e) => return store_error(req, e),
+    };
+    let remark = match e {
+        PopError::UnknownTopic(t) => format!("topic[{}] not exist, apply first please!", quote(t)),
+        PopError::NoPermission(t) => {
+            format!("the topic[{}] peeking message is forbidden", quote(t))
+        }
+        PopError::BadQueue { topic, queue, queues } => format!(
+            "queueId[{queue}] is illegal, topic:[{}] topicConfig.readQueueNums:[{queues}]",
+            quote(topic)
+        ),
+        other => other.to_string(),
+    };
+    reply_error(req, code, remark)
 }
 
 fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
@@ -263,79 +211,29 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             "the pop request arrived too late",
         ));
     }
-    let routed = s.topics.get_perm_counted(h.topic);
-    let Some(((perm_bits, counters), topic)) =
-        routed.and_then(|r| Some((r, s.store.topic(h.topic)?)))
-    else {
-        return reply(reply_error(
-            req,
-            response_code::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", quote(h.topic)),
-        ));
-    };
-    if perm_bits & perm::READ == 0 {
-        return reply(reply_error(
-            req,
-            response_code::NO_PERMISSION,
-            format!("the topic[{}] peeking message is forbidden", quote(h.topic)),
-        ));
-    }
-    if let Err(r) = check_offset_group(s, req, h.consumer_group) {
-        return reply(r);
-    }
-    let count = topic.queue_count();
-    let queues: Vec<u32> = if h.queue_id < 0 {
-        // Every queue, from a different one each time (RocketMQ: `randomQ % readQueueNums`).
-        let first = (now as u32).wrapping_add(req.opaque as u32) % count.max(1);
-        (0..count).map(|i| (first + i) % count).collect()
-    } else {
-        match queue_id(req, h.queue_id, h.topic, count) {
-            Ok(q) => vec![q],
-            Err(r) => return reply(r),
-        }
-    };
-    let (filter, sql) = match pop_filter(req, &h) {
-        Ok(f) => f,
-        Err(r) => return reply(r),
-    };
-    let max = h.max_msg_nums as usize;
-    let preq = PopRequest {
-        max,
+    let call = PopCall {
+        group: h.consumer_group,
+        topic: h.topic,
+        queue: (h.queue_id >= 0).then_some(h.queue_id),
+        max: h.max_msg_nums as usize,
         invisible_ms,
-        now_ms: now,
         order: h.order,
         attempt_id: h.attempt_id,
-        max_attempts: s.config.pop_retry_max_times.saturating_add(1),
-        filter: &filter,
+        filter: FilterExpr::from_type(h.exp_type, h.exp),
         init: if h.init_mode == 0 { PopInit::Min } else { PopInit::Max },
+        max_attempts: s.config.pop_retry_max_times.saturating_add(1),
+        seed: req.opaque as u32,
     };
-    // Before looking: an append after this wakes a parked pop at once (see `PopResult::Park`).
-    let ends: Vec<(u32, u64)> =
-        queues.iter().filter_map(|&q| Some((q, topic.offsets(q).ok()?.1))).collect();
-    let mut out = PopOutcome::default();
-    for &q in &queues {
-        if out.messages.len() >= max {
-            break;
-        }
-        if let Err(e) = s.store.pop(h.consumer_group, h.topic, q, &preq, &mut out) {
-            return reply(store_error(req, &e));
-        }
-    }
-    for d in &out.dead {
-        dead_letter(s, h.consumer_group, topic.as_ref(), d);
-    }
+    let batch = match popper::pop_once(s, &call, now) {
+        Ok(b) => b,
+        Err(e) => return reply(pop_error(req, &e)),
+    };
+    let topic = &batch.topic;
     let mut body = BytesMut::new();
     // Per queue: the offsets written, in body order, and the bytes they took.
     let mut per_queue: Vec<QueueOut> = Vec::new();
-    for m in &out.messages {
+    for m in &batch.messages {
         let d = &m.delivery;
-        if let Some(sql) = &sql {
-            if !filter::matches(sql, &d.payload, &s.cluster_property) {
-                // RocketMQ acknowledges what the expression rejects.
-                let _ = s.store.pop_ack(h.consumer_group, h.topic, d.queue, d.offset, out.pop_time);
-                continue;
-            }
-        }
         let at = Placement {
             topic: topic.name(),
             topic_uid: topic.uid(),
@@ -366,13 +264,14 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             _ => {
                 // A record that cannot be written out would come back forever: acknowledged.
                 tracing::warn!(topic = %h.topic, queue = d.queue, offset = d.offset, "a stored message cannot be popped; skipped");
-                let _ = s.store.pop_ack(h.consumer_group, h.topic, d.queue, d.offset, out.pop_time);
+                let _ =
+                    s.store.pop_ack(h.consumer_group, h.topic, d.queue, d.offset, batch.pop_time);
             }
         }
     }
     if per_queue.is_empty() {
         if pass != Pass::Last && h.poll_time > 0 {
-            return PopResult::Park { topic, ends, wake_at: out.next_expiry };
+            return PopResult::Park(batch);
         }
         let code = if pass == Pass::Last {
             response_code::POLLING_TIMEOUT
@@ -386,7 +285,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
         let pulled =
             metrics::Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
-        counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
+        batch.counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
     }
     let revive_qid = if h.order { POP_ORDER_REVIVE_QUEUE } else { 0 };
     let mut start_info = Vec::new();
@@ -409,7 +308,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         rest += topic.offsets(*q).map_or(0, |(_, end)| end.saturating_sub(last + 1));
     }
     let header = PopMessageResponseHeader {
-        pop_time: out.pop_time,
+        pop_time: batch.pop_time,
         invisible_time: invisible_ms,
         revive_qid,
         rest_num: rest,
@@ -422,51 +321,6 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             .with_ext_fields(header.to_ext_fields())
             .with_body(body.freeze()),
     ))
-}
-
-/// Copies a message whose attempts ran out into `%DLQ%<group>` (the group already
-/// acknowledged it), as `CONSUMER_SEND_MSG_BACK` does past the maximum.
-fn dead_letter(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) {
-    let d = &p.delivery;
-    let Some(rec) = record::decode(&d.payload) else { return };
-    let phys = physical_offset(topic.uid(), d.queue, d.offset);
-    let origin = properties::find(rec.properties, properties::ORIGIN_MESSAGE_ID)
-        .filter(|v| !v.trim().is_empty())
-        .map_or_else(|| encode_offset_msg_id(s.store_host, phys), str::to_owned);
-    let retry_topic = properties::find(rec.properties, properties::RETRY_TOPIC)
-        .unwrap_or(topic.name())
-        .to_owned();
-    let props = rewrite_properties(
-        rec.properties,
-        &[properties::DELAY],
-        &[(properties::RETRY_TOPIC, &retry_topic), (properties::ORIGIN_MESSAGE_ID, &origin)],
-    );
-    let attempts = i32::try_from(p.attempts).unwrap_or(i32::MAX);
-    let new = NewRecord {
-        flag: rec.flag,
-        sys_flag: rec.sys_flag,
-        born_timestamp: rec.born_timestamp,
-        born_host: rec.born_host,
-        reconsume_times: rec.reconsume_times.saturating_add(attempts),
-        body: rec.body,
-        properties: &props,
-    };
-    let result = record::encode(&new, s.cluster_property.len())
-        .map_err(|e| e.to_string())
-        .and_then(|encoded| {
-            let dlq = super::retry::group_topic(s, &format!("{DLQ_PREFIX}{group}"))
-                .map_err(|e| e.to_string())?;
-            dlq.append(0, encoded, properties::tags_code(&props), now_ms())
-                .map_err(|e| e.to_string())
-        });
-    match result {
-        Ok(_) => {
-            tracing::info!(%group, topic = %topic.name(), attempts = p.attempts, "popped message moved to the dead-letter queue")
-        }
-        Err(e) => {
-            tracing::warn!(%group, topic = %topic.name(), error = %e, "popped message could not be dead-lettered; dropped")
-        }
-    }
 }
 
 /// What one pop answer wrote out of one queue.
