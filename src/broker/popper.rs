@@ -84,6 +84,9 @@ pub(crate) struct PopCall<'a> {
     pub(crate) max_attempts: u32,
     /// Varies the first queue popped (with the clock).
     pub(crate) seed: u32,
+    /// The caller vouches for the group (a gRPC client announced it in its Settings), so it
+    /// need not be known from a remoting heartbeat.
+    pub(crate) announced: bool,
 }
 
 /// Why a pop was refused.
@@ -137,11 +140,11 @@ pub(crate) struct PopBatch {
     pub(crate) wake_at: Option<u64>,
 }
 
-fn check_group(s: &Shared, group: &str) -> Result<(), PopError> {
+fn check_group(s: &Shared, group: &str, announced: bool) -> Result<(), PopError> {
     if group.is_empty() || group.chars().count() > MAX_GROUP_LEN {
         return Err(PopError::BadGroup);
     }
-    if !s.clients.knows_group(group) {
+    if !announced && !s.clients.knows_group(group) {
         return Err(PopError::UnknownGroup(group.to_owned()));
     }
     Ok(())
@@ -175,7 +178,7 @@ pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBa
     if perm_bits & perm::READ == 0 {
         return Err(PopError::NoPermission(call.topic.to_owned()));
     }
-    check_group(s, call.group)?;
+    check_group(s, call.group, call.announced)?;
     let count = topic.queue_count();
     let queues: Vec<u32> = match call.queue {
         None => {
@@ -364,4 +367,134 @@ pub(crate) fn forward_to_dlq(
     let delivery = crate::engine::Delivery { queue, offset, timestamp, tag: 0, payload };
     dead_letter(s, group, t.as_ref(), &Popped { delivery, attempts });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::BrokerConfig;
+    use crate::remoting::body::TopicConfig;
+    use crate::store::MemoryStore;
+
+    const TOPIC: &str = "PopperTopic";
+    const GROUP: &str = "popper_group";
+
+    fn shared() -> Shared {
+        let config = BrokerConfig::default();
+        let store: Arc<dyn crate::store::Store> = Arc::new(
+            MemoryStore::new(config.engine_config().expect("a valid engine config"))
+                .expect("a store"),
+        );
+        let s = Shared::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let mut c = TopicConfig::new(TOPIC, 1, 1);
+        c.perm = perm::RW;
+        s.create_topic(c).expect("the topic is created");
+        s
+    }
+
+    fn append(s: &Shared, id: &str, color: &str) {
+        let mut props = Vec::new();
+        for (k, v) in [(properties::UNIQ_KEY, id), ("color", color)] {
+            properties::write_pair(&mut props, k, v).expect("a property");
+        }
+        let rec = NewRecord {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().expect("an address"),
+            reconsume_times: 0,
+            body: b"body",
+            properties: &props,
+        };
+        let bytes = record::encode(&rec, 0).expect("a record");
+        let t = s.store.topic(TOPIC).expect("the topic");
+        t.append(0, bytes, 0, now_ms()).expect("appended");
+    }
+
+    fn call(max_attempts: u32, filter: FilterExpr<'_>) -> PopCall<'_> {
+        PopCall {
+            group: GROUP,
+            topic: TOPIC,
+            queue: None,
+            max: 32,
+            invisible_ms: 1_000,
+            order: false,
+            attempt_id: None,
+            filter,
+            init: PopInit::Min,
+            max_attempts,
+            seed: 0,
+            announced: true,
+        }
+    }
+
+    fn dead_letters(s: &Shared) -> u64 {
+        s.store
+            .topic(&format!("{DLQ_PREFIX}{GROUP}"))
+            .and_then(|t| t.offsets(0).ok())
+            .map_or(0, |(first, end)| end - first)
+    }
+
+    #[test]
+    fn given_a_message_whose_attempts_ran_out_when_popped_again_should_move_it_to_the_dlq() {
+        let s = shared();
+        append(&s, "ID1", "blue");
+        let c = call(2, FilterExpr::Tag("*"));
+        let t0 = 1_000_000;
+        let first = pop_once(&s, &c, t0).expect("pops");
+        assert_eq!(first.messages.len(), 1);
+        let second = pop_once(&s, &c, t0 + 1_000).expect("pops");
+        assert_eq!(second.messages.first().map(|m| m.attempts), Some(2), "redelivered");
+        let third = pop_once(&s, &c, t0 + 2_000).expect("pops");
+        assert!(third.messages.is_empty(), "not delivered a third time");
+        assert_eq!(dead_letters(&s), 1, "moved to %DLQ%<group>");
+    }
+
+    #[test]
+    fn given_a_receipt_when_forwarding_to_the_dlq_should_need_the_latest_and_move_it_once() {
+        let s = shared();
+        append(&s, "ID2", "blue");
+        let c = call(16, FilterExpr::Tag("*"));
+        let b = pop_once(&s, &c, 1_000_000).expect("pops");
+        let m = b.messages.first().expect("a message");
+        let (q, off) = (m.delivery.queue, m.delivery.offset);
+        let stale = forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time + 1, 1);
+        assert!(matches!(stale, Err(StoreError::StaleReceipt { .. })), "{stale:?}");
+        assert_eq!(dead_letters(&s), 0, "a stale receipt moves nothing");
+        forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time, 1).expect("forwarded");
+        forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time, 1).expect("a retry is fine");
+        assert_eq!(dead_letters(&s), 1, "moved once");
+        let after = pop_once(&s, &c, 1_000_000 + 5_000).expect("pops");
+        assert!(after.messages.is_empty(), "a dead-lettered message is not redelivered");
+    }
+
+    #[test]
+    fn given_a_sql92_filter_when_popping_should_hand_out_matches_and_acknowledge_the_rest() {
+        let s = shared();
+        append(&s, "ID3", "red");
+        append(&s, "ID4", "blue");
+        let c = call(16, FilterExpr::Sql("color = 'blue'"));
+        let b = pop_once(&s, &c, 1_000_000).expect("pops");
+        assert_eq!(b.messages.len(), 1, "only the match");
+        let later = pop_once(&s, &c, 1_000_000 + 5_000).expect("pops");
+        assert_eq!(later.messages.len(), 1, "the match comes back, the rejected one never");
+        assert_eq!(later.messages.first().map(|m| m.attempts), Some(2));
+    }
+
+    #[test]
+    fn given_bad_names_when_popping_should_refuse_with_the_reason() {
+        let s = shared();
+        let mut c = call(16, FilterExpr::Tag("*"));
+        c.announced = false;
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::UnknownGroup(_))));
+        c.announced = true;
+        c.topic = "NoSuchTopic";
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::UnknownTopic(_))));
+        c.topic = TOPIC;
+        c.filter = FilterExpr::Sql("color = ");
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::BadFilter(_))));
+        c.filter = FilterExpr::Tag("*");
+        c.queue = Some(7);
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::BadQueue { .. })));
+    }
 }

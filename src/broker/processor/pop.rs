@@ -223,6 +223,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         init: if h.init_mode == 0 { PopInit::Min } else { PopInit::Max },
         max_attempts: s.config.pop_retry_max_times.saturating_add(1),
         seed: req.opaque as u32,
+        announced: false,
     };
     let batch = match popper::pop_once(s, &call, now) {
         Ok(b) => b,
