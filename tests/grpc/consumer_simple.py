@@ -1,0 +1,118 @@
+"""SimpleConsumer scenarios of rocketmq-python-client 5.1.2 against a baiji broker's gRPC port.
+
+Run by tests/grpc_clients/consumer.rs. Prints one JSON object per line on stdout (diagnostics
+go to stderr); every message received is printed as {"event": "message", ...}.
+
+Modes:
+  receive         receive --count messages (invisible --invisible s), ack each, print them
+  change          receive one message (invisible 30 s), change its invisible duration to
+                  --invisible s, try to ack with the old handle (printed: its error code),
+                  receive it again once visible, ack it with the new delivery's handle
+  bad-invisible   receive with an invisible duration of --invisible s: print the error code
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+
+
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def describe(m):
+    return {
+        "event": "message",
+        "id": m.message_id,
+        "topic": m.topic,
+        "body": m.body.decode("utf-8", "replace"),
+        "tag": m.tag,
+        "keys": sorted(m.keys or []),
+        "properties": dict(m.properties or {}),
+        "attempt": m.delivery_attempt,
+        "group": m.message_group,
+        "handle": m.receipt_handle,
+    }
+
+
+def code_of(e):
+    return getattr(e, "code", None)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--mode", default="receive")
+    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--invisible", type=int, default=30)
+    p.add_argument("--tag", default="*")
+    p.add_argument("--patience", type=float, default=60)
+    a = p.parse_args()
+
+    config = ClientConfiguration(a.endpoint, Credentials(), request_timeout=5)
+    consumer = SimpleConsumer(config, a.group, {a.topic: FilterExpression(a.tag)}, await_duration=5)
+    consumer.startup()
+    deadline = time.time() + a.patience
+    try:
+        if a.mode == "receive":
+            got = 0
+            while got < a.count and time.time() < deadline:
+                for m in consumer.receive(32, a.invisible):
+                    emit(**describe(m))
+                    consumer.ack(m)
+                    got += 1
+            emit(event="done", received=got)
+        elif a.mode == "change":
+            first = None
+            while first is None and time.time() < deadline:
+                msgs = consumer.receive(1, 30)
+                first = msgs[0] if msgs else None
+            if first is None:
+                emit(event="done", error="nothing received")
+                return
+            emit(**describe(first))
+            old = first.receipt_handle
+            consumer.change_invisible_duration(first, a.invisible)
+            changed_at = time.time()
+            emit(event="changed", new_handle=first.receipt_handle, differs=first.receipt_handle != old)
+            first.receipt_handle = old
+            try:
+                consumer.ack(first)
+                emit(event="old_ack", code=None)
+            except Exception as e:  # noqa: BLE001 - the client raises its own hierarchy
+                emit(event="old_ack", code=code_of(e), error=str(e))
+            again = None
+            while again is None and time.time() < deadline:
+                for m in consumer.receive(1, 30):
+                    again = m
+            if again is None:
+                emit(event="done", error="not redelivered")
+                return
+            emit(**describe(again))
+            emit(event="redelivered", after_s=time.time() - changed_at)
+            consumer.ack(again)
+            emit(event="done", acked=True)
+        elif a.mode == "bad-invisible":
+            try:
+                consumer.receive(1, a.invisible)
+                emit(event="done", code=None)
+            except Exception as e:  # noqa: BLE001
+                emit(event="done", code=code_of(e), error=str(e))
+        else:
+            raise SystemExit("unknown mode " + a.mode)
+    finally:
+        consumer.shutdown()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001
+        print(f"consumer_simple.py failed: {e!r}", file=sys.stderr)
+        emit(event="done", error=repr(e))
+        sys.exit(1)
