@@ -6,7 +6,7 @@ mod alloc_trim;
 #[cfg(feature = "top")]
 mod top_ui;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -73,6 +73,11 @@ struct BrokerArgs {
     /// default).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Serve the RocketMQ 5 gRPC API (what the 5.x SDKs speak; the proxy's port) on this
+    /// address; `off` (or `none`) serves none. Default 127.0.0.1:8081, unless the config
+    /// file sets grpc-listen.
+    #[arg(long, value_parser = parse_grpc_listen)]
+    grpc_listen: Option<GrpcListen>,
     /// ACL and TLS on the broker port and the embedded name server's.
     #[command(flatten)]
     security: SecurityArgs,
@@ -249,6 +254,23 @@ fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mul).ok_or_else(|| format!("`{s}` is too large"))
 }
 
+/// Where `baiji broker` serves gRPC when neither the flag nor the config file says.
+const DEFAULT_GRPC_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8081);
+
+/// `--grpc-listen`: an address, or off.
+#[derive(Debug, Clone, Copy)]
+enum GrpcListen {
+    Off,
+    At(SocketAddr),
+}
+
+fn parse_grpc_listen(s: &str) -> Result<GrpcListen, String> {
+    if s.eq_ignore_ascii_case("off") || s.eq_ignore_ascii_case("none") {
+        return Ok(GrpcListen::Off);
+    }
+    s.parse().map(GrpcListen::At).map_err(|e| format!("`{s}` is not host:port or off: {e}"))
+}
+
 fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     let mut c = match &a.config {
         Some(path) => BrokerConfig::from_toml_file(path).map_err(|e| e.to_string())?,
@@ -274,6 +296,12 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if a.metrics_listen.is_some() {
         c.metrics_listen = a.metrics_listen;
+    }
+    match a.grpc_listen {
+        Some(GrpcListen::Off) => c.grpc_listen = None,
+        Some(GrpcListen::At(addr)) => c.grpc_listen = Some(addr),
+        None if c.grpc_listen.is_none() => c.grpc_listen = Some(DEFAULT_GRPC_LISTEN),
+        None => {}
     }
     a.security.apply(&mut c);
     if a.inner_client_authentication_credentials.is_some() {

@@ -28,6 +28,11 @@ pub struct BrokerConfig {
     /// serves none (RocketMQ's `metricsExporterType` defaults to `DISABLE` too; its
     /// Prometheus exporter's port is 5557).
     pub metrics_listen: Option<SocketAddr>,
+    /// Address of the RocketMQ 5 gRPC endpoint (`apache.rocketmq.v2.MessagingService`, what
+    /// the 5.x SDKs speak; the proxy's `grpcServerPort`, 8081); `None` serves none. The
+    /// library default is `None`; the `baiji broker` command serves `127.0.0.1:8081` unless
+    /// told `--grpc-listen off`. Needs cargo feature `grpc`.
+    pub grpc_listen: Option<SocketAddr>,
     /// RocketMQ plain ACL file (`plain_acl.yml` format, re-read when it changes); `None` (the
     /// default) checks nothing. See README, "Security".
     pub acl_file: Option<std::path::PathBuf>,
@@ -151,6 +156,7 @@ impl Default for BrokerConfig {
             broker_ip: None,
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
             metrics_listen: None,
+            grpc_listen: None,
             acl_file: None,
             inner_client_authentication_credentials: None,
             namesrv_addr: None,

@@ -16,21 +16,22 @@ mod clients;
 mod config;
 mod filter;
 mod locks;
-mod metrics;
+pub(crate) mod metrics;
 mod namesrv;
 pub(crate) mod popper;
-mod processor;
+pub(crate) mod processor;
 mod rates;
+#[cfg(feature = "grpc")]
 pub(crate) mod receipt;
-mod record;
+pub(crate) mod record;
 mod registrar;
 mod schedule;
 mod server;
 mod table;
-mod timer;
+pub(crate) mod timer;
 mod tls;
-mod topics;
-mod transaction;
+pub(crate) mod topics;
+pub(crate) mod transaction;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -171,7 +172,12 @@ pub(crate) struct Shared {
     pub(crate) acl: Option<acl::Acl>,
     /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
     pub(crate) request_modes: processor::pop::RequestModes,
+    /// The gRPC face's clients (Settings, Telemetry streams), keyed by client id; the
+    /// transaction checker reaches gRPC producers through it.
+    #[cfg(feature = "grpc")]
+    pub(crate) grpc_sessions: crate::grpc::session::Sessions,
     /// `auto_renew` deliveries of gRPC consumers, renewed per client id.
+    #[cfg(feature = "grpc")]
     pub(crate) renewals: receipt::Renewals,
 }
 
@@ -236,6 +242,7 @@ pub struct RunningBroker {
     broker_addr: Option<SocketAddr>,
     namesrv_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
+    grpc_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: tokio::task::JoinSet<()>,
 }
@@ -254,6 +261,11 @@ impl RunningBroker {
     /// The metrics endpoint's bound address (`None` unless `metrics-listen` is set).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// The gRPC endpoint's bound address (`None` unless `grpc-listen` is set).
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
     }
 
     /// The store (statistics, tests).
@@ -378,6 +390,9 @@ impl Shared {
             topics_changed: watch::channel(0).0,
             acl: None,
             request_modes: processor::pop::RequestModes::default(),
+            #[cfg(feature = "grpc")]
+            grpc_sessions: crate::grpc::session::Sessions::default(),
+            #[cfg(feature = "grpc")]
             renewals: receipt::Renewals::default(),
             config,
             store,
@@ -454,6 +469,11 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
+    let grpc_listener = bind_grpc(&config).await?;
+    let grpc_addr = match &grpc_listener {
+        Some(l) => Some(l.local_addr().map_err(io("local address"))?),
+        None => None,
+    };
     let mut shared = Shared::new(config, store, store_host);
     shared.acl = acl;
     let shared = Arc::new(shared);
@@ -484,13 +504,17 @@ pub async fn start_with_store(
     if let Some(l) = metrics_listener {
         tasks.spawn(metrics::serve(Arc::clone(&shared), l, shutdown_rx.clone()));
     }
+    #[cfg(feature = "grpc")]
+    if let (Some(l), Some(bound)) = (grpc_listener, grpc_addr) {
+        let endpoint = shared.config.advertised(bound);
+        tasks.spawn(crate::grpc::serve(Arc::clone(&shared), l, endpoint, shutdown_rx.clone()));
+    }
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(rates::run(Arc::clone(&shared), shutdown_rx.clone()));
-    tasks.spawn(receipt::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
         tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }
@@ -499,6 +523,7 @@ pub async fn start_with_store(
         advertised = %store_host,
         namesrv = ?namesrv_addr,
         metrics = ?metrics_addr,
+        grpc = ?grpc_addr,
         cluster = %shared.config.cluster_name,
         name = %shared.config.broker_name,
         "baiji broker started"
@@ -508,9 +533,28 @@ pub async fn start_with_store(
         broker_addr: Some(bound),
         namesrv_addr,
         metrics_addr,
+        grpc_addr,
         shutdown,
         tasks,
     })
+}
+
+/// Binds the gRPC endpoint `grpc-listen` asks for (none when unset).
+///
+/// # Errors
+/// [`BrokerError::Io`] when the port cannot be bound; [`BrokerError::Config`] when it is set
+/// in a build without feature `grpc`.
+async fn bind_grpc(config: &BrokerConfig) -> Result<Option<tokio::net::TcpListener>, BrokerError> {
+    let Some(addr) = config.grpc_listen else { return Ok(None) };
+    if !cfg!(feature = "grpc") {
+        return Err(BrokerError::Config(format!(
+            "grpc-listen {addr}: this build has no gRPC face (cargo feature `grpc`)"
+        )));
+    }
+    let l = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(io(format!("cannot bind the gRPC endpoint to {addr}")))?;
+    Ok(Some(l))
 }
 
 /// Starts a standalone name server on `listen` (brokers register with it; clients ask it for
@@ -564,6 +608,7 @@ pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, B
         broker_addr: None,
         namesrv_addr: Some(bound),
         metrics_addr: None,
+        grpc_addr: None,
         shutdown,
         tasks,
     })

@@ -341,7 +341,7 @@ fn copy_to_dlq(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) -> R
 /// # Errors
 /// [`StoreError::StaleReceipt`] if the message is not in flight under that receipt (nothing is
 /// copied), [`StoreError::UnknownTopic`], or the store's refusal.
-#[allow(dead_code)] // used by the gRPC consumer, merged separately
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))] // only the gRPC face forwards
 pub(crate) fn forward_to_dlq(
     s: &Shared,
     group: &str,

@@ -28,39 +28,28 @@
 //! * `handed` is the pop time in the handle the client holds; `current` the engine's latest
 //!   receipt after renewals. [`Renewals::resolve`] turns the one into the other, so the
 //!   client's handle keeps working however often the server renewed it.
-//! * [`run`] looks every [`RENEW_TICK`]: a delivery whose invisible time ends within
+//! * Every [`RENEW_TICK`], [`Renewals::renew_due`] looks: a delivery whose invisible time ends within
 //!   [`RENEW_AHEAD_MS`] gets [`DEFAULT_INVISIBLE_MS`] more, until [`RENEW_MAX_MS`] after it was
 //!   first handed out; then it is left to expire and be delivered again.
 //! * Renewal stops for a delivery when it is acknowledged, its invisible time changed by the
 //!   client (a nack), forwarded to the dead-letter queue, or found stale; and for every
-//!   delivery of a client on `NotifyClientTermination` ([`Renewals::forget_client`]) or when
-//!   the client has not been heard from for [`CLIENT_IDLE_MS`] ([`Renewals::touch`] on each of
-//!   its calls): its messages then come back after their invisible time, as RocketMQ's do.
-
-// Used by the gRPC consumer (`src/grpc/consumer.rs`), merged separately.
-#![allow(dead_code)]
+//!   delivery of a client whose gRPC session ended (`NotifyClientTermination`, or no Telemetry
+//!   stream and no call for `client-expiry-secs`): its messages then come back after their
+//!   invisible time, as RocketMQ's do. The renewal task is `grpc::consumer::renew`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
-
-use super::Shared;
-use crate::time::now_ms;
-
 /// The invisible time of an `auto_renew` delivery, and of each renewal (the proxy's
 /// `defaultInvisibleTimeMills`).
 pub(crate) const DEFAULT_INVISIBLE_MS: u64 = 60_000;
-/// How often [`run`] looks for deliveries to renew (the proxy's `renewSchedulePeriodMillis`).
+/// How often deliveries due are renewed (the proxy's `renewSchedulePeriodMillis`).
 pub(crate) const RENEW_TICK: Duration = Duration::from_secs(5);
 /// A delivery is renewed when its invisible time ends within this (`renewAheadTimeMillis`).
 pub(crate) const RENEW_AHEAD_MS: u64 = 10_000;
 /// A delivery is renewed for at most this long after it was handed out (`renewMaxTimeMillis`).
 pub(crate) const RENEW_MAX_MS: u64 = 3 * 3600 * 1000;
-/// A client not heard from for this long is gone: its deliveries are no longer renewed
-/// (RocketMQ's channel expiry).
-pub(crate) const CLIENT_IDLE_MS: u64 = 120_000;
 /// Most deliveries renewed at once, over every client (bounds what clients make the broker
 /// keep; past it a delivery simply expires after [`DEFAULT_INVISIBLE_MS`]).
 pub(crate) const MAX_RENEWALS: usize = 262_144;
@@ -124,11 +113,7 @@ struct Renewal {
     until: u64,
 }
 
-#[derive(Debug, Default)]
-struct ClientRenewals {
-    last_seen: u64,
-    entries: HashMap<Key, Renewal>,
-}
+type ClientRenewals = HashMap<Key, Renewal>;
 
 /// Deliveries renewed on behalf of each client (see the module docs).
 #[derive(Debug, Default)]
@@ -142,21 +127,7 @@ impl Renewals {
     }
 
     fn total(map: &HashMap<String, ClientRenewals>) -> usize {
-        map.values().map(|c| c.entries.len()).sum()
-    }
-
-    /// Notes that `client` is alive at `now`.
-    pub(crate) fn touch(&self, client: &str, now: u64) {
-        let mut m = self.lock();
-        match m.get_mut(client) {
-            Some(c) => c.last_seen = c.last_seen.max(now),
-            None => {
-                m.insert(
-                    client.to_owned(),
-                    ClientRenewals { last_seen: now, ..Default::default() },
-                );
-            }
-        }
+        map.values().map(HashMap::len).sum()
     }
 
     /// Renews the delivery of `(group, topic, queue, offset)` under the receipt `pop_time`
@@ -178,9 +149,8 @@ impl Renewals {
             return false;
         }
         let c = m.entry(client.to_owned()).or_default();
-        c.last_seen = c.last_seen.max(pop_time);
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
-        c.entries.insert(
+        c.insert(
             key,
             Renewal {
                 handed: pop_time,
@@ -205,7 +175,7 @@ impl Renewals {
     ) -> u64 {
         let m = self.lock();
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
-        match m.get(client).and_then(|c| c.entries.get(&key)) {
+        match m.get(client).and_then(|c| c.get(&key)) {
             Some(r) if r.handed == handed => r.current,
             _ => handed,
         }
@@ -225,8 +195,11 @@ impl Renewals {
         let mut m = self.lock();
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
         if let Some(c) = m.get_mut(client) {
-            if c.entries.get(&key).is_some_and(|r| r.handed == handed) {
-                c.entries.remove(&key);
+            if c.get(&key).is_some_and(|r| r.handed == handed) {
+                c.remove(&key);
+            }
+            if c.is_empty() {
+                m.remove(client);
             }
         }
     }
@@ -237,24 +210,27 @@ impl Renewals {
     }
 
     /// Deliveries renewed for `client`.
+    #[cfg(test)]
     pub(crate) fn count(&self, client: &str) -> usize {
-        self.lock().get(client).map_or(0, |c| c.entries.len())
+        self.lock().get(client).map_or(0, HashMap::len)
     }
 
-    /// One round of [`run`] at `now`: forgets idle clients, renews every delivery due with
-    /// `renew(group, topic, queue, offset, current receipt)` (which returns the new receipt,
-    /// or `None` when the message is no longer in flight under it), and drops the ones it
-    /// could not renew or that reached [`RENEW_MAX_MS`]. Returns how many it renewed.
+    /// One round of renewal at `now`: forgets the clients that are no longer `alive`, renews
+    /// every delivery due with `renew(group, topic, queue, offset, current receipt)` (which
+    /// returns the new receipt, or `None` when the message is no longer in flight under it),
+    /// and drops the ones it could not renew or that reached [`RENEW_MAX_MS`]. Returns how
+    /// many it renewed.
     pub(crate) fn renew_due(
         &self,
         now: u64,
+        alive: impl Fn(&str) -> bool,
         mut renew: impl FnMut(&str, &str, u32, u64, u64) -> Option<u64>,
     ) -> usize {
         let mut m = self.lock();
-        m.retain(|_, c| now.saturating_sub(c.last_seen) < CLIENT_IDLE_MS);
+        m.retain(|client, c| alive(client) && !c.is_empty());
         let mut renewed = 0;
         for c in m.values_mut() {
-            c.entries.retain(|k, r| {
+            c.retain(|k, r| {
                 if r.deadline > now.saturating_add(RENEW_AHEAD_MS) {
                     return true;
                 }
@@ -273,25 +249,6 @@ impl Renewals {
             });
         }
         renewed
-    }
-}
-
-/// Renews `auto_renew` deliveries every [`RENEW_TICK`] until shutdown.
-pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(RENEW_TICK) => {}
-            _ = shutdown.changed() => return,
-        }
-        let now = now_ms();
-        let n = s.renewals.renew_due(now, |group, topic, queue, offset, current| {
-            s.store
-                .change_invisible(group, topic, queue, offset, current, DEFAULT_INVISIBLE_MS, now)
-                .ok()
-        });
-        if n > 0 {
-            tracing::debug!(renewed = n, "auto_renew deliveries renewed");
-        }
     }
 }
 
@@ -315,14 +272,15 @@ mod tests {
         }
     }
 
+    const ALIVE: fn(&str) -> bool = |_| true;
+
     #[test]
     fn given_a_renewed_delivery_when_resolving_the_handed_receipt_should_give_the_latest() {
         let r = Renewals::default();
         assert!(r.track("c", "g", "t", 0, 5, 1_000, DEFAULT_INVISIBLE_MS));
-        // Not due yet.
-        assert_eq!(r.renew_due(1_000, |_, _, _, _, _| Some(9)), 0);
+        assert_eq!(r.renew_due(1_000, ALIVE, |_, _, _, _, _| Some(9)), 0, "not due yet");
         let due = 1_000 + DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS;
-        assert_eq!(r.renew_due(due, |_, _, _, _, cur| Some(cur + 7)), 1);
+        assert_eq!(r.renew_due(due, ALIVE, |_, _, _, _, cur| Some(cur + 7)), 1);
         assert_eq!(r.resolve("c", "g", "t", 0, 5, 1_000), 1_007, "the handle follows renewals");
         assert_eq!(r.resolve("other", "g", "t", 0, 5, 1_000), 1_000, "another client's is its own");
         r.settle("c", "g", "t", 0, 5, 1_000);
@@ -333,32 +291,35 @@ mod tests {
     fn given_a_delivery_the_store_refuses_when_renewing_should_stop_renewing_it() {
         let r = Renewals::default();
         r.track("c", "g", "t", 0, 5, 1_000, 1_000);
-        assert_eq!(r.renew_due(2_000, |_, _, _, _, _| None), 0);
+        assert_eq!(r.renew_due(2_000, ALIVE, |_, _, _, _, _| None), 0);
         assert_eq!(r.count("c"), 0);
     }
 
     #[test]
-    fn given_an_idle_or_terminated_client_when_renewing_should_forget_its_deliveries() {
+    fn given_a_gone_or_terminated_client_when_renewing_should_forget_its_deliveries() {
         let r = Renewals::default();
-        r.track("idle", "g", "t", 0, 1, 1_000, 1_000);
-        r.track("gone", "g", "t", 0, 2, 1_000, 1_000);
-        r.forget_client("gone");
-        assert_eq!(r.count("gone"), 0);
+        r.track("gone", "g", "t", 0, 1, 1_000, 1_000);
+        r.track("terminated", "g", "t", 0, 2, 1_000, 1_000);
+        r.forget_client("terminated");
+        assert_eq!(r.count("terminated"), 0);
         let calls = std::cell::Cell::new(0);
-        r.renew_due(1_000 + CLIENT_IDLE_MS, |_, _, _, _, cur| {
-            calls.set(calls.get() + 1);
-            Some(cur + 1)
-        });
-        assert_eq!(calls.get(), 0, "an idle client's deliveries are not renewed");
-        assert_eq!(r.count("idle"), 0);
+        r.renew_due(
+            2_000,
+            |c| c != "gone",
+            |_, _, _, _, cur| {
+                calls.set(calls.get() + 1);
+                Some(cur + 1)
+            },
+        );
+        assert_eq!(calls.get(), 0, "a gone client's deliveries are not renewed");
+        assert_eq!(r.count("gone"), 0);
     }
 
     #[test]
     fn given_a_delivery_renewed_for_three_hours_when_due_should_let_it_expire() {
         let r = Renewals::default();
         r.track("c", "g", "t", 0, 1, 1_000, DEFAULT_INVISIBLE_MS);
-        r.touch("c", 1_000 + RENEW_MAX_MS);
-        assert_eq!(r.renew_due(1_000 + RENEW_MAX_MS, |_, _, _, _, cur| Some(cur + 1)), 0);
+        assert_eq!(r.renew_due(1_000 + RENEW_MAX_MS, ALIVE, |_, _, _, _, cur| Some(cur + 1)), 0);
         assert_eq!(r.count("c"), 0);
     }
 }

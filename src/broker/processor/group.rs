@@ -35,6 +35,20 @@ impl SubscriptionGroups {
         self.table.read().unwrap_or_else(|p| p.into_inner()).contains_key(group)
     }
 
+    /// Whether an admin made `group` consume in order (`consumeMessageOrderly`); the gRPC
+    /// face tells its consumers `fifo` from it, as the proxy does.
+    pub(crate) fn orderly(&self, group: &str) -> bool {
+        self.get(group)
+            .and_then(|c| c.get("consumeMessageOrderly").and_then(Value::as_bool))
+            .unwrap_or(false)
+    }
+
+    /// The `retryMaxTimes` an admin set for `group`, if any (negative values read as 0).
+    pub(crate) fn retry_max_times(&self, group: &str) -> Option<u32> {
+        let v = self.get(group)?.get("retryMaxTimes")?.as_i64()?;
+        Some(u32::try_from(v.max(0)).unwrap_or(u32::MAX))
+    }
+
     fn get(&self, group: &str) -> Option<Map<String, Value>> {
         self.table.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
     }

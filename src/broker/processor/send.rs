@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::retry;
-use super::{bad_header, put_error, store_error};
+use super::{bad_header, put_refusal, store_error, store_refusal, Refusal};
 use crate::broker::metrics::TopicCounters;
 use crate::broker::record::{self, physical_offset, NewRecord, PutError};
 use crate::broker::schedule;
@@ -71,25 +71,18 @@ fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, 
 
 /// The checks every send makes before storing: topic name and permission, body and
 /// properties size.
-fn check(
-    s: &Shared,
-    req: &RemotingCommand,
-    h: &SendMessageRequestHeader<'_>,
-    body_len: usize,
-) -> Result<(), Reply> {
-    if let Err(remark) = topics::validate_topic(h.topic) {
-        return Err(reply_error(req, response_code::SYSTEM_ERROR, remark));
+fn check(s: &Shared, topic: &str, body_len: usize, properties_len: usize) -> Result<(), Refusal> {
+    if let Err(remark) = topics::validate_topic(topic) {
+        return Err(Refusal::new(response_code::SYSTEM_ERROR, remark));
     }
-    if !topics::send_allowed(h.topic) {
-        return Err(reply_error(
-            req,
+    if !topics::send_allowed(topic) {
+        return Err(Refusal::new(
             response_code::NO_PERMISSION,
-            format!("Sending message to topic[{}] is forbidden.", quote(h.topic)),
+            format!("Sending message to topic[{}] is forbidden.", quote(topic)),
         ));
     }
     if body_len > s.config.max_message_size {
-        return Err(reply_error(
-            req,
+        return Err(Refusal::new(
             response_code::MESSAGE_ILLEGAL,
             format!(
                 "the message body size {body_len} exceeds the maximum {} bytes",
@@ -97,13 +90,11 @@ fn check(
             ),
         ));
     }
-    if h.properties.len() > MAX_PROPERTIES_LEN {
-        return Err(reply_error(
-            req,
+    if properties_len > MAX_PROPERTIES_LEN {
+        return Err(Refusal::new(
             response_code::MESSAGE_ILLEGAL,
             format!(
-                "the message properties size {} exceeds the maximum {MAX_PROPERTIES_LEN} bytes",
-                h.properties.len()
+                "the message properties size {properties_len} exceeds the maximum {MAX_PROPERTIES_LEN} bytes"
             ),
         ));
     }
@@ -115,19 +106,17 @@ fn check(
 /// queue count; retry topics get one queue).
 pub(crate) fn resolve_topic(
     s: &Shared,
-    req: &RemotingCommand,
     topic: &str,
     default_topic: &str,
     default_queues: i32,
-) -> Result<(Arc<dyn TopicStore>, Arc<TopicCounters>), Reply> {
+) -> Result<(Arc<dyn TopicStore>, Arc<TopicCounters>), Refusal> {
     if let Some((_, counters)) = s.topics.get_perm_counted(topic) {
         if let Some(t) = s.store.topic(topic) {
             return Ok((t, counters));
         }
     }
     let not_exist = || {
-        reply_error(
-            req,
+        Refusal::new(
             response_code::TOPIC_NOT_EXIST,
             format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", topic = quote(topic)),
         )
@@ -159,7 +148,7 @@ pub(crate) fn resolve_topic(
             let counters = s.topics.get_perm_counted(topic).map(|(_, c)| c).unwrap_or_default();
             Ok((t, counters))
         }
-        Err(e) => Err(store_error(req, &e)),
+        Err(e) => Err(store_refusal(&e)),
     }
 }
 
@@ -173,82 +162,149 @@ fn with_uniq_key<'a>(s: &Shared, props: &'a [u8]) -> Cow<'a, [u8]> {
     Cow::Owned(v)
 }
 
-/// Picks the queue: the client's choice, or round-robin when it names none (`queueId < 0`).
-fn pick_queue(req: &RemotingCommand, topic: &dyn TopicStore, asked: i32) -> Result<u32, Reply> {
-    let queues = topic.queue_count();
-    if asked < 0 {
-        // Relaxed: only spreads sends; no ordering with anything else.
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        return Ok(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % queues);
-    }
-    u32::try_from(asked).ok().filter(|q| *q < queues).ok_or_else(|| {
-        reply_error(
-            req,
-            response_code::SYSTEM_ERROR,
-            format!(
-                "request queueId[{asked}] is illegal, topic:[{}] queueNums:[{queues}]",
-                topic.name()
-            ),
-        )
-    })
+/// Which queue of the topic a message goes to.
+#[derive(Debug, Clone, Copy)]
+#[allow(dead_code)] // Until gRPC SendMessage uses every variant (milestone 2 removes this).
+pub(crate) enum QueueChoice<'a> {
+    /// The client's choice (remoting); a negative id asks for round-robin.
+    Asked(i32),
+    /// Derived from a message group (gRPC FIFO): the same group always lands on the same
+    /// queue while the topic's queue count stays the same.
+    Group(&'a str),
+    /// Round-robin.
+    Any,
 }
 
-fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
-    let h = match header(req) {
-        Ok(h) => h,
-        Err(r) => return r,
+/// Picks the queue (see [`QueueChoice`]).
+fn pick_queue(topic: &dyn TopicStore, choice: QueueChoice<'_>) -> Result<u32, Refusal> {
+    let queues = topic.queue_count().max(1);
+    let round_robin = || {
+        // Relaxed: only spreads sends; no ordering with anything else.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % queues
     };
-    if let Err(r) = check(s, req, &h, req.body.len()) {
-        return r;
+    match choice {
+        QueueChoice::Any => Ok(round_robin()),
+        QueueChoice::Asked(asked) if asked < 0 => Ok(round_robin()),
+        QueueChoice::Group(group) => Ok(group_queue(group, queues)),
+        QueueChoice::Asked(asked) => {
+            u32::try_from(asked).ok().filter(|q| *q < queues).ok_or_else(|| {
+                Refusal::new(
+                    response_code::SYSTEM_ERROR,
+                    format!(
+                        "request queueId[{asked}] is illegal, topic:[{}] queueNums:[{queues}]",
+                        topic.name()
+                    ),
+                )
+            })
+        }
     }
-    let (topic, counters) =
-        match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
-            Ok(t) => t,
-            Err(r) => return r,
-        };
-    let queue = match pick_queue(req, topic.as_ref(), h.queue_id) {
-        Ok(q) => q,
-        Err(r) => return r,
-    };
-    let mut props = with_uniq_key(s, h.properties.as_bytes());
+}
+
+/// The queue a message group maps to: FNV-1a over the group's bytes, modulo the queue count.
+/// Deterministic across processes and restarts (unlike `std`'s randomly keyed hasher), so a
+/// group keeps its queue, and its order, as long as the topic keeps its queue count.
+pub(crate) fn group_queue(group: &str, queues: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in group.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % u64::from(queues.max(1))) as u32
+}
+
+/// One message to store, as either protocol received it.
+#[derive(Debug)]
+pub(crate) struct Incoming<'a> {
+    /// The topic it is sent to.
+    pub(crate) topic: &'a str,
+    /// The template topic for auto-creation (`""`: `TBW102`).
+    pub(crate) default_topic: &'a str,
+    /// Queues an auto-created topic gets at most.
+    pub(crate) default_queues: i32,
+    /// The queue it goes to.
+    pub(crate) queue: QueueChoice<'a>,
+    /// The message flag.
+    pub(crate) flag: i32,
+    /// The sys flag (compression, transaction type).
+    pub(crate) sys_flag: i32,
+    /// When the producer made it, ms.
+    pub(crate) born_timestamp: i64,
+    /// The producer's address.
+    pub(crate) born_host: std::net::SocketAddr,
+    /// Times it was consumed before (a retry's).
+    pub(crate) reconsume_times: i32,
+    /// Retries of a message sent to a retry topic before it goes to the dead-letter queue.
+    pub(crate) max_reconsume_times: i32,
+    /// The body as sent.
+    pub(crate) body: &'a [u8],
+    /// The properties as sent (RocketMQ's `name\x01value\x02` string).
+    pub(crate) properties: &'a [u8],
+}
+
+/// Where a message was stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored {
+    /// The offset message id (RocketMQ's `msgId`) of the stored copy.
+    pub(crate) msg_id: String,
+    /// The queue of the topic it was sent to.
+    pub(crate) queue_id: u32,
+    /// Its offset in the queue it was stored in (a half or timer message's in the internal
+    /// topic, as RocketMQ answers).
+    pub(crate) queue_offset: u64,
+    /// Its `UNIQ_KEY` (the client's, or the one the broker added).
+    pub(crate) uniq_key: String,
+    /// Whether it is a half (transactional) message; its transaction id is `uniq_key`.
+    pub(crate) half: bool,
+}
+
+/// Stores one message: the checks, topic resolution (and auto-creation), queue choice, a
+/// retry past its maximum to the dead-letter queue, a half message to the transaction
+/// table, a timer or delayed message to its wait, and the topic's counters. The one send path
+/// of the remoting `SEND_MESSAGE`s and of gRPC `SendMessage`.
+///
+/// # Errors
+/// RocketMQ's response code and remark for a refused message (see [`Refusal`]).
+pub(crate) fn store_message(s: &Shared, m: &Incoming<'_>) -> Result<Stored, Refusal> {
+    check(s, m.topic, m.body.len(), m.properties.len())?;
+    let (topic, counters) = resolve_topic(s, m.topic, m.default_topic, m.default_queues)?;
+    let queue = pick_queue(topic.as_ref(), m.queue)?;
+    let mut props = with_uniq_key(s, m.properties);
     let (mut topic, mut queue) = (topic, queue);
-    if h.topic.starts_with(RETRY_PREFIX)
-        && h.reconsume_times > retry::max_reconsume(req, h.max_reconsume_times)
-    {
+    if m.topic.starts_with(RETRY_PREFIX) && m.reconsume_times > m.max_reconsume_times {
         // A retry the client sent itself (its send-back failed), past the group's maximum:
         // to the dead-letter queue, undelayed, as RocketMQ does.
-        let dlq = format!("{DLQ_PREFIX}{}", &h.topic[RETRY_PREFIX.len()..]);
+        let dlq = format!("{DLQ_PREFIX}{}", &m.topic[RETRY_PREFIX.len()..]);
         match retry::group_topic(s, &dlq) {
             Ok(t) => (topic, queue) = (t, 0),
-            Err(e) => return store_error(req, &e),
+            Err(e) => return Err(store_refusal(&e)),
         }
         props = Cow::Owned(schedule::rewrite_properties(&props, &[properties::DELAY], &[]));
     }
     // A half message waits for its producer's decision in the half topic; its timer
     // properties (if any) stay as sent (the producer clears any delay level first).
-    let half = transaction::is_half(h.sys_flag, &props);
+    let half = transaction::is_half(m.sys_flag, &props);
     if half && transaction::producer_group(&props).is_none() {
-        return reply_error(
-            req,
+        return Err(Refusal::new(
             response_code::MESSAGE_ILLEGAL,
-            "a transactional (half) message needs the PGROUP property".into(),
-        );
+            "a transactional (half) message needs the PGROUP property",
+        ));
     }
     let wait = if half {
         Wait::No
     } else {
         match timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec) {
             Ok(w) => w,
-            Err(remark) => return reply_error(req, response_code::MESSAGE_ILLEGAL, remark),
+            Err(remark) => return Err(Refusal::new(response_code::MESSAGE_ILLEGAL, remark)),
         }
     };
     let rec = NewRecord {
-        flag: h.flag,
-        sys_flag: h.sys_flag,
-        born_timestamp: h.born_timestamp,
-        born_host: ctx.peer,
-        reconsume_times: h.reconsume_times,
-        body: &req.body,
+        flag: m.flag,
+        sys_flag: m.sys_flag,
+        born_timestamp: m.born_timestamp,
+        born_host: m.born_host,
+        reconsume_times: m.reconsume_times,
+        body: m.body,
         properties: &props,
     };
     // A half, delayed or timer message waits in an internal topic; the producer gets that
@@ -260,21 +316,60 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
-            counters.message_in(req.body.len());
-            let msg_id =
-                encode_offset_msg_id(s.store_host, physical_offset(uid, stored_queue, offset));
+            counters.message_in(m.body.len());
+            Ok(Stored {
+                msg_id: encode_offset_msg_id(
+                    s.store_host,
+                    physical_offset(uid, stored_queue, offset),
+                ),
+                queue_id: queue,
+                queue_offset: offset,
+                uniq_key: properties::find(&props, properties::UNIQ_KEY)
+                    .unwrap_or_default()
+                    .to_owned(),
+                half,
+            })
+        }
+        Err(e) => Err(put_refusal(&e)),
+    }
+}
+
+fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
+    let h = match header(req) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let max_reconsume_times = if h.topic.starts_with(RETRY_PREFIX) {
+        retry::max_reconsume(req, h.max_reconsume_times)
+    } else {
+        i32::MAX
+    };
+    let m = Incoming {
+        topic: h.topic,
+        default_topic: h.default_topic,
+        default_queues: h.default_topic_queue_nums,
+        queue: QueueChoice::Asked(h.queue_id),
+        flag: h.flag,
+        sys_flag: h.sys_flag,
+        born_timestamp: h.born_timestamp,
+        born_host: ctx.peer,
+        reconsume_times: h.reconsume_times,
+        max_reconsume_times,
+        body: &req.body,
+        properties: h.properties.as_bytes(),
+    };
+    match store_message(s, &m) {
+        Ok(stored) => {
             let resp = SendMessageResponseHeader {
-                msg_id,
-                queue_id: queue as i32,
-                queue_offset: offset as i64,
-                transaction_id: half
-                    .then(|| properties::find(&props, properties::UNIQ_KEY).map(str::to_owned))
-                    .flatten(),
+                msg_id: stored.msg_id,
+                queue_id: stored.queue_id as i32,
+                queue_offset: stored.queue_offset as i64,
+                transaction_id: stored.half.then_some(stored.uniq_key),
                 batch_uniq_id: None,
             };
             Reply::now(ok(req, resp.to_ext_fields()))
         }
-        Err(e) => put_error(req, &e),
+        Err(r) => r.reply(req),
     }
 }
 
@@ -299,8 +394,8 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     }
     // RocketMQ checks the whole batch body, not each entry, against maxMessageSize; checking it
     // before decoding also bounds what decoding allocates.
-    if let Err(r) = check(s, req, &h, req.body.len()) {
-        return r;
+    if let Err(r) = check(s, h.topic, req.body.len(), h.properties.len()) {
+        return r.reply(req);
     }
     if transaction::is_half(h.sys_flag, h.properties.as_bytes()) {
         return reply_error(
@@ -339,13 +434,13 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         );
     }
     let (topic, counters) =
-        match resolve_topic(s, req, h.topic, h.default_topic, h.default_topic_queue_nums) {
+        match resolve_topic(s, h.topic, h.default_topic, h.default_topic_queue_nums) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err(r) => return r.reply(req),
         };
-    let queue = match pick_queue(req, topic.as_ref(), h.queue_id) {
+    let queue = match pick_queue(topic.as_ref(), QueueChoice::Asked(h.queue_id)) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return r.reply(req),
     };
     let records: Result<Vec<(Bytes, i32)>, _> = entries
         .iter()
@@ -366,7 +461,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         .collect();
     let records = match records {
         Ok(r) => r,
-        Err(e) => return put_error(req, &PutError::Record(e)),
+        Err(e) => return put_refusal(&PutError::Record(e)).reply(req),
     };
     let n = records.len() as u64;
     match topic.append_batch(queue, records, now_ms()) {

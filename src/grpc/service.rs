@@ -1,0 +1,226 @@
+//! The `MessagingService` implementation: routes, heartbeats, sessions and Telemetry here, the
+//! producer RPCs in [`producer`](super::producer), the consumer RPCs in
+//! [`consumer`](super::consumer). RPCs not listed (PullMessage, UpdateOffset, GetOffset,
+//! QueryOffset, RecallMessage, SyncLiteSubscription) keep the generated default: gRPC
+//! `UNIMPLEMENTED`, as Apache's proxy answers for the same ones.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tonic::codegen::BoxStream;
+use tonic::{Request, Response, Streaming};
+
+use super::pb::messaging_service_server::MessagingService;
+use super::pb::{
+    self, telemetry_command, AckMessageRequest, AckMessageResponse, ChangeInvisibleDurationRequest,
+    ChangeInvisibleDurationResponse, ClientType, Code, EndTransactionRequest,
+    EndTransactionResponse, ForwardMessageToDeadLetterQueueRequest,
+    ForwardMessageToDeadLetterQueueResponse, HeartbeatRequest, HeartbeatResponse,
+    NotifyClientTerminationRequest, NotifyClientTerminationResponse, QueryAssignmentRequest,
+    QueryAssignmentResponse, QueryRouteRequest, QueryRouteResponse, ReceiveMessageRequest,
+    ReceiveMessageResponse, SendMessageRequest, SendMessageResponse, TelemetryCommand,
+};
+use super::session::{self, Session, TelemetryItem, TELEMETRY_CHANNEL};
+use super::status::{ok, status};
+use super::{consumer, producer, route, settings};
+use crate::broker::Shared;
+
+/// What `ReceiveMessage` answers with: a stream of status, messages and a delivery timestamp.
+pub(crate) type ReceiveStream = BoxStream<ReceiveMessageResponse>;
+
+/// The service: the broker's shared state and the gRPC endpoint routes advertise.
+#[derive(Debug, Clone)]
+pub(crate) struct Messaging {
+    /// The broker's state (store, topics, groups, transactions, gRPC sessions).
+    pub(crate) shared: Arc<Shared>,
+    /// The address clients reach this broker's gRPC port at (routes name it).
+    pub(crate) endpoint: SocketAddr,
+}
+
+impl Messaging {
+    /// The session of the client that sent `request`, created on first sight, or the
+    /// `CLIENT_ID_REQUIRED` status to answer with when it sent no `x-mq-client-id`.
+    pub(crate) fn session<T>(&self, request: &Request<T>) -> Result<Arc<Session>, pb::Status> {
+        match session::client_id(request.metadata()) {
+            Some(id) => Ok(self.shared.grpc_sessions.get_or_create(&id)),
+            None => Err(status(
+                Code::ClientIdRequired,
+                format!("the {} header is required", session::CLIENT_ID_HEADER),
+            )),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl MessagingService for Messaging {
+    async fn query_route(
+        &self,
+        request: Request<QueryRouteRequest>,
+    ) -> Result<Response<QueryRouteResponse>, tonic::Status> {
+        if let Err(s) = self.session(&request) {
+            return Ok(Response::new(QueryRouteResponse {
+                status: Some(s),
+                message_queues: vec![],
+            }));
+        }
+        Ok(Response::new(route::query_route(self, request.get_ref())))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, tonic::Status> {
+        let session = match self.session(&request) {
+            Ok(s) => s,
+            Err(s) => return Ok(Response::new(HeartbeatResponse { status: Some(s) })),
+        };
+        let hb = request.get_ref();
+        let ty = ClientType::try_from(hb.client_type).unwrap_or(ClientType::Unspecified);
+        if ty != ClientType::Unspecified {
+            session.state().client_type = ty;
+        }
+        // The proxy answers UNRECOGNIZED_CLIENT_TYPE to a heartbeat before Settings; Python's
+        // producer does not wait for the Settings reply, so its first heartbeat may come
+        // first: baiji notes the client and answers OK.
+        Ok(Response::new(HeartbeatResponse { status: Some(ok()) }))
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<SendMessageResponse>, tonic::Status> {
+        Ok(Response::new(producer::send_message(self, request)))
+    }
+
+    async fn query_assignment(
+        &self,
+        request: Request<QueryAssignmentRequest>,
+    ) -> Result<Response<QueryAssignmentResponse>, tonic::Status> {
+        consumer::query_assignment(self, request).await
+    }
+
+    async fn receive_message(
+        &self,
+        request: Request<ReceiveMessageRequest>,
+    ) -> Result<Response<ReceiveStream>, tonic::Status> {
+        consumer::receive_message(self, request).await
+    }
+
+    async fn ack_message(
+        &self,
+        request: Request<AckMessageRequest>,
+    ) -> Result<Response<AckMessageResponse>, tonic::Status> {
+        consumer::ack_message(self, request).await
+    }
+
+    async fn forward_message_to_dead_letter_queue(
+        &self,
+        request: Request<ForwardMessageToDeadLetterQueueRequest>,
+    ) -> Result<Response<ForwardMessageToDeadLetterQueueResponse>, tonic::Status> {
+        consumer::forward_message_to_dead_letter_queue(self, request).await
+    }
+
+    async fn end_transaction(
+        &self,
+        request: Request<EndTransactionRequest>,
+    ) -> Result<Response<EndTransactionResponse>, tonic::Status> {
+        Ok(Response::new(producer::end_transaction(self, request)))
+    }
+
+    async fn telemetry(
+        &self,
+        request: Request<Streaming<TelemetryCommand>>,
+    ) -> Result<Response<BoxStream<TelemetryCommand>>, tonic::Status> {
+        let (tx, rx) = mpsc::channel::<TelemetryItem>(TELEMETRY_CHANNEL);
+        let out: BoxStream<TelemetryCommand> =
+            Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let session = match self.session(&request) {
+            Ok(s) => s,
+            Err(s) => {
+                // One command with the status, then the stream ends (tx dropped).
+                let _ = tx.try_send(Ok(TelemetryCommand { status: Some(s), command: None }));
+                return Ok(Response::new(out));
+            }
+        };
+        let stream_id = session.attach_telemetry(tx);
+        tokio::spawn(read_telemetry(self.clone(), session, stream_id, request.into_inner()));
+        Ok(Response::new(out))
+    }
+
+    async fn notify_client_termination(
+        &self,
+        request: Request<NotifyClientTerminationRequest>,
+    ) -> Result<Response<NotifyClientTerminationResponse>, tonic::Status> {
+        match session::client_id(request.metadata()) {
+            Some(id) => {
+                self.shared.grpc_sessions.remove(&id);
+                Ok(Response::new(NotifyClientTerminationResponse { status: Some(ok()) }))
+            }
+            None => Ok(Response::new(NotifyClientTerminationResponse {
+                status: Some(status(Code::ClientIdRequired, "x-mq-client-id is required")),
+            })),
+        }
+    }
+
+    async fn change_invisible_duration(
+        &self,
+        request: Request<ChangeInvisibleDurationRequest>,
+    ) -> Result<Response<ChangeInvisibleDurationResponse>, tonic::Status> {
+        consumer::change_invisible_duration(self, request).await
+    }
+}
+
+/// Reads one client's Telemetry commands until the stream ends: each `Settings` is stored and
+/// answered at once with the merged settings (1.3); results of server commands are only noted.
+async fn read_telemetry(
+    svc: Messaging,
+    session: Arc<Session>,
+    stream_id: u64,
+    mut incoming: Streaming<TelemetryCommand>,
+) {
+    loop {
+        let cmd = match incoming.message().await {
+            Ok(Some(cmd)) => cmd,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(client = session.client_id(), error = %e, "telemetry stream failed");
+                break;
+            }
+        };
+        session.touch();
+        match cmd.command {
+            Some(telemetry_command::Command::Settings(client)) => {
+                let reply = match settings::merge(&svc.shared, client) {
+                    Ok(merged) => {
+                        session.state().settings = Some(merged.clone());
+                        if let Some(pb::settings::PubSub::Publishing(_)) = &merged.pub_sub {
+                            session.state().client_type = ClientType::Producer;
+                            for topic in session.topics() {
+                                // A producer of a topic with undecided half messages joined:
+                                // the checker asks it now (gRPC producers' group is the topic).
+                                svc.shared.transactions.producer_joined(&topic);
+                            }
+                        }
+                        TelemetryCommand {
+                            status: Some(ok()),
+                            command: Some(telemetry_command::Command::Settings(merged)),
+                        }
+                    }
+                    Err(s) => TelemetryCommand { status: Some(s), command: None },
+                };
+                if !session.push(reply) {
+                    tracing::debug!(
+                        client = session.client_id(),
+                        "the settings reply was not queued"
+                    );
+                }
+            }
+            Some(other) => {
+                tracing::debug!(client = session.client_id(), command = ?other, "telemetry from client");
+            }
+            None => {}
+        }
+    }
+    session.detach_telemetry(stream_id);
+}
