@@ -508,6 +508,7 @@ pub async fn start_with_store(
     if let (Some(l), Some(bound)) = (grpc_listener, grpc_addr) {
         let endpoint = shared.config.advertised(bound);
         tasks.spawn(crate::grpc::serve(Arc::clone(&shared), l, endpoint, shutdown_rx.clone()));
+        tasks.spawn(crate::grpc::consumer::renew(Arc::clone(&shared), shutdown_rx.clone()));
     }
     tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));

@@ -155,6 +155,7 @@ impl MessagingService for Messaging {
         match session::client_id(request.metadata()) {
             Some(id) => {
                 self.shared.grpc_sessions.remove(&id);
+                self.shared.renewals.forget_client(&id);
                 Ok(Response::new(NotifyClientTerminationResponse { status: Some(ok()) }))
             }
             None => Ok(Response::new(NotifyClientTerminationResponse {
