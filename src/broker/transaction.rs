@@ -317,6 +317,43 @@ pub(crate) enum Ended {
     Refused(i32, String),
 }
 
+/// Commits or rolls back the undecided half message whose `UNIQ_KEY` (its transaction id) is
+/// `uniq`, as [`end`] does for the `END_TRANSACTION` its producer would send: for producers that
+/// know a message by its transaction id only (the gRPC face). Finding it scans the undecided
+/// half messages, which are few: each lives until its producer decides or the checks give up.
+///
+/// Returns `None` when no undecided half message has that id.
+pub(crate) fn end_by_transaction_id(
+    s: &Shared,
+    uniq: &str,
+    commit: bool,
+    from_transaction_check: bool,
+) -> Option<Ended> {
+    let uid = s.store.topic(HALF_TOPIC)?.uid();
+    let (id, group) = s
+        .transactions
+        .lock()
+        .halves
+        .iter()
+        .find(|(_, h)| h.uniq == uniq)
+        .map(|(id, h)| (*id, h.group.clone()))?;
+    let h = EndTransactionRequestHeader {
+        topic: None,
+        producer_group: &group,
+        tran_state_table_offset: i64::try_from(id).ok()?,
+        commit_log_offset: physical_offset(uid, 0, id),
+        commit_or_rollback: if commit {
+            sys_flag::TRANSACTION_COMMIT
+        } else {
+            sys_flag::TRANSACTION_ROLLBACK
+        },
+        from_transaction_check,
+        msg_id: uniq,
+        transaction_id: Some(uniq),
+    };
+    Some(end(s, &h))
+}
+
 /// A record with the fields of a decoded one, `sys_flag` and `props`.
 fn renewed<'a>(d: &Decoded<'a>, sys_flag: i32, props: &'a [u8]) -> NewRecord<'a> {
     NewRecord {
@@ -444,9 +481,19 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
     Ended::Done
 }
 
+/// Who a check goes to.
+enum CheckTarget {
+    /// A remoting producer's connection: a one-way `CHECK_TRANSACTION_STATE`.
+    Remoting(tokio::sync::mpsc::Sender<super::Outgoing>),
+    /// A gRPC producer publishing to the topic (gRPC producers' group is the topic, as the
+    /// proxy names them): a `RecoverOrphanedTransactionCommand` on its Telemetry stream.
+    #[cfg(feature = "grpc")]
+    Grpc(Arc<crate::grpc::session::Session>),
+}
+
 /// One check to send, gathered under the table's lock and sent after it.
 struct Check {
-    tx: tokio::sync::mpsc::Sender<super::Outgoing>,
+    to: CheckTarget,
     offset: u64,
     record: Bytes,
     stored_at: u64,
@@ -555,10 +602,10 @@ fn check_pass(s: &Shared) {
                     tracing::warn!(id, error = ?e, "cannot move a half message to {CHECK_MAX_TOPIC}; trying again later");
                 }
             }
-        } else if let Some(tx) = s.clients.producer_channel(&half.group) {
+        } else if let Some(to) = check_target(s, &half.group) {
             half.checks += 1;
             checks.push(Check {
-                tx,
+                to,
                 offset: id,
                 record: record.clone(),
                 stored_at: half.stored_at,
@@ -589,14 +636,38 @@ fn check_pass(s: &Shared) {
     release(s, topic.as_ref(), &pending);
     drop(pending);
     for c in checks {
-        let Some(cmd) = check_request(s, topic.uid(), &c) else { continue };
-        // A producer that does not read its connection misses this check; the next pass
-        // asks again (and counts it, as RocketMQ counts checks whatever their fate).
-        if c.tx.try_send(cmd).is_ok() {
+        // A producer that does not read its connection (or Telemetry stream) misses this
+        // check; the next pass asks again (and counts it, as RocketMQ counts checks whatever
+        // their fate).
+        let sent = match &c.to {
+            CheckTarget::Remoting(tx) => {
+                let Some(cmd) = check_request(s, topic.uid(), &c) else { continue };
+                tx.try_send(cmd).is_ok()
+            }
+            #[cfg(feature = "grpc")]
+            CheckTarget::Grpc(session) => {
+                let Some(d) = record::decode(&c.record) else { continue };
+                crate::grpc::producer::recover_orphan(s, session, &d, c.offset, c.stored_at)
+            }
+        };
+        if sent {
             // Relaxed: a statistic.
             s.transactions.checks_sent.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// A live producer of `group` to check with: a remoting connection of the group, else a gRPC
+/// producer publishing to the topic of that name.
+fn check_target(s: &Shared, group: &str) -> Option<CheckTarget> {
+    if let Some(tx) = s.clients.producer_channel(group) {
+        return Some(CheckTarget::Remoting(tx));
+    }
+    #[cfg(feature = "grpc")]
+    if let Some(session) = s.grpc_sessions.producers_of(group).into_iter().next() {
+        return Some(CheckTarget::Grpc(session));
+    }
+    None
 }
 
 /// Checks undecided half messages every `transaction-check-interval`, and when a producer of a

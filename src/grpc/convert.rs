@@ -6,9 +6,6 @@
 //! message type, born/store host and time, the delivery time of a timer message, the message
 //! group (`__SHARDINGKEY`), the queue, offset and delivery attempt (`reconsume_times + 1`).
 
-// Until the producer and consumer RPCs use all of it (milestone 2 removes this).
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 

@@ -164,7 +164,6 @@ fn with_uniq_key<'a>(s: &Shared, props: &'a [u8]) -> Cow<'a, [u8]> {
 
 /// Which queue of the topic a message goes to.
 #[derive(Debug, Clone, Copy)]
-#[allow(dead_code)] // Until gRPC SendMessage uses every variant (milestone 2 removes this).
 pub(crate) enum QueueChoice<'a> {
     /// The client's choice (remoting); a negative id asks for round-robin.
     Asked(i32),
@@ -482,5 +481,25 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             Reply::now(ok(req, resp.to_ext_fields()))
         }
         Err(e) => store_error(req, &e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::group_queue;
+
+    #[test]
+    fn given_a_message_group_when_picking_its_queue_should_be_stable_and_spread() {
+        assert_eq!(
+            group_queue("order-42", 8),
+            group_queue("order-42", 8),
+            "same group, same queue"
+        );
+        // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c: a fixed value, whatever the process.
+        assert_eq!(group_queue("a", 1 << 31), (0xaf63_dc4c_8601_ec8c_u64 % (1 << 31)) as u32);
+        let used: std::collections::BTreeSet<u32> =
+            (0..64).map(|i| group_queue(&format!("group-{i}"), 8)).collect();
+        assert!(used.len() >= 6, "64 groups spread over most of 8 queues: {used:?}");
+        assert_eq!(group_queue("x", 0), 0, "a topic without queues cannot divide by zero");
     }
 }

@@ -1,0 +1,12 @@
+//! The RocketMQ 5 SDKs against baiji's gRPC face (`--grpc-listen`): real clients, installed by
+//! `.ci/test` (Python `rocketmq-python-client` 5.1.2 in `.tools/py`, Node.js
+//! `rocketmq-client-nodejs` 1.0.8 in `tests/node`), run as child processes against an
+//! in-process broker on loopback; what they sent is then read back over the remoting protocol.
+//!
+//! `support` is the harness (broker, client processes, remoting reads); each other module is
+//! one family of RPCs.
+
+#[path = "grpc_clients/producer.rs"]
+mod producer;
+#[path = "grpc_clients/support.rs"]
+mod support;
