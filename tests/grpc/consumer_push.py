@@ -1,11 +1,11 @@
 """PushConsumer of rocketmq-python-client 5.1.2 against a baiji broker's gRPC port.
 
 Run by tests/grpc_clients/consumer.rs. Prints one JSON object per line on stdout: one
-{"event": "consume", ...} per listener call, then {"event": "done", ...}.
+{"kind": "consume", ...} per listener call, then {"kind": "done", ...}.
 
 The listener fails the first --fail deliveries of every message (-1: every delivery) and
-succeeds after. The script ends when --expect messages were consumed successfully, or after
---seconds (for scenarios where nothing should succeed).
+succeeds after; a message whose body is --poison always fails. The script ends --linger
+seconds after --expect messages were consumed successfully, or after --seconds.
 """
 
 import argparse
@@ -26,8 +26,9 @@ def emit(**fields):
 
 
 class Listener(MessageListener):
-    def __init__(self, fail):
+    def __init__(self, fail, poison):
         self.fail = fail
+        self.poison = poison
         self.seen = {}
         self.ok = set()
         self.done = threading.Event()
@@ -37,11 +38,12 @@ class Listener(MessageListener):
         with lock:
             n = self.seen.get(message.message_id, 0) + 1
             self.seen[message.message_id] = n
-        failing = self.fail < 0 or n <= self.fail
+        body = message.body.decode("utf-8", "replace")
+        failing = self.fail < 0 or n <= self.fail or (self.poison is not None and body == self.poison)
         emit(
-            event="consume",
+            kind="consume",
             id=message.message_id,
-            body=message.body.decode("utf-8", "replace"),
+            body=body,
             tag=message.tag,
             group=message.message_group,
             attempt=message.delivery_attempt,
@@ -64,20 +66,23 @@ def main():
     p.add_argument("--group", required=True)
     p.add_argument("--fail", type=int, default=0)
     p.add_argument("--expect", type=int, default=0)
-    p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--seconds", type=float, default=45)
+    p.add_argument("--poison", default=None)
+    p.add_argument("--linger", type=float, default=0)
     a = p.parse_args()
 
-    listener = Listener(a.fail)
+    listener = Listener(a.fail, a.poison)
     listener.expect = a.expect
     config = ClientConfiguration(a.endpoint, Credentials(), request_timeout=5)
     consumer = PushConsumer(config, a.group, listener, {a.topic: FilterExpression()})
     consumer.startup()
-    emit(event="started")
+    emit(kind="started")
     try:
-        listener.done.wait(a.seconds)
+        if listener.done.wait(a.seconds):
+            time.sleep(a.linger)
     finally:
         consumer.shutdown()
-    emit(event="done", succeeded=len(listener.ok))
+    emit(kind="done", succeeded=len(listener.ok))
 
 
 if __name__ == "__main__":
@@ -85,5 +90,5 @@ if __name__ == "__main__":
         main()
     except Exception as e:  # noqa: BLE001
         print(f"consumer_push.py failed: {e!r}", file=sys.stderr)
-        emit(event="done", error=repr(e))
+        emit(kind="error", error=repr(e))
         sys.exit(1)

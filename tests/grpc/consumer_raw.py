@@ -48,7 +48,7 @@ def main():
     sub.expression.expression = "*"
     replies = stub.Telemetry(iter([TelemetryCommand(settings=settings)]), metadata=md, timeout=10)
     first = next(replies)
-    emit(case="settings", code=first.status.code)
+    emit(kind="settings", code=first.status.code)
 
     def receive(topic=None, invisible=30, poll=None, auto_renew=False, metadata=md, timeout=30):
         req = ReceiveMessageRequest(batch_size=32, auto_renew=auto_renew)
@@ -87,38 +87,38 @@ def main():
         return r.status.code, r.receipt_handle
 
     st, _, _ = receive(metadata=[("x-mq-language", "PYTHON")], poll=5)
-    emit(case="receive_without_client_id", codes=st)
+    emit(kind="receive_without_client_id", codes=st)
     st, msgs, _ = receive(topic="no_such_topic_" + uuid.uuid4().hex[:8], poll=5)
-    emit(case="receive_unknown_topic", codes=st, messages=len(msgs))
+    emit(kind="receive_unknown_topic", codes=st, messages=len(msgs))
     st, msgs, _ = receive(invisible=5, poll=5)
-    emit(case="receive_invisible_5s", codes=st, messages=len(msgs))
+    emit(kind="receive_invisible_5s", codes=st, messages=len(msgs))
     st, msgs, _ = receive(invisible=None, poll=5)
-    emit(case="receive_without_invisible", codes=st, messages=len(msgs))
+    emit(kind="receive_without_invisible", codes=st, messages=len(msgs))
     st, msgs, _ = receive(poll=None, timeout=3)
-    emit(case="receive_deadline_3s", codes=st, messages=len(msgs))
+    emit(kind="receive_deadline_3s", codes=st, messages=len(msgs))
 
     st, msgs, stamps = receive(poll=5)
     handle = msgs[0].system_properties.receipt_handle if msgs else ""
-    emit(case="receive", codes=st, messages=len(msgs), stamps=stamps,
+    emit(kind="receive", codes=st, messages=len(msgs), stamps=stamps,
          attempt=msgs[0].system_properties.delivery_attempt if msgs else None)
 
-    emit(case="ack_garbage", code=ack("not-a-handle")[0])
+    emit(kind="ack_garbage", code=ack("not-a-handle")[0])
     code, new = change(handle, 1)
-    emit(case="change", code=code, differs=bool(new) and new != handle)
-    emit(case="ack_old_handle", code=ack(handle)[0])
-    emit(case="change_old_handle", code=change(handle, 1)[0])
+    emit(kind="change", code=code, differs=bool(new) and new != handle)
+    emit(kind="ack_old_handle", code=ack(handle)[0])
+    emit(kind="change_old_handle", code=change(handle, 1)[0])
     code, entries = ack(new)
-    emit(case="ack_new_handle", code=code, entries=entries)
+    emit(kind="ack_new_handle", code=code, entries=entries)
 
     req = QueryAssignmentRequest()
     req.topic.name = a.topic
     req.group.name = a.group
     r = stub.QueryAssignment(req, metadata=md, timeout=10)
-    emit(case="query_assignment", code=r.status.code,
+    emit(kind="query_assignment", code=r.status.code,
          ids=[x.message_queue.id for x in r.assignments])
 
     st, msgs, stamps = receive(poll=5)
-    emit(case="receive_after_ack", codes=st, messages=len(msgs), stamps=stamps)
+    emit(kind="receive_after_ack", codes=st, messages=len(msgs), stamps=stamps)
     channel.close()
 
 
@@ -127,5 +127,5 @@ if __name__ == "__main__":
         main()
     except Exception as e:  # noqa: BLE001
         print(f"consumer_raw.py failed: {e!r}", file=sys.stderr)
-        emit(case="failed", error=repr(e))
+        emit(kind="error", error=repr(e))
         sys.exit(1)

@@ -1,10 +1,11 @@
 """SimpleConsumer scenarios of rocketmq-python-client 5.1.2 against a baiji broker's gRPC port.
 
 Run by tests/grpc_clients/consumer.rs. Prints one JSON object per line on stdout (diagnostics
-go to stderr); every message received is printed as {"event": "message", ...}.
+go to stderr); every message received is printed as {"kind": "message", ...}.
 
 Modes:
-  receive         receive --count messages (invisible --invisible s), ack each, print them
+  receive         receive --count messages (invisible --invisible s), ack each, print them;
+                  then keep receiving for --linger s and print anything more (redeliveries)
   change          receive one message (invisible 30 s), change its invisible duration to
                   --invisible s, try to ack with the old handle (printed: its error code),
                   receive it again once visible, ack it with the new delivery's handle
@@ -25,7 +26,7 @@ def emit(**fields):
 
 def describe(m):
     return {
-        "event": "message",
+        "kind": "message",
         "id": m.message_id,
         "topic": m.topic,
         "body": m.body.decode("utf-8", "replace"),
@@ -51,7 +52,8 @@ def main():
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--invisible", type=int, default=30)
     p.add_argument("--tag", default="*")
-    p.add_argument("--patience", type=float, default=60)
+    p.add_argument("--patience", type=float, default=45)
+    p.add_argument("--linger", type=float, default=0)
     a = p.parse_args()
 
     config = ClientConfiguration(a.endpoint, Credentials(), request_timeout=5)
@@ -66,43 +68,50 @@ def main():
                     emit(**describe(m))
                     consumer.ack(m)
                     got += 1
-            emit(event="done", received=got)
+            extra = 0
+            until = time.time() + a.linger
+            while time.time() < until:
+                for m in consumer.receive(32, a.invisible):
+                    emit(**describe(m))
+                    consumer.ack(m)
+                    extra += 1
+            emit(kind="done", received=got, extra=extra)
         elif a.mode == "change":
             first = None
             while first is None and time.time() < deadline:
                 msgs = consumer.receive(1, 30)
                 first = msgs[0] if msgs else None
             if first is None:
-                emit(event="done", error="nothing received")
+                emit(kind="error", error="nothing received")
                 return
             emit(**describe(first))
             old = first.receipt_handle
             consumer.change_invisible_duration(first, a.invisible)
             changed_at = time.time()
-            emit(event="changed", new_handle=first.receipt_handle, differs=first.receipt_handle != old)
+            emit(kind="changed", new_handle=first.receipt_handle, differs=first.receipt_handle != old)
             first.receipt_handle = old
             try:
                 consumer.ack(first)
-                emit(event="old_ack", code=None)
+                emit(kind="old_ack", code=None)
             except Exception as e:  # noqa: BLE001 - the client raises its own hierarchy
-                emit(event="old_ack", code=code_of(e), error=str(e))
+                emit(kind="old_ack", code=code_of(e), error=str(e))
             again = None
             while again is None and time.time() < deadline:
                 for m in consumer.receive(1, 30):
                     again = m
             if again is None:
-                emit(event="done", error="not redelivered")
+                emit(kind="error", error="not redelivered")
                 return
             emit(**describe(again))
-            emit(event="redelivered", after_s=time.time() - changed_at)
+            emit(kind="redelivered", after_s=time.time() - changed_at)
             consumer.ack(again)
-            emit(event="done", acked=True)
+            emit(kind="done", acked=True)
         elif a.mode == "bad-invisible":
             try:
                 consumer.receive(1, a.invisible)
-                emit(event="done", code=None)
+                emit(kind="done", code=None)
             except Exception as e:  # noqa: BLE001
-                emit(event="done", code=code_of(e), error=str(e))
+                emit(kind="done", code=code_of(e), error=str(e))
         else:
             raise SystemExit("unknown mode " + a.mode)
     finally:
@@ -114,5 +123,5 @@ if __name__ == "__main__":
         main()
     except Exception as e:  # noqa: BLE001
         print(f"consumer_simple.py failed: {e!r}", file=sys.stderr)
-        emit(event="done", error=repr(e))
+        emit(kind="error", error=repr(e))
         sys.exit(1)
