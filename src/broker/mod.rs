@@ -168,6 +168,9 @@ pub(crate) struct Shared {
     next_opaque: AtomicI32,
     /// Tells the registrar that topics changed.
     pub(crate) topics_changed: watch::Sender<u64>,
+    /// Bumped when a popped message may have become visible again without an append (a change
+    /// of invisible time, an ack that unblocks an ordered queue): parked pops look again.
+    pub(crate) pop_changes: watch::Sender<u64>,
     /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
     pub(crate) acl: Option<acl::Acl>,
     /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
@@ -388,6 +391,7 @@ impl Shared {
             cluster_property,
             next_opaque: AtomicI32::new(1),
             topics_changed: watch::channel(0).0,
+            pop_changes: watch::channel(0).0,
             acl: None,
             request_modes: processor::pop::RequestModes::default(),
             #[cfg(feature = "grpc")]

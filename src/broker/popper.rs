@@ -138,6 +138,15 @@ pub(crate) struct PopBatch {
     pub(crate) ends: Vec<(u32, u64)>,
     /// Nothing found: when an in-flight message becomes visible again, ms since the epoch.
     pub(crate) wake_at: Option<u64>,
+    /// [`Shared::pop_changes`] as it was before the pop looked.
+    pub(crate) changes: u64,
+}
+
+/// Tells parked pops that a popped message may be visible again although nothing was
+/// appended: its invisible time changed, or an ack unblocked an ordered queue. They all pop
+/// once more (one counter per broker: cheap, and a pop that finds nothing parks again).
+pub(crate) fn note_change(s: &Shared) {
+    s.pop_changes.send_modify(|v| *v = v.wrapping_add(1));
 }
 
 fn check_group(s: &Shared, group: &str, announced: bool) -> Result<(), PopError> {
@@ -169,6 +178,7 @@ fn compile(f: FilterExpr<'_>) -> Result<(Filter, Option<Arc<Sql92>>), PopError> 
 /// [`PopError`] for an unknown or unreadable topic, an unknown group, a bad queue or filter,
 /// or a store that refused.
 pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBatch, PopError> {
+    let changes = *s.pop_changes.borrow();
     let routed = s.topics.get_perm_counted(call.topic);
     let Some(((perm_bits, counters), topic)) =
         routed.and_then(|r| Some((r, s.store.topic(call.topic)?)))
@@ -233,19 +243,37 @@ pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBa
             keep
         });
     }
-    Ok(PopBatch { topic, counters, pop_time, messages, ends, wake_at: out.next_expiry })
+    Ok(PopBatch { topic, counters, pop_time, messages, ends, wake_at: out.next_expiry, changes })
 }
 
 /// Waits until a message is appended to one of `batch`'s queues at or after its end, an
-/// in-flight message becomes visible again (`batch.wake_at`), or `deadline`. Returns whether
-/// it was woken before the deadline.
-pub(crate) async fn wait_for_more(batch: &PopBatch, deadline: tokio::time::Instant) -> bool {
+/// in-flight message becomes visible again (`batch.wake_at`, or [`note_change`] since the pop),
+/// or `deadline`. Returns whether it was woken before the deadline.
+pub(crate) async fn wait_for_more(
+    s: &Shared,
+    batch: &PopBatch,
+    deadline: tokio::time::Instant,
+) -> bool {
     let until = batch.wake_at.map_or(deadline, |at| {
         let ms = at.saturating_sub(now_ms());
         deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(ms))
     });
+    let mut changes = s.pop_changes.subscribe();
+    let changed = async {
+        while *changes.borrow_and_update() == batch.changes {
+            if changes.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     let appended = AnyAppend::new(&batch.topic, &batch.ends);
-    let woken = tokio::time::timeout_at(until, appended).await;
+    let woken = tokio::time::timeout_at(until, async {
+        tokio::select! {
+            () = appended => {}
+            () = changed => {}
+        }
+    })
+    .await;
     woken.is_ok() || tokio::time::Instant::now() < deadline
 }
 
@@ -356,7 +384,7 @@ pub(crate) fn forward_to_dlq(
     };
     // Acknowledged first: only the holder of the latest receipt moves the message, once.
     match s.store.pop_ack(group, topic, queue, offset, pop_time)? {
-        AckOutcome::Acked => {}
+        AckOutcome::Acked => note_change(s),
         // Already done by an earlier call (a client retrying): nothing more to copy.
         AckOutcome::AlreadyAcked => return Ok(()),
     }

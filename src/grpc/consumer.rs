@@ -246,7 +246,7 @@ pub(crate) async fn receive_message(
             }];
         }
         // Cancelled with the request when the client goes away.
-        last = !popper::wait_for_more(&batch, deadline).await;
+        last = !popper::wait_for_more(s, &batch, deadline).await;
     };
     items.push(ReceiveMessageResponse {
         content: Some(Content::DeliveryTimestamp(timestamp(
@@ -397,14 +397,16 @@ pub(crate) async fn ack_message(
         return answer(status(Code::BadRequest, "no entry to acknowledge"));
     }
     let mut entries = Vec::with_capacity(req.entries.len());
+    let mut unblocks = false;
     for e in &req.entries {
         let st = match resolve(s, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
             Ok(r) => {
                 let h = r.handle;
                 match s.store.pop_ack(group, topic, h.queue, h.offset, r.pop_time) {
-                    Ok(AckOutcome::Acked | AckOutcome::AlreadyAcked) => {
+                    Ok(outcome) => {
                         s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+                        unblocks |= outcome == AckOutcome::Acked;
                         ok()
                     }
                     Err(err) => store_status(&err),
@@ -416,6 +418,10 @@ pub(crate) async fn ack_message(
             receipt_handle: e.receipt_handle.clone(),
             status: Some(st),
         });
+    }
+    if unblocks && fifo(s, &session, group) {
+        // The rest of an ordered queue may be unblocked now.
+        popper::note_change(s);
     }
     let first = entries.first().and_then(|e| e.status.clone()).unwrap_or_else(ok);
     let overall = if entries.iter().all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code)) {
@@ -476,6 +482,7 @@ pub(crate) async fn change_invisible_duration(
         now_ms(),
     ) {
         Ok(renewed) => {
+            popper::note_change(s);
             // The client handles the message itself from now on (a nack, or a simple
             // consumer's explicit time): no more server-side renewal.
             s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);

@@ -121,7 +121,7 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
             // Woken by an append to a popped queue, or when an in-flight message of one
             // becomes visible again.
             tokio::select! {
-                woken = popper::wait_for_more(&parked, deadline) => {
+                woken = popper::wait_for_more(&s, &parked, deadline) => {
                     if !woken {
                         break None;
                     }
@@ -378,7 +378,15 @@ pub(crate) fn ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand)
         Err(r) => return r,
     };
     match s.store.pop_ack(h.consumer_group, h.topic, queue, offset, pop_time) {
-        Ok(AckOutcome::Acked | AckOutcome::AlreadyAcked) => Reply::now(ok(&req, ExtFields::new())),
+        Ok(outcome) => {
+            let ordered = ExtraInfo::parse(h.extra_info)
+                .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
+            if outcome == AckOutcome::Acked && ordered {
+                // The rest of an ordered queue may be unblocked now.
+                popper::note_change(s);
+            }
+            Reply::now(ok(&req, ExtFields::new()))
+        }
         Err(e) => receipt_error(&req, &e),
     }
 }
@@ -440,6 +448,7 @@ pub(crate) fn change_invisible_time(
         now_ms(),
     ) {
         Ok(renewed) => {
+            popper::note_change(s);
             let header = ChangeInvisibleTimeResponseHeader {
                 pop_time: renewed,
                 invisible_time: h.invisible_time.max(0),
