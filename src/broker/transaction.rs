@@ -323,6 +323,7 @@ pub(crate) enum Ended {
 /// half messages, which are few: each lives until its producer decides or the checks give up.
 ///
 /// Returns `None` when no undecided half message has that id.
+#[cfg(feature = "grpc")]
 pub(crate) fn end_by_transaction_id(
     s: &Shared,
     uniq: &str,

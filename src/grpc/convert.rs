@@ -255,6 +255,48 @@ mod tests {
     }
 
     #[test]
+    fn given_a_stored_fifo_message_when_delivered_should_split_system_and_user_properties() {
+        let props = b"UNIQ_KEY\x01ID1\x02TAGS\x01TagA\x02KEYS\x01k1 k2\x02__SHARDINGKEY\x01g1\x02color\x01red\x02CLUSTER\x01c\x02";
+        let d = Decoded {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            reconsume_times: 2,
+            born_host: "10.0.0.1:5000".parse().expect("an address"),
+            body: b"hello",
+            properties: props,
+        };
+        let at = Placement {
+            topic: "T",
+            queue_id: 3,
+            queue_offset: 7,
+            store_timestamp_ms: 1_700_000_000_500,
+            store_host: "127.0.0.1:10911".parse().expect("an address"),
+            receipt_handle: Some("rh".into()),
+            invisible_ms: Some(30_000),
+            reconsume_times: 2,
+        };
+        let m = to_message(&d, &at);
+        let sys = m.system_properties.expect("system properties");
+        assert_eq!(sys.message_id, "ID1", "the message id is UNIQ_KEY");
+        assert_eq!(sys.tag.as_deref(), Some("TagA"));
+        assert_eq!(sys.keys, vec!["k1".to_string(), "k2".to_string()]);
+        assert_eq!(sys.message_group.as_deref(), Some("g1"));
+        assert_eq!(sys.message_type, MessageType::Fifo as i32);
+        assert_eq!(sys.delivery_attempt, Some(3), "reconsume times + 1");
+        assert_eq!((sys.queue_id, sys.queue_offset), (3, Some(7)));
+        assert_eq!(sys.receipt_handle.as_deref(), Some("rh"));
+        assert_eq!(
+            sys.body_digest.map(|d| (d.r#type, d.checksum)),
+            Some((DigestType::Md5 as i32, md5_hex(b"hello")))
+        );
+        assert_eq!(sys.born_host, "10.0.0.1");
+        assert_eq!(m.user_properties.len(), 1, "only the user's own: {:?}", m.user_properties);
+        assert_eq!(m.user_properties.get("color").map(String::as_str), Some("red"));
+        assert_eq!(m.topic.map(|t| t.name), Some("T".to_string()));
+    }
+
+    #[test]
     fn given_property_keys_should_know_rocketmq_reserved_ones() {
         assert!(is_system_key("UNIQ_KEY") && is_system_key("TAGS") && is_system_key("__BORNHOST"));
         assert!(!is_system_key("color") && !is_system_key("__SHARDINGKEY"));

@@ -39,9 +39,33 @@ pub(crate) fn retry_max_times(s: &Shared, group: &str) -> u32 {
     s.groups.retry_max_times(group).unwrap_or(s.config.pop_retry_max_times)
 }
 
+/// The server's side of the Settings: what the broker's configuration and the consumer
+/// group's config say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ServerValues {
+    max_body_size: usize,
+    fifo: bool,
+    retry_max_times: u32,
+}
+
 /// `client`'s Settings with the server's values, or the status to answer with when it names
 /// neither publishing nor subscription.
 pub(crate) fn merge(s: &Shared, client: Settings) -> Result<Settings, Status> {
+    let group = match client.pub_sub.as_ref() {
+        Some(PubSub::Subscription(sub)) => {
+            sub.group.as_ref().map(|g| g.name.clone()).unwrap_or_default()
+        }
+        _ => String::new(),
+    };
+    let values = ServerValues {
+        max_body_size: s.config.max_message_size,
+        fifo: s.groups.orderly(&group),
+        retry_max_times: retry_max_times(s, &group),
+    };
+    merge_with(values, client)
+}
+
+fn merge_with(v: ServerValues, client: Settings) -> Result<Settings, Status> {
     let mut merged = client;
     match merged.pub_sub.as_mut() {
         Some(PubSub::Publishing(p)) => {
@@ -54,16 +78,14 @@ pub(crate) fn merge(s: &Shared, client: Settings) -> Result<Settings, Status> {
                     multiplier: 2.0,
                 })),
             });
-            p.max_body_size = i32::try_from(s.config.max_message_size).unwrap_or(i32::MAX);
+            p.max_body_size = i32::try_from(v.max_body_size).unwrap_or(i32::MAX);
             p.validate_message_type = true;
         }
         Some(PubSub::Subscription(sub)) => {
-            let group = sub.group.as_ref().map(|g| g.name.clone()).unwrap_or_default();
-            let fifo = s.groups.orderly(&group);
-            sub.fifo = Some(fifo);
+            sub.fifo = Some(v.fifo);
             sub.receive_batch_size = Some(RECEIVE_BATCH_SIZE);
             sub.long_polling_timeout = Some(duration(LONG_POLLING_MS));
-            let attempts = retry_max_times(s, &group).saturating_add(1);
+            let attempts = v.retry_max_times.saturating_add(1);
             merged.backoff_policy = Some(RetryPolicy {
                 max_attempts: i32::try_from(attempts).unwrap_or(i32::MAX),
                 strategy: Some(Strategy::CustomizedBackoff(CustomizedBackoff {
@@ -80,4 +102,69 @@ pub(crate) fn merge(s: &Shared, client: Settings) -> Result<Settings, Status> {
     }
     merged.metric = Some(Metric { on: false, endpoints: None });
     Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::pb::{Publishing, Resource, Subscription};
+
+    const VALUES: ServerValues =
+        ServerValues { max_body_size: 4 << 20, fifo: true, retry_max_times: 16 };
+
+    #[test]
+    fn given_producer_settings_when_merged_should_carry_exponential_backoff_and_body_limit() {
+        let client = Settings {
+            pub_sub: Some(PubSub::Publishing(Publishing {
+                topics: vec![Resource { resource_namespace: String::new(), name: "T".into() }],
+                max_body_size: 0,
+                validate_message_type: false,
+            })),
+            ..Settings::default()
+        };
+        let m = merge_with(VALUES, client).expect("a producer's settings merge");
+        let policy = m.backoff_policy.expect("a backoff policy");
+        assert_eq!(policy.max_attempts, 3);
+        let Some(Strategy::ExponentialBackoff(e)) = policy.strategy else {
+            panic!("Java refuses any producer strategy but exponential");
+        };
+        assert_eq!(
+            (e.initial, e.max, e.multiplier),
+            (Some(duration(10)), Some(duration(1000)), 2.0)
+        );
+        let Some(PubSub::Publishing(p)) = m.pub_sub else { panic!("still publishing") };
+        assert_eq!(p.max_body_size, 4 << 20, "clients copy it verbatim: never 0");
+        assert!(p.validate_message_type);
+        assert_eq!(p.topics.len(), 1, "the client's topics are kept");
+        assert_eq!(m.metric.map(|x| x.on), Some(false));
+    }
+
+    #[test]
+    fn given_consumer_settings_when_merged_should_carry_polling_batch_fifo_and_attempts() {
+        let client = Settings {
+            pub_sub: Some(PubSub::Subscription(Subscription {
+                group: Some(Resource { resource_namespace: String::new(), name: "G".into() }),
+                ..Subscription::default()
+            })),
+            ..Settings::default()
+        };
+        let m = merge_with(VALUES, client).expect("a consumer's settings merge");
+        let Some(PubSub::Subscription(sub)) = &m.pub_sub else { panic!("still subscribing") };
+        assert_eq!(sub.fifo, Some(true), "from the group's consumeMessageOrderly");
+        assert_eq!(sub.receive_batch_size, Some(32));
+        assert_eq!(sub.long_polling_timeout, Some(duration(20_000)), "0 would make Python spin");
+        let policy = m.backoff_policy.expect("a backoff policy");
+        assert_eq!(policy.max_attempts, 17, "retryMaxTimes + 1");
+        let Some(Strategy::CustomizedBackoff(c)) = policy.strategy else {
+            panic!("Python's push consumer takes its nack delays from a customized policy only");
+        };
+        assert_eq!(c.next.first(), Some(&duration(1_000)));
+        assert_eq!(c.next.last(), Some(&duration(7_200_000)));
+    }
+
+    #[test]
+    fn given_settings_without_publishing_or_subscription_should_refuse_them() {
+        let s = merge_with(VALUES, Settings::default()).expect_err("PUBSUB_NOT_SET");
+        assert_eq!(s.code, Code::BadRequest as i32);
+    }
 }

@@ -150,6 +150,16 @@ def raw(endpoint, topic, unknown_topic, body_size):
     emit(kind="route_good", code=r.status.code, queues=len(r.message_queues),
          types=sorted(set(t for q in r.message_queues for t in q.accept_message_types)),
          endpoint=[f"{a.host}:{a.port}" for a in r.message_queues[0].broker.endpoints.addresses])
+    # Last: fill the broker's memory budget until it refuses, then check it still answers.
+    codes = []
+    for _ in range(10000):
+        r = send(topic, b"f" * (int(body_size) // 2), with_id)
+        codes.append(r.status.code)
+        if r.status.code != 20000:
+            break
+    emit(kind="send_until_full", accepted=len(codes) - 1, code=codes[-1])
+    r = stub.QueryRoute(QueryRouteRequest(topic=Resource(name=topic)), metadata=with_id, timeout=10)
+    emit(kind="route_after_full", code=r.status.code)
 
 
 MODES = {"normal": normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}

@@ -216,6 +216,7 @@ async fn given_bad_input_when_sent_over_grpc_should_answer_rocketmq_codes_and_ke
     let b = start_broker(|c| {
         c.auto_create_topic = false;
         c.max_message_size = 64 * 1024;
+        c.memory_budget = 2 * 1024 * 1024;
     })
     .await;
     let topic = unique("GrpcBad");
@@ -244,11 +245,16 @@ async fn given_bad_input_when_sent_over_grpc_should_answer_rocketmq_codes_and_ke
         serde_json::json!([b.grpc]),
         "the route names this broker's gRPC endpoint"
     );
+    let full = of_kind(&lines, "send_until_full")[0];
+    assert_eq!(full["code"], 42900, "a full memory budget is TOO_MANY_REQUESTS (retried): {full}");
+    assert!(full["accepted"].as_i64().is_some_and(|n| n > 0), "sends were accepted until then");
+    assert_eq!(code("route_after_full"), 20000, "the broker still answers");
+    assert!(b.running.sends_rejected() >= 1, "the refusal is counted");
     let good = s(of_kind(&lines, "send_good")[0], "message_id").to_owned();
-    let msgs =
-        pull_until(&b, &topic, QUEUES, "the good message is stored", |m| !m.is_empty()).await;
-    let stored: Vec<String> = msgs.iter().map(body).collect();
-    assert_eq!(stored, vec!["still-served".to_string()], "only the good message was stored");
-    assert_eq!(props(&msgs[0]).get("UNIQ_KEY"), Some(&good));
+    let msgs = pull_all(&b, &topic, QUEUES).await;
+    let stored: Vec<String> = msgs.iter().map(body).filter(|b| !b.starts_with('f')).collect();
+    assert_eq!(stored, vec!["still-served".to_string()], "no refused message was stored");
+    let m = msgs.iter().find(|m| body(m) == "still-served").expect("the good message");
+    assert_eq!(props(m).get("UNIQ_KEY"), Some(&good));
     b.running.shutdown().await;
 }

@@ -37,6 +37,7 @@ impl SubscriptionGroups {
 
     /// Whether an admin made `group` consume in order (`consumeMessageOrderly`); the gRPC
     /// face tells its consumers `fifo` from it, as the proxy does.
+    #[cfg(feature = "grpc")]
     pub(crate) fn orderly(&self, group: &str) -> bool {
         self.get(group)
             .and_then(|c| c.get("consumeMessageOrderly").and_then(Value::as_bool))
@@ -44,6 +45,7 @@ impl SubscriptionGroups {
     }
 
     /// The `retryMaxTimes` an admin set for `group`, if any (negative values read as 0).
+    #[cfg(feature = "grpc")]
     pub(crate) fn retry_max_times(&self, group: &str) -> Option<u32> {
         let v = self.get(group)?.get("retryMaxTimes")?.as_i64()?;
         Some(u32::try_from(v.max(0)).unwrap_or(u32::MAX))

@@ -164,6 +164,8 @@ fn with_uniq_key<'a>(s: &Shared, props: &'a [u8]) -> Cow<'a, [u8]> {
 
 /// Which queue of the topic a message goes to.
 #[derive(Debug, Clone, Copy)]
+// Only the gRPC face sends with a message group or without a queue of its own.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
 pub(crate) enum QueueChoice<'a> {
     /// The client's choice (remoting); a negative id asks for round-robin.
     Asked(i32),
