@@ -321,6 +321,12 @@ async fn given_bad_consumer_requests_when_sent_with_the_sdk_stubs_should_answer_
     assert_eq!(case("settings")["code"], 20_000, "the Settings are answered OK");
     assert_eq!(case("receive_without_client_id")["codes"], json!([40_017]), "CLIENT_ID_REQUIRED");
     assert_eq!(case("receive_unknown_topic")["codes"], json!([40_402]), "TOPIC_NOT_FOUND");
+    assert_eq!(
+        case("receive_unknown_group")["codes"],
+        json!([40_403]),
+        "CONSUMER_GROUP_NOT_FOUND for a group no client announced"
+    );
+    assert_eq!(case("receive_bad_sql")["codes"], json!([40_010]), "ILLEGAL_FILTER_EXPRESSION");
     assert_eq!(case("receive_invisible_5s")["codes"], json!([40_011]), "ILLEGAL_INVISIBLE_TIME");
     assert_eq!(case("receive_without_invisible")["codes"], json!([40_011]));
     assert_eq!(
