@@ -6,6 +6,8 @@
 //! `support` is the harness (broker, client processes, remoting reads); each other module is
 //! one family of RPCs.
 
+#[path = "grpc_clients/connections.rs"]
+mod connections;
 #[path = "grpc_clients/producer.rs"]
 mod producer;
 #[path = "grpc_clients/support.rs"]

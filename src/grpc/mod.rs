@@ -12,8 +12,10 @@
 //! - [`settings`]: the Settings echo every client waits for;
 //! - [`producer`]: SendMessage (through the remoting send path) and EndTransaction;
 //! - [`consumer`]: the receive side;
-//! - [`convert`]: stored messages ⇄ v2 `Message`.
+//! - [`convert`]: stored messages ⇄ v2 `Message`;
+//! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
 
+pub(crate) mod conn;
 pub(crate) mod consumer;
 pub(crate) mod convert;
 pub(crate) mod producer;
@@ -70,7 +72,7 @@ pub(crate) async fn serve(
     let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = conn::Incoming::new(Arc::clone(&shared), listener);
     let (stopping_tx, mut stopping) = watch::channel(false);
     let signal = {
         let shared = Arc::clone(&shared);
