@@ -1,22 +1,25 @@
-//! Drives the official RocketMQ 5 Rust client (`rocketmq` 5.0.0) for baiji's gRPC tests. Every
-//! outcome is one JSON object on a line of standard output (the client's own log lines go to
-//! standard error); the exit status is 0 when the command did what it was asked, 1 otherwise.
+//! Drives the official RocketMQ 5 Rust client (`rocketmq` 5.0.0) for baiji's gRPC tests
+//! (`tests/grpc_clients`), with the same modes and output as the Python and Node.js scripts
+//! there: one JSON object per line on standard output (the client's own log goes to standard
+//! error); exit status 0 when the mode did what it was asked, 1 otherwise.
 //!
+//! Producer modes (`tests/grpc/producer.py` has the same):
 //! ```text
-//! grpc_rust5 send    ENDPOINT TOPIC COUNT [tag=T] [keys=K] [prop=K:V] [group=G] [delay_ms=MS]
-//!                    [tx=commit|rollback|unknown] [checker=commit|rollback] [linger_s=S]
-//! grpc_rust5 receive ENDPOINT TOPIC GROUP COUNT [filter=EXPR] [sql=EXPR] [invisible_s=S]
-//!                    [patience_s=S] [ack=yes|no]
+//! grpc_rust5 normal ENDPOINT TOPIC COUNT      tag, two keys and two user properties each
+//! grpc_rust5 fifo   ENDPOINT TOPIC GROUPS COUNT   COUNT messages in each of GROUPS groups
+//! grpc_rust5 delay  ENDPOINT TOPIC SECS       one message due SECS seconds from now
+//! grpc_rust5 tx     ENDPOINT TOPIC            one committed, one rolled-back transaction
+//! grpc_rust5 orphan ENDPOINT TOPIC WAIT_SECS  one undecided transaction; waits for the check
 //! ```
-//!
-//! `send` sends COUNT messages with bodies `<topic>#<i>`: normal, FIFO (`group=`), delayed
-//! (`delay_ms=` after now) or transactional (`tx=`: committed, rolled back, or left unknown for
-//! the broker's check, which the checker answers with `checker=`). With `linger_s` it stays up that
-//! long afterwards (so that the broker can check back). `receive` receives and (by default) acks
-//! until COUNT messages have arrived or `patience_s` (60) has passed.
+//! SimpleConsumer (5.0.0 has receive and ack only; `tests/grpc/consumer_simple.py` receive mode):
+//! ```text
+//! grpc_rust5 receive --endpoint E --topic T --group G [--count N] [--invisible S] [--tag EXPR]
+//!                    [--patience S]
+//! ```
 
 use std::collections::HashMap;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rocketmq::conf::{ClientOption, ProducerOption, SimpleConsumerOption};
@@ -24,48 +27,14 @@ use rocketmq::model::common::{FilterExpression, FilterType};
 use rocketmq::model::message::MessageBuilder;
 use rocketmq::model::transaction::{Transaction, TransactionResolution};
 use rocketmq::{Producer, SimpleConsumer};
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-fn emit(v: serde_json::Value) {
+fn emit(v: Value) {
     println!("{v}");
-}
-
-/// `key=value` options after the positional arguments; `prop` may repeat.
-struct Opts {
-    one: HashMap<String, String>,
-    props: HashMap<String, String>,
-}
-
-impl Opts {
-    fn parse(args: &[String]) -> Result<Self, String> {
-        let mut one = HashMap::new();
-        let mut props = HashMap::new();
-        for a in args {
-            let (k, v) = a.split_once('=').ok_or_else(|| format!("not key=value: {a}"))?;
-            if k == "prop" {
-                let (pk, pv) = v.split_once(':').ok_or_else(|| format!("prop is K:V: {v}"))?;
-                props.insert(pk.to_string(), pv.to_string());
-            } else {
-                one.insert(k.to_string(), v.to_string());
-            }
-        }
-        Ok(Opts { one, props })
-    }
-
-    fn get(&self, k: &str) -> Option<&str> {
-        self.one.get(k).map(String::as_str)
-    }
-
-    fn secs(&self, k: &str, default: u64) -> Result<Duration, String> {
-        match self.get(k) {
-            None => Ok(Duration::from_secs(default)),
-            Some(v) => v.parse().map(Duration::from_secs).map_err(|_| format!("{k}={v}")),
-        }
-    }
 }
 
 fn client_option(endpoint: &str) -> ClientOption {
@@ -76,152 +45,201 @@ fn client_option(endpoint: &str) -> ClientOption {
     c
 }
 
-fn resolution(v: Option<&str>) -> TransactionResolution {
-    match v {
-        Some("commit") => TransactionResolution::COMMIT,
-        Some("rollback") => TransactionResolution::ROLLBACK,
-        _ => TransactionResolution::UNKNOWN,
-    }
+fn number<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
+    v.parse().map_err(|_| format!("{what} is a number: {v}"))
 }
 
-async fn send(endpoint: &str, topic: &str, count: usize, o: &Opts) -> Result<(), String> {
-    let mut option = ProducerOption::default();
-    option.set_topics(vec![topic]);
-    let tx = o.get("tx").map(str::to_string);
-    let mut producer = if tx.is_some() {
-        let answer = o.get("checker").map(str::to_string);
-        Producer::new_transaction_producer(
-            option,
-            client_option(endpoint),
-            Box::new(move |transaction_id, message| {
-                emit(json!({"event": "checked", "transaction_id": transaction_id,
-                    "message_id": message.message_id(), "topic": message.topic(),
-                    "body": String::from_utf8_lossy(message.body())}));
-                resolution(answer.as_deref())
-            }),
-        )
-    } else {
-        Producer::new(option, client_option(endpoint))
-    }
-    .map_err(|e| format!("producer: {e:?}"))?;
-    producer.start().await.map_err(|e| format!("start: {e:?}"))?;
-    emit(json!({"event": "started"}));
-    for i in 0..count {
-        let body = format!("{topic}#{i}").into_bytes();
-        let mut b = MessageBuilder::builder().set_topic(topic).set_body(body);
-        if let Some(t) = o.get("tag") {
-            b = b.set_tag(t);
-        }
-        if let Some(k) = o.get("keys") {
-            b = b.set_keys(k.split(' ').collect::<Vec<_>>());
-        }
-        if !o.props.is_empty() {
-            b = b.set_properties(o.props.clone());
-        }
-        if let Some(g) = o.get("group") {
-            b = b.set_message_group(g);
-        }
-        if let Some(d) = o.get("delay_ms") {
-            let d: i64 = d.parse().map_err(|_| format!("delay_ms={d}"))?;
-            b = b.set_delivery_timestamp(now_ms() + d);
-        }
-        if tx.is_some() {
-            b = b.enable_transaction();
-        }
-        let message = b.build().map_err(|e| format!("build: {e:?}"))?;
-        match tx.as_deref() {
-            None => match producer.send(message).await {
-                Ok(r) => emit(json!({"event": "sent", "i": i, "message_id": r.message_id(),
-                    "sent_at_ms": now_ms()})),
-                Err(e) => emit(json!({"event": "send_failed", "i": i, "error": format!("{e:?}")})),
-            },
-            Some(how) => match producer.send_transaction_message(message).await {
-                Ok(t) => {
-                    let (mid, tid) = (t.message_id().to_string(), t.transaction_id().to_string());
-                    let ended = match how {
-                        "commit" => Some(t.commit().await),
-                        "rollback" => Some(t.rollback().await),
-                        _ => None,
-                    };
-                    emit(json!({"event": "sent", "i": i, "message_id": mid, "transaction_id": tid,
-                        "ended": ended.map(|r| r.map_err(|e| format!("{e:?}")).is_ok())}));
-                }
-                Err(e) => emit(json!({"event": "send_failed", "i": i, "error": format!("{e:?}")})),
-            },
-        }
-    }
-    tokio::time::sleep(o.secs("linger_s", 0)?).await;
-    producer.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))?;
-    emit(json!({"event": "done"}));
-    Ok(())
-}
+/// The message ids the broker asked about, shared with the checker closure.
+type Checked = Arc<Mutex<Vec<String>>>;
 
-async fn receive(
+async fn producer(
     endpoint: &str,
     topic: &str,
-    group: &str,
-    count: usize,
-    o: &Opts,
-) -> Result<(), String> {
-    let mut option = SimpleConsumerOption::default();
+    checker: Option<Checked>,
+) -> Result<Producer, String> {
+    let mut option = ProducerOption::default();
     option.set_topics(vec![topic]);
-    option.set_consumer_group(group);
-    let mut consumer = SimpleConsumer::new(option, client_option(endpoint))
-        .map_err(|e| format!("consumer: {e:?}"))?;
-    consumer.start().await.map_err(|e| format!("start: {e:?}"))?;
-    emit(json!({"event": "started"}));
-    let filter = match (o.get("filter"), o.get("sql")) {
-        (_, Some(sql)) => FilterExpression::new(FilterType::Sql, sql),
-        (Some(tag), None) => FilterExpression::new(FilterType::Tag, tag),
-        (None, None) => FilterExpression::new(FilterType::Tag, "*"),
-    };
-    let invisible = o.secs("invisible_s", 15)?;
-    let deadline = Instant::now() + o.secs("patience_s", 60)?;
-    let ack = o.get("ack") != Some("no");
-    let mut got = 0;
-    while got < count && Instant::now() < deadline {
-        let batch = match consumer.receive_with(topic, &filter, 32, invisible).await {
-            Ok(b) => b,
-            Err(e) => {
-                emit(json!({"event": "receive_failed", "error": format!("{e:?}")}));
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-        };
-        for m in batch {
-            got += 1;
-            emit(json!({"event": "received", "message_id": m.message_id(), "topic": m.topic(),
-                "body": String::from_utf8_lossy(m.body()), "tag": m.tag(), "keys": m.keys(),
-                "properties": m.properties(), "message_group": m.message_group(),
-                "delivery_timestamp": m.delivery_timestamp(), "delivery_attempt": m.delivery_attempt(),
-                "received_at_ms": now_ms()}));
-            if ack {
-                let r = consumer.ack(&m).await;
-                emit(json!({"event": "acked", "message_id": m.message_id(),
-                    "ok": r.is_ok(), "error": r.err().map(|e| format!("{e:?}"))}));
-            }
+    let mut p = match checker {
+        None => Producer::new(option, client_option(endpoint)),
+        Some(checked) => Producer::new_transaction_producer(
+            option,
+            client_option(endpoint),
+            Box::new(move |_transaction_id, message| {
+                if let Ok(mut c) = checked.lock() {
+                    c.push(message.message_id().to_string());
+                }
+                TransactionResolution::COMMIT
+            }),
+        ),
+    }
+    .map_err(|e| format!("producer: {e:?}"))?;
+    p.start().await.map_err(|e| format!("producer start: {e:?}"))?;
+    Ok(p)
+}
+
+async fn normal(endpoint: &str, topic: &str, count: &str) -> Result<(), String> {
+    let p = producer(endpoint, topic, None).await?;
+    for i in 0..number::<usize>("COUNT", count)? {
+        let body = format!("rs-normal-{i}");
+        let keys = vec![format!("key-{i}"), format!("other-{i}")];
+        let props = HashMap::from([
+            ("color".to_string(), format!("red-{i}")),
+            ("size".to_string(), i.to_string()),
+        ]);
+        let m = MessageBuilder::builder()
+            .set_topic(topic)
+            .set_body(body.clone().into_bytes())
+            .set_tag("TagA")
+            .set_keys(keys.clone())
+            .set_properties(props.clone())
+            .build()
+            .map_err(|e| format!("build: {e:?}"))?;
+        let r = p.send(m).await.map_err(|e| format!("send: {e:?}"))?;
+        emit(json!({"kind": "sent", "message_id": r.message_id(), "body": body, "tag": "TagA",
+            "keys": keys, "props": props}));
+    }
+    p.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))
+}
+
+async fn fifo(endpoint: &str, topic: &str, groups: &str, count: &str) -> Result<(), String> {
+    let p = producer(endpoint, topic, None).await?;
+    let groups = number::<usize>("GROUPS", groups)?;
+    for i in 0..number::<usize>("COUNT", count)? {
+        for g in 0..groups {
+            let body = format!("rs-fifo-{g}-{i}");
+            let group = format!("group-{g}");
+            let m = MessageBuilder::fifo_message_builder(topic, body.clone().into_bytes(), &group)
+                .build()
+                .map_err(|e| format!("build: {e:?}"))?;
+            let r = p.send(m).await.map_err(|e| format!("send: {e:?}"))?;
+            emit(json!({"kind": "sent", "message_id": r.message_id(), "body": body,
+                "group": group, "seq": i}));
         }
     }
-    consumer.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))?;
-    emit(json!({"event": "done", "received": got}));
-    if got >= count {
-        Ok(())
-    } else {
-        Err(format!("received {got} of {count}"))
+    p.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))
+}
+
+async fn delay(endpoint: &str, topic: &str, secs: &str) -> Result<(), String> {
+    let p = producer(endpoint, topic, None).await?;
+    // rocketmq 5.0.0 takes the delivery timestamp in epoch *seconds* (it becomes the
+    // Timestamp's `seconds`), as the Python client's whole seconds.
+    let due_s = now_ms() / 1000 + number::<i64>("SECS", secs)?;
+    let due_ms = due_s * 1000;
+    let m = MessageBuilder::delay_message_builder(topic, b"rs-delay".to_vec(), due_s)
+        .build()
+        .map_err(|e| format!("build: {e:?}"))?;
+    let r = p.send(m).await.map_err(|e| format!("send: {e:?}"))?;
+    emit(
+        json!({"kind": "sent", "message_id": r.message_id(), "body": "rs-delay", "due_ms": due_ms}),
+    );
+    p.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))
+}
+
+async fn tx(endpoint: &str, topic: &str) -> Result<(), String> {
+    let p = producer(endpoint, topic, Some(Checked::default())).await?;
+    for (body, decide) in [("rs-tx-commit", "commit"), ("rs-tx-rollback", "rollback")] {
+        let m = MessageBuilder::transaction_message_builder(topic, body.as_bytes().to_vec())
+            .build()
+            .map_err(|e| format!("build: {e:?}"))?;
+        let t = p.send_transaction_message(m).await.map_err(|e| format!("send: {e:?}"))?;
+        let (mid, tid) = (t.message_id().to_string(), t.transaction_id().to_string());
+        emit(json!({"kind": "half", "message_id": mid, "transaction_id": tid, "body": body}));
+        let ended = if decide == "commit" { t.commit().await } else { t.rollback().await };
+        ended.map_err(|e| format!("{decide}: {e:?}"))?;
+        emit(json!({"kind": decide, "message_id": mid}));
     }
+    p.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))
+}
+
+async fn orphan(endpoint: &str, topic: &str, wait_secs: &str) -> Result<(), String> {
+    let checked = Checked::default();
+    let p = producer(endpoint, topic, Some(Arc::clone(&checked))).await?;
+    let m = MessageBuilder::transaction_message_builder(topic, b"rs-tx-orphan".to_vec())
+        .build()
+        .map_err(|e| format!("build: {e:?}"))?;
+    let t = p.send_transaction_message(m).await.map_err(|e| format!("send: {e:?}"))?;
+    emit(
+        json!({"kind": "half", "message_id": t.message_id(), "transaction_id": t.transaction_id(),
+        "body": "rs-tx-orphan"}),
+    );
+    // Left undecided (dropped without commit or rollback): the broker must ask over Telemetry.
+    drop(t);
+    let deadline = Instant::now() + Duration::from_secs(number("WAIT_SECS", wait_secs)?);
+    let first = loop {
+        let first = checked.lock().ok().and_then(|c| c.first().cloned());
+        if let Some(id) = first {
+            break id;
+        }
+        if Instant::now() > deadline {
+            return Err("the broker never asked about the orphaned transaction".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    emit(json!({"kind": "checked", "message_id": first}));
+    // The client sends the checker's EndTransaction on a task of its own.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    p.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))
+}
+
+/// `--name value` flags.
+fn flags(args: &[String]) -> Result<HashMap<String, String>, String> {
+    let mut out = HashMap::new();
+    let mut it = args.iter();
+    while let Some(k) = it.next() {
+        let name = k.strip_prefix("--").ok_or_else(|| format!("not a flag: {k}"))?;
+        let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
+        out.insert(name.to_string(), v.clone());
+    }
+    Ok(out)
+}
+
+async fn receive(args: &[String]) -> Result<(), String> {
+    let f = flags(args)?;
+    let need = |k: &str| f.get(k).cloned().ok_or_else(|| format!("--{k} is required"));
+    let (endpoint, topic, group) = (need("endpoint")?, need("topic")?, need("group")?);
+    let count: usize = number("--count", f.get("count").map_or("1", String::as_str))?;
+    let invisible: u64 = number("--invisible", f.get("invisible").map_or("30", String::as_str))?;
+    let patience: u64 = number("--patience", f.get("patience").map_or("60", String::as_str))?;
+    let tag = f.get("tag").map_or("*", String::as_str);
+    let mut option = SimpleConsumerOption::default();
+    option.set_topics(vec![topic.as_str()]);
+    option.set_consumer_group(group.as_str());
+    let mut c = SimpleConsumer::new(option, client_option(&endpoint))
+        .map_err(|e| format!("consumer: {e:?}"))?;
+    c.start().await.map_err(|e| format!("consumer start: {e:?}"))?;
+    let filter = FilterExpression::new(FilterType::Tag, tag);
+    let deadline = Instant::now() + Duration::from_secs(patience);
+    let mut got = 0;
+    while got < count && Instant::now() < deadline {
+        let batch = c
+            .receive_with(&topic, &filter, 32, Duration::from_secs(invisible))
+            .await
+            .map_err(|e| format!("receive: {e:?}"))?;
+        for m in batch {
+            let mut keys = m.keys().to_vec();
+            keys.sort();
+            emit(json!({"event": "message", "id": m.message_id(), "topic": m.topic(),
+                "body": String::from_utf8_lossy(m.body()), "tag": m.tag(), "keys": keys,
+                "properties": m.properties(), "attempt": m.delivery_attempt(),
+                "group": m.message_group()}));
+            c.ack(&m).await.map_err(|e| format!("ack: {e:?}"))?;
+            got += 1;
+        }
+    }
+    emit(json!({"event": "done", "received": got}));
+    c.shutdown().await.map_err(|e| format!("shutdown: {e:?}"))
 }
 
 async fn run(args: &[String]) -> Result<(), String> {
-    let usage = "usage: grpc_rust5 send ENDPOINT TOPIC COUNT [k=v..] | receive ENDPOINT TOPIC GROUP COUNT [k=v..]";
-    let count = |s: &String| s.parse::<usize>().map_err(|_| format!("count: {s}"));
-    match args {
-        [cmd, endpoint, topic, n, rest @ ..] if cmd == "send" => {
-            send(endpoint, topic, count(n)?, &Opts::parse(rest)?).await
-        }
-        [cmd, endpoint, topic, group, n, rest @ ..] if cmd == "receive" => {
-            receive(endpoint, topic, group, count(n)?, &Opts::parse(rest)?).await
-        }
-        _ => Err(usage.to_string()),
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    match a.as_slice() {
+        ["normal", e, t, n] => normal(e, t, n).await,
+        ["fifo", e, t, g, n] => fifo(e, t, g, n).await,
+        ["delay", e, t, s] => delay(e, t, s).await,
+        ["tx", e, t] => tx(e, t).await,
+        ["orphan", e, t, w] => orphan(e, t, w).await,
+        ["receive", ..] => receive(&args[1..]).await,
+        _ => Err(format!("unknown mode or arguments: {a:?} (see the module docs)")),
     }
 }
 
@@ -231,7 +249,7 @@ async fn main() -> ExitCode {
     match run(&args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            emit(json!({"event": "error", "error": e}));
+            emit(json!({"kind": "error", "event": "done", "error": e}));
             ExitCode::FAILURE
         }
     }
