@@ -72,6 +72,9 @@ pub(crate) enum Sdk {
     Python,
     /// `rocketmq-client-nodejs` 1.0.8 (`tests/node/grpc_*.js`).
     Node,
+    /// The official Rust client, crates.io `rocketmq` 5.0.0, driven by `tests/grpc_rust5` (a
+    /// package of its own, built by `.ci/test`; its modes are the producer script's).
+    Rust,
 }
 
 fn repo(parts: &[&str]) -> PathBuf {
@@ -110,6 +113,24 @@ impl Sdk {
                 c.arg(repo(&["tests", "node", script]));
                 c
             }
+            Sdk::Rust => {
+                let driver = repo(&["tests", "grpc_rust5", "target", "debug", script]);
+                assert!(
+                    driver.is_file(),
+                    "the Rust SDK driver is missing: run `cargo build --manifest-path \
+                     tests/grpc_rust5/Cargo.toml` (or .ci/test)"
+                );
+                Command::new(driver)
+            }
+        }
+    }
+
+    /// How this SDK's scripts start the bodies they send (`py-normal-0`, `node-fifo-1-2`, …).
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            Sdk::Python => "py",
+            Sdk::Node => "node",
+            Sdk::Rust => "rs",
         }
     }
 
@@ -118,6 +139,7 @@ impl Sdk {
         match self {
             Sdk::Python => "producer.py",
             Sdk::Node => "grpc_producer.js",
+            Sdk::Rust => "grpc_rust5",
         }
     }
 }
