@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{start_broker, PATIENCE};
+use crate::support::{create_topic, start, start_broker, unique, Sdk, PATIENCE};
 
 /// The HTTP/2 client connection preface; a server answers it with its SETTINGS frame.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
@@ -40,4 +40,18 @@ async fn given_max_connections_open_when_one_more_connects_should_close_it_until
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_connected_producer_when_the_broker_shuts_down_should_not_wait_for_it() {
+    let b = start_broker(|_| {}).await;
+    let topic = unique("GrpcHold");
+    create_topic(&b, &topic, 4).await;
+    let args = ["hold", b.grpc.as_str(), topic.as_str(), "120"].map(str::to_owned).to_vec();
+    let client = start(Sdk::Python, "producer.py", args).await;
+    // The client's Telemetry stream is open and will stay so: a graceful stop that waited for
+    // every stream would wait for the client.
+    let stopped = tokio::time::timeout(PATIENCE, b.running.shutdown()).await;
+    assert!(stopped.is_ok(), "the broker stops within {PATIENCE:?} with a client still connected");
+    drop(client);
 }

@@ -203,6 +203,39 @@ pub(crate) async fn run(sdk: Sdk, script: &str, args: Vec<String>) -> Vec<Value>
     .expect("the client runner does not panic")
 }
 
+/// A client process left running (killed when dropped).
+pub(crate) struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `script` of `sdk` with `args` and returns once it printed a line of kind `started`
+/// (at most [`PATIENCE`]); the process keeps running until the returned value is dropped.
+pub(crate) async fn start(sdk: Sdk, script: &str, args: Vec<String>) -> Running {
+    let mut cmd = sdk.command(script);
+    cmd.args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let what = format!("{sdk:?} {script} {args:?}");
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let running = Running(child);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let started = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("\"started\""));
+        let _ = tx.send(started.is_some());
+    });
+    match tokio::time::timeout(PATIENCE, rx).await {
+        Ok(Ok(true)) => running,
+        other => panic!("{what} did not start within {PATIENCE:?}: {other:?}"),
+    }
+}
+
 /// The lines of `kind`.
 pub(crate) fn of_kind<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
     lines.iter().filter(|v| v["kind"] == kind).collect()
