@@ -153,6 +153,10 @@ pub(crate) struct Shared {
     pub(crate) routes: namesrv::RouteTable,
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
+    /// The address clients reach this broker's gRPC port at (`None`: no gRPC port); reported
+    /// to peers as `grpcServerPort` in GET_BROKER_CONFIG, from which baiji brokers of one
+    /// cluster learn each other's gRPC endpoints for `QueryRoute`.
+    pub(crate) grpc_endpoint: Option<SocketAddr>,
     pub(crate) counters: BrokerCounters,
     /// `rocketmq_rpc_latency` (the metrics endpoint).
     pub(crate) rpc: metrics::RpcLatency,
@@ -381,6 +385,7 @@ impl Shared {
             transactions: transaction::Transactions::default(),
             timers: timer::Timers::default(),
             routes: namesrv::RouteTable::default(),
+            grpc_endpoint: None,
             store_host,
             counters: BrokerCounters::default(),
             rpc: metrics::RpcLatency::default(),
@@ -480,6 +485,7 @@ pub async fn start_with_store(
     };
     let mut shared = Shared::new(config, store, store_host);
     shared.acl = acl;
+    shared.grpc_endpoint = grpc_addr.map(|bound| shared.config.advertised(bound));
     let shared = Arc::new(shared);
     for t in shared.topics.all() {
         let _ = shared.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
@@ -509,8 +515,7 @@ pub async fn start_with_store(
         tasks.spawn(metrics::serve(Arc::clone(&shared), l, shutdown_rx.clone()));
     }
     #[cfg(feature = "grpc")]
-    if let (Some(l), Some(bound)) = (grpc_listener, grpc_addr) {
-        let endpoint = shared.config.advertised(bound);
+    if let (Some(l), Some(endpoint)) = (grpc_listener, shared.grpc_endpoint) {
         tasks.spawn(crate::grpc::serve(Arc::clone(&shared), l, endpoint, shutdown_rx.clone()));
         tasks.spawn(crate::grpc::consumer::renew(Arc::clone(&shared), shutdown_rx.clone()));
     }

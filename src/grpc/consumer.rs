@@ -546,11 +546,11 @@ pub(crate) async fn query_assignment(
     if let Err(st) = check_names(group, topic) {
         return answer(st, Vec::new());
     }
-    let config = match route::topic_config(svc, topic) {
-        Ok(c) => c,
+    let queues = match route::cluster_queues(svc, topic).await {
+        Ok(q) => q,
         Err(st) => return answer(st, Vec::new()),
     };
-    let readable: Vec<pb::MessageQueue> = route::message_queues(svc, &config)
+    let readable: Vec<pb::MessageQueue> = queues
         .into_iter()
         .filter(|q| {
             q.permission == pb::Permission::Read as i32
@@ -563,11 +563,14 @@ pub(crate) async fn query_assignment(
     let queues = if fifo(s, &session, group) {
         readable
     } else {
-        // One "broker acting queue" for the whole broker: a receive pops all its queues.
-        let mut one = readable;
-        one.truncate(1);
-        for q in &mut one {
-            q.id = -1;
+        // One "broker acting queue" per broker: a receive pops all that broker's queues.
+        let mut one: Vec<pb::MessageQueue> = Vec::new();
+        for mut q in readable {
+            let broker = q.broker.as_ref().map(|b| b.name.as_str());
+            if one.iter().all(|o| o.broker.as_ref().map(|b| b.name.as_str()) != broker) {
+                q.id = -1;
+                one.push(q);
+            }
         }
         one
     };

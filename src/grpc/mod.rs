@@ -68,7 +68,7 @@ pub(crate) async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let limit = shared.config.max_message_size.saturating_add(MESSAGE_SIZE_HEADROOM);
-    let svc = service::Messaging { shared: Arc::clone(&shared), endpoint };
+    let svc = service::Messaging { shared: Arc::clone(&shared), endpoint, peers: Arc::default() };
     let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);

@@ -36,6 +36,8 @@ pub(crate) struct Messaging {
     pub(crate) shared: Arc<Shared>,
     /// The address clients reach this broker's gRPC port at (routes name it).
     pub(crate) endpoint: SocketAddr,
+    /// The other brokers' gRPC ports, for routes that span the cluster.
+    pub(crate) peers: Arc<route::Peers>,
 }
 
 impl Messaging {
@@ -73,7 +75,7 @@ impl MessagingService for Messaging {
                 message_queues: vec![],
             }));
         }
-        Ok(Response::new(route::query_route(self, request.get_ref())))
+        Ok(Response::new(route::query_route(self, request.get_ref()).await))
     }
 
     async fn heartbeat(

@@ -34,6 +34,8 @@ pub(crate) fn properties(s: &Shared) -> Vec<(&'static str, String)> {
         ("namesrvAddr", opt(c.namesrv_addr.clone())),
         ("namesrvListen", opt(c.namesrv_listen.map(|a| a.to_string()))),
         ("metricsListen", opt(c.metrics_listen.map(|a| a.to_string()))),
+        // The proxy's name for its gRPC port; peers read it to route gRPC clients here.
+        ("grpcServerPort", opt(s.grpc_endpoint.map(|a| a.port().to_string()))),
         ("defaultTopicQueueNums", c.default_queues.to_string()),
         ("autoCreateTopicEnable", c.auto_create_topic.to_string()),
         ("maxMessageSize", c.max_message_size.to_string()),
