@@ -7,6 +7,8 @@
 //! `support` is the harness (broker, client processes, remoting reads); each other module is
 //! one family of RPCs.
 
+#[path = "grpc_clients/cluster.rs"]
+mod cluster;
 #[path = "grpc_clients/connections.rs"]
 mod connections;
 #[path = "grpc_clients/consumer.rs"]
