@@ -1098,6 +1098,11 @@ mod sql92;
 #[path = "rocketmq_client/acl.rs"]
 mod acl;
 
+// gRPC and remoting clients on one broker (tests/rocketmq_client/grpc_interop.rs).
+#[cfg(feature = "grpc")]
+#[path = "rocketmq_client/grpc_interop.rs"]
+mod grpc_interop;
+
 // TLS on the remoting port, with the client's enable_tls (issue 17).
 #[path = "rocketmq_client/tls.rs"]
 mod tls;

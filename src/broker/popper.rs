@@ -84,8 +84,8 @@ pub(crate) struct PopCall<'a> {
     pub(crate) max_attempts: u32,
     /// Varies the first queue popped (with the clock).
     pub(crate) seed: u32,
-    /// The caller vouches for the group (a gRPC client announced it in its Settings), so it
-    /// need not be known from a remoting heartbeat.
+    /// The caller vouches for the group, so it need not be known from a remoting heartbeat: a
+    /// gRPC ReceiveMessage names its group, which RocketMQ creates on first use.
     pub(crate) announced: bool,
 }
 

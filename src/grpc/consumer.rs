@@ -82,11 +82,6 @@ fn remaining(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
     })
 }
 
-/// Whether `session` (or an admin, or a remoting heartbeat) made `group` known.
-fn announced(s: &Shared, session: &Session, group: &str) -> bool {
-    session.group().as_deref() == Some(group) || s.groups.contains(group)
-}
-
 /// Whether `group` consumes in order: the client's Settings as the server answered them,
 /// else the group's config.
 fn fifo(s: &Shared, session: &Session, group: &str) -> bool {
@@ -225,7 +220,10 @@ pub(crate) async fn receive_message(
         init: PopInit::Max,
         max_attempts: retry_max_times(s, &group).saturating_add(1),
         seed: rand_seed(&client),
-        announced: announced(s, &session, &group),
+        // The request names its group, and RocketMQ creates a subscription group on first use
+        // (`autoCreateSubscriptionGroup`, on by default): a SimpleConsumer may receive before
+        // its Settings have reached the broker (Python does not wait for them).
+        announced: true,
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(poll_ms);
     let mut last = false;

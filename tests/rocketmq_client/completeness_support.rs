@@ -627,16 +627,43 @@ pub(crate) fn node_dir() -> PathBuf {
 /// JSON lines it printed.
 pub(crate) fn run_node(script: &str, args: &[&str], timeout: Duration) -> Vec<serde_json::Value> {
     let dir = node_dir();
-    let mut child = Command::new("node")
-        .arg(dir.join(script))
+    run_program(Command::new("node").arg(dir.join(script)).current_dir(&dir), script, args, timeout)
+}
+
+/// Runs `tests/grpc/<script> <args>` with the Python 5.x SDK's interpreter (`.tools/py`, which
+/// `.ci/test` installs) to completion (at most `timeout`) and returns the JSON lines it printed.
+pub(crate) fn run_python(script: &str, args: &[&str], timeout: Duration) -> Vec<serde_json::Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".tools/py/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run .ci/test (it installs rocketmq-python-client 5.1.2 there)",
+        python.display()
+    );
+    run_program(
+        Command::new(python).arg(root.join("tests/grpc").join(script)),
+        script,
+        args,
+        timeout,
+    )
+}
+
+/// Runs `cmd` with `args` to completion (at most `timeout`; `script` names it in failures) and
+/// returns the JSON lines it printed on standard output.
+fn run_program(
+    cmd: &mut Command,
+    script: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> Vec<serde_json::Value> {
+    let mut child = cmd
         .args(args)
-        .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("run node (is Node.js installed?)");
-    let stdout = child.stdout.take().expect("node stdout");
+        .unwrap_or_else(|e| panic!("cannot start {script}: {e}"));
+    let stdout = child.stdout.take().expect("piped stdout");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let reader = {
         let lines = Arc::clone(&lines);
@@ -650,7 +677,7 @@ pub(crate) fn run_node(script: &str, args: &[&str], timeout: Duration) -> Vec<se
     };
     let deadline = Instant::now() + timeout;
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for node") {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
             break Some(status);
         }
         if Instant::now() >= deadline {
@@ -663,8 +690,8 @@ pub(crate) fn run_node(script: &str, args: &[&str], timeout: Duration) -> Vec<se
     let _ = reader.join();
     let lines = lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
     match status {
-        Some(s) => assert!(s.success(), "node {script} exits 0, not {s}; printed {lines:?}"),
-        None => panic!("node {script} did not finish within {timeout:?}; printed {lines:?}"),
+        Some(s) => assert!(s.success(), "{script} exits 0, not {s}; printed {lines:?}"),
+        None => panic!("{script} did not finish within {timeout:?}; printed {lines:?}"),
     }
     lines
 }
