@@ -433,11 +433,11 @@ async fn receive_once(spec: &ReceiveSpec) -> Option<(Vec<Received>, Option<AckMe
                         received_ns,
                     });
                 }
-                Some(Content::Status(s)) if s.code != Code::Ok as i32 => {
-                    // MESSAGE_NOT_FOUND after a long poll without messages is the quiet case.
-                    if s.code != Code::MessageNotFound as i32 {
-                        return None;
-                    }
+                // MESSAGE_NOT_FOUND after a long poll without messages is the quiet case.
+                Some(Content::Status(s))
+                    if s.code != Code::Ok as i32 && s.code != Code::MessageNotFound as i32 =>
+                {
+                    return None;
                 }
                 _ => {}
             },
