@@ -50,7 +50,7 @@ const LONG_POLLING: Duration = Duration::from_secs(15);
 /// How long a received batch stays invisible to others before it is acknowledged.
 const INVISIBLE: Duration = Duration::from_secs(30);
 const RECEIVE_BATCH: i32 = 32;
-/// Messages per `SendMessageRequest` entry id: unique per process.
+/// The counter behind message ids, unique per process.
 static MESSAGE_IDS: AtomicU64 = AtomicU64::new(0);
 
 /// The gRPC driver: a remoting name server for setup, a gRPC endpoint for the traffic.
@@ -309,6 +309,8 @@ pub struct GrpcProducer {
 
 impl GrpcProducer {
     fn message(&self, body: &Bytes) -> pb::Message {
+        // Relaxed: only uniqueness matters, which every fetch_add gives whatever the ordering;
+        // no other memory is published through this counter.
         let n = MESSAGE_IDS.fetch_add(1, Ordering::Relaxed);
         pb::Message {
             topic: Some(resource(&self.topic)),
