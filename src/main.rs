@@ -490,3 +490,31 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> BrokerConfig {
+        let cli = Cli::try_parse_from(["baiji", "broker"].iter().chain(args)).expect("valid flags");
+        match cli.command {
+            Command::Broker(a) => broker_config(*a).expect("a valid config"),
+            _ => panic!("the broker subcommand"),
+        }
+    }
+
+    #[test]
+    fn given_no_grpc_flag_when_starting_the_broker_should_serve_grpc_on_the_proxy_port() {
+        assert_eq!(config(&[]).grpc_listen, Some(DEFAULT_GRPC_LISTEN));
+        assert_eq!(DEFAULT_GRPC_LISTEN.to_string(), "127.0.0.1:8081");
+    }
+
+    #[test]
+    fn given_grpc_listen_flags_should_move_or_disable_the_grpc_port() {
+        let at = config(&["--grpc-listen", "0.0.0.0:9081"]).grpc_listen;
+        assert_eq!(at, Some("0.0.0.0:9081".parse().expect("an address")));
+        assert_eq!(config(&["--grpc-listen", "off"]).grpc_listen, None);
+        assert_eq!(config(&["--grpc-listen", "NONE"]).grpc_listen, None);
+        assert!(Cli::try_parse_from(["baiji", "broker", "--grpc-listen", "nowhere"]).is_err());
+    }
+}

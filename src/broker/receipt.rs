@@ -323,3 +323,73 @@ mod tests {
         assert_eq!(r.count("c"), 0);
     }
 }
+
+#[cfg(test)]
+mod engine_tests {
+    use super::*;
+    use crate::broker::popper::{pop_once, FilterExpr, PopCall};
+    use crate::broker::{BrokerConfig, Shared};
+    use crate::remoting::body::TopicConfig;
+    use crate::store::{MemoryStore, PopInit, StoreError};
+
+    #[test]
+    fn given_a_renewed_delivery_when_acked_with_the_handle_first_handed_out_should_succeed() {
+        let config = BrokerConfig::default();
+        let store: Arc<dyn crate::store::Store> = Arc::new(
+            MemoryStore::new(config.engine_config().expect("an engine config")).expect("a store"),
+        );
+        let s = Shared::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let mut c = TopicConfig::new("T", 1, 1);
+        c.perm = crate::broker::topics::perm::RW;
+        s.create_topic(c).expect("a topic");
+        let rec = crate::broker::record::NewRecord {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().expect("an address"),
+            reconsume_times: 0,
+            body: b"b",
+            properties: b"",
+        };
+        let bytes = crate::broker::record::encode(&rec, 0).expect("a record");
+        s.store.topic("T").expect("T").append(0, bytes, 0, 1).expect("appended");
+        let call = PopCall {
+            group: "g",
+            topic: "T",
+            queue: None,
+            max: 1,
+            invisible_ms: DEFAULT_INVISIBLE_MS,
+            order: false,
+            attempt_id: None,
+            filter: FilterExpr::Tag("*"),
+            init: PopInit::Min,
+            max_attempts: 17,
+            seed: 0,
+            announced: true,
+        };
+        let t0 = 1_000_000;
+        let b = pop_once(&s, &call, t0).expect("pops");
+        let m = b.messages.first().expect("a message");
+        let (q, off) = (m.delivery.queue, m.delivery.offset);
+        let r = Renewals::default();
+        r.track("c", "g", "T", q, off, b.pop_time, DEFAULT_INVISIBLE_MS);
+        // Renewed twice, each time just before the invisible time would have ended.
+        for round in 1..=2 {
+            let now = t0 + round * (DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS);
+            let renewed = r.renew_due(
+                now,
+                |_| true,
+                |g, t, q, o, cur| {
+                    s.store.change_invisible(g, t, q, o, cur, DEFAULT_INVISIBLE_MS, now).ok()
+                },
+            );
+            assert_eq!(renewed, 1, "round {round}");
+            let later = pop_once(&s, &call, now + DEFAULT_INVISIBLE_MS - 1).expect("pops");
+            assert!(later.messages.is_empty(), "still invisible after renewal {round}");
+        }
+        let direct = s.store.pop_ack("g", "T", q, off, b.pop_time);
+        assert!(matches!(direct, Err(StoreError::StaleReceipt { .. })), "the engine moved on");
+        let resolved = r.resolve("c", "g", "T", q, off, b.pop_time);
+        s.store.pop_ack("g", "T", q, off, resolved).expect("the client's handle still acks");
+    }
+}

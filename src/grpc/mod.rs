@@ -12,8 +12,10 @@
 //! - [`settings`]: the Settings echo every client waits for;
 //! - [`producer`]: SendMessage (through the remoting send path) and EndTransaction;
 //! - [`consumer`]: the receive side;
-//! - [`convert`]: stored messages ⇄ v2 `Message`.
+//! - [`convert`]: stored messages ⇄ v2 `Message`;
+//! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
 
+pub(crate) mod conn;
 pub(crate) mod consumer;
 pub(crate) mod convert;
 pub(crate) mod producer;
@@ -48,6 +50,12 @@ pub(crate) mod pb {
 /// Room above the broker's `max-message-size` for a request's or response's other fields.
 const MESSAGE_SIZE_HEADROOM: usize = 1024 * 1024;
 
+/// How often an idle HTTP/2 connection is pinged.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long a ping may go unanswered before the connection is closed.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How long a stopping server waits for calls in flight (long polls) before it drops them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -64,7 +72,7 @@ pub(crate) async fn serve(
     let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = conn::Incoming::new(Arc::clone(&shared), listener);
     let (stopping_tx, mut stopping) = watch::channel(false);
     let signal = {
         let shared = Arc::clone(&shared);
@@ -77,6 +85,10 @@ pub(crate) async fn serve(
         }
     };
     let serving = tonic::transport::Server::builder()
+        // Pings find clients that vanished without closing (their Telemetry streams and
+        // sessions then go); every gRPC client answers them.
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .add_service(server)
         .serve_with_incoming_shutdown(incoming, signal);
     let expiry = expire_sessions(Arc::clone(&shared));

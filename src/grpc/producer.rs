@@ -55,7 +55,8 @@ struct Converted {
 }
 
 fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, pb::Status> {
-    let sys = m.system_properties.clone().unwrap_or_default();
+    let none = pb::SystemProperties::default();
+    let sys = m.system_properties.as_ref().unwrap_or(&none);
     let mut props = Vec::new();
     let mut put = |k: &str, v: &str, code: Code| {
         properties::write_pair(&mut props, k, v)
@@ -278,7 +279,8 @@ pub(crate) fn end_transaction(
     match transaction::end_by_transaction_id(&svc.shared, &req.transaction_id, commit, from_check) {
         Some(Ended::Done | Ended::Undecided) => answer(ok()),
         Some(Ended::Refused(code, remark)) => {
-            tracing::info!(transaction = %req.transaction_id, code, %remark, "gRPC EndTransaction refused");
+            // The client sees the status (unlike remoting's one-way END_TRANSACTION): debug only.
+            tracing::debug!(transaction = %req.transaction_id, code, %remark, "gRPC EndTransaction refused");
             answer(from_remoting_status(code, remark))
         }
         None => {

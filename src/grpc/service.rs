@@ -39,11 +39,20 @@ pub(crate) struct Messaging {
 }
 
 impl Messaging {
-    /// The session of the client that sent `request`, created on first sight, or the
-    /// `CLIENT_ID_REQUIRED` status to answer with when it sent no `x-mq-client-id`.
+    /// The session of the client that sent `request`, created on first sight, or the status to
+    /// answer with: `CLIENT_ID_REQUIRED` when it sent no `x-mq-client-id`, `TOO_MANY_REQUESTS`
+    /// when `max-connections` clients have sessions already.
     pub(crate) fn session<T>(&self, request: &Request<T>) -> Result<Arc<Session>, pb::Status> {
         match session::client_id(request.metadata()) {
-            Some(id) => Ok(self.shared.grpc_sessions.get_or_create(&id)),
+            Some(id) => {
+                let cap = self.shared.config.max_connections.max(1);
+                self.shared.grpc_sessions.get_or_create_within(&id, cap).ok_or_else(|| {
+                    status(
+                        Code::TooManyRequests,
+                        format!("this broker serves at most {cap} gRPC clients at once"),
+                    )
+                })
+            }
             None => Err(status(
                 Code::ClientIdRequired,
                 format!("the {} header is required", session::CLIENT_ID_HEADER),

@@ -47,14 +47,21 @@ impl Sessions {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The session of `client_id`, created on first sight.
-    pub(crate) fn get_or_create(&self, client_id: &str) -> Arc<Session> {
+    /// The session of `client_id`, created on first sight unless `cap` sessions exist already
+    /// (then `None`: a flood of made-up client ids cannot grow the table without bound; idle
+    /// sessions expire after `client-expiry-secs`).
+    pub(crate) fn get_or_create_within(&self, client_id: &str, cap: usize) -> Option<Arc<Session>> {
         let mut map = self.lock();
-        let session = map
-            .entry(client_id.to_owned())
-            .or_insert_with(|| Arc::new(Session::new(client_id.to_owned())));
-        session.touch();
-        Arc::clone(session)
+        if let Some(session) = map.get(client_id) {
+            session.touch();
+            return Some(Arc::clone(session));
+        }
+        if map.len() >= cap {
+            return None;
+        }
+        let session = Arc::new(Session::new(client_id.to_owned()));
+        map.insert(client_id.to_owned(), Arc::clone(&session));
+        Some(session)
     }
 
     /// The session of `client_id`, if the client is known.
@@ -226,5 +233,37 @@ impl Session {
             None => return false,
         };
         tx.try_send(Ok(cmd)).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_a_full_session_table_when_a_new_client_comes_should_refuse_it_but_keep_known_ones() {
+        let sessions = Sessions::default();
+        assert!(sessions.get_or_create_within("a", 2).is_some());
+        assert!(sessions.get_or_create_within("b", 2).is_some());
+        assert!(sessions.get_or_create_within("c", 2).is_none(), "a third client is refused");
+        assert!(sessions.get_or_create_within("a", 2).is_some(), "known clients are still served");
+        sessions.remove("b");
+        assert!(sessions.get_or_create_within("c", 2).is_some(), "room again once one left");
+    }
+
+    #[test]
+    fn given_a_reopened_telemetry_stream_when_the_old_one_ends_should_keep_the_new_one() {
+        let sessions = Sessions::default();
+        let s = sessions.get_or_create_within("p", 1).expect("room for one");
+        let (tx1, _rx1) = mpsc::channel(1);
+        let (tx2, mut rx2) = mpsc::channel(1);
+        let first = s.attach_telemetry(tx1);
+        let _second = s.attach_telemetry(tx2);
+        s.detach_telemetry(first);
+        assert!(s.has_telemetry(), "the stream opened later stays");
+        assert!(s.push(TelemetryCommand::default()), "and commands go to it");
+        assert!(rx2.try_recv().is_ok());
+        assert!(s.push(TelemetryCommand::default()), "one more fits the channel of 1");
+        assert!(!s.push(TelemetryCommand::default()), "a full channel drops, never waits");
     }
 }

@@ -50,12 +50,16 @@ def main():
     first = next(replies)
     emit(kind="settings", code=first.status.code)
 
-    def receive(topic=None, invisible=30, poll=None, auto_renew=False, metadata=md, timeout=30):
+    def receive(topic=None, invisible=30, poll=None, auto_renew=False, metadata=md, timeout=30,
+                group=None, sql=None):
         req = ReceiveMessageRequest(batch_size=32, auto_renew=auto_renew)
-        req.group.name = a.group
+        req.group.name = group or a.group
         req.message_queue.CopyFrom(MessageQueue(id=0))
         req.message_queue.topic.name = topic or a.topic
-        req.filter_expression.CopyFrom(FilterExpression(type=FilterType.TAG, expression="*"))
+        if sql is None:
+            req.filter_expression.CopyFrom(FilterExpression(type=FilterType.TAG, expression="*"))
+        else:
+            req.filter_expression.CopyFrom(FilterExpression(type=FilterType.SQL, expression=sql))
         if invisible is not None:
             req.invisible_duration.CopyFrom(duration(invisible))
         if poll is not None:
@@ -90,6 +94,10 @@ def main():
     emit(kind="receive_without_client_id", codes=st)
     st, msgs, _ = receive(topic="no_such_topic_" + uuid.uuid4().hex[:8], poll=5)
     emit(kind="receive_unknown_topic", codes=st, messages=len(msgs))
+    st, msgs, _ = receive(group="never_announced_" + uuid.uuid4().hex[:8], poll=5)
+    emit(kind="receive_unknown_group", codes=st, messages=len(msgs))
+    st, msgs, _ = receive(sql="color = ", poll=5)
+    emit(kind="receive_bad_sql", codes=st, messages=len(msgs))
     st, msgs, _ = receive(invisible=5, poll=5)
     emit(kind="receive_invisible_5s", codes=st, messages=len(msgs))
     st, msgs, _ = receive(invisible=None, poll=5)

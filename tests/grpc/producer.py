@@ -162,7 +162,16 @@ def raw(endpoint, topic, unknown_topic, body_size):
     emit(kind="route_after_full", code=r.status.code)
 
 
-MODES = {"normal": normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
+def hold(endpoint, topic, secs):
+    """Starts a producer (its Telemetry stream open), says so, and stays until killed."""
+    p = producer(endpoint, topic)
+    p.send(message(topic, "py-hold"))
+    emit(kind="started")
+    time.sleep(float(secs))
+    p.shutdown()
+
+
+MODES = {"hold": hold, "normal": normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
 
 if __name__ == "__main__":
     try:

@@ -68,7 +68,7 @@ async fn fifo_messages_keep_their_order_per_group(sdk: Sdk) {
         let queues: std::collections::BTreeSet<i32> = got.iter().map(|(q, _)| *q).collect();
         assert_eq!(queues.len(), 1, "group {group} lands on one queue: {got:?}");
         let g = group.trim_start_matches("group-");
-        let prefix = if sdk == Sdk::Python { "py" } else { "node" };
+        let prefix = sdk.prefix();
         let want: Vec<String> = (0..5).map(|i| format!("{prefix}-fifo-{g}-{i}")).collect();
         let bodies: Vec<String> = got.into_iter().map(|(_, b)| b).collect();
         assert_eq!(bodies, want, "group {group} is read in the order it was sent");
@@ -110,7 +110,7 @@ async fn transactions_deliver_the_committed_and_drop_the_rolled_back(sdk: Sdk) {
             "the transaction id is the message id"
         );
     }
-    let prefix = if sdk == Sdk::Python { "py" } else { "node" };
+    let prefix = sdk.prefix();
     let committed = format!("{prefix}-tx-commit");
     let msgs = pull_until(&b, &topic, QUEUES, "the committed message is delivered", |m| {
         m.iter().any(|m| body(m) == committed)
@@ -145,7 +145,7 @@ async fn an_orphaned_transaction_is_recovered_through_the_checker(sdk: Sdk) {
         s(half[0], "message_id"),
         "the check names the orphaned message"
     );
-    let prefix = if sdk == Sdk::Python { "py" } else { "node" };
+    let prefix = sdk.prefix();
     let orphan = format!("{prefix}-tx-orphan");
     let msgs =
         pull_until(&b, &topic, QUEUES, "the orphan committed by its check is delivered", |m| {
@@ -209,6 +209,32 @@ async fn given_a_python_orphaned_transaction_when_checked_should_ask_over_teleme
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_node_orphaned_transaction_when_checked_should_ask_over_telemetry_and_commit() {
     an_orphaned_transaction_is_recovered_through_the_checker(Sdk::Node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_rust_producer_when_sending_should_store_body_tag_keys_properties_and_id() {
+    normal_messages_arrive_intact_at_a_remoting_consumer(Sdk::Rust).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_rust_fifo_producer_when_sending_groups_should_keep_each_group_on_one_queue_in_order(
+) {
+    fifo_messages_keep_their_order_per_group(Sdk::Rust).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_rust_delay_message_when_sent_should_arrive_no_earlier_than_due() {
+    delayed_messages_arrive_no_earlier_than_due(Sdk::Rust).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_rust_transactions_when_committed_and_rolled_back_should_deliver_only_the_commit() {
+    transactions_deliver_the_committed_and_drop_the_rolled_back(Sdk::Rust).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_rust_orphaned_transaction_when_checked_should_ask_over_telemetry_and_commit() {
+    an_orphaned_transaction_is_recovered_through_the_checker(Sdk::Rust).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

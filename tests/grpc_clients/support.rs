@@ -72,6 +72,9 @@ pub(crate) enum Sdk {
     Python,
     /// `rocketmq-client-nodejs` 1.0.8 (`tests/node/grpc_*.js`).
     Node,
+    /// The official Rust client, crates.io `rocketmq` 5.0.0, driven by `tests/grpc_rust5` (a
+    /// package of its own, built by `.ci/test`; its modes are the producer script's).
+    Rust,
 }
 
 fn repo(parts: &[&str]) -> PathBuf {
@@ -110,6 +113,24 @@ impl Sdk {
                 c.arg(repo(&["tests", "node", script]));
                 c
             }
+            Sdk::Rust => {
+                let driver = repo(&["tests", "grpc_rust5", "target", "debug", script]);
+                assert!(
+                    driver.is_file(),
+                    "the Rust SDK driver is missing: run `cargo build --manifest-path \
+                     tests/grpc_rust5/Cargo.toml` (or .ci/test)"
+                );
+                Command::new(driver)
+            }
+        }
+    }
+
+    /// How this SDK's scripts start the bodies they send (`py-normal-0`, `node-fifo-1-2`, …).
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            Sdk::Python => "py",
+            Sdk::Node => "node",
+            Sdk::Rust => "rs",
         }
     }
 
@@ -118,6 +139,7 @@ impl Sdk {
         match self {
             Sdk::Python => "producer.py",
             Sdk::Node => "grpc_producer.js",
+            Sdk::Rust => "grpc_rust5",
         }
     }
 }
@@ -179,6 +201,39 @@ pub(crate) async fn run(sdk: Sdk, script: &str, args: Vec<String>) -> Vec<Value>
     })
     .await
     .expect("the client runner does not panic")
+}
+
+/// A client process left running (killed when dropped).
+pub(crate) struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `script` of `sdk` with `args` and returns once it printed a line of kind `started`
+/// (at most [`PATIENCE`]); the process keeps running until the returned value is dropped.
+pub(crate) async fn start(sdk: Sdk, script: &str, args: Vec<String>) -> Running {
+    let mut cmd = sdk.command(script);
+    cmd.args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let what = format!("{sdk:?} {script} {args:?}");
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let running = Running(child);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let started = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("\"started\""));
+        let _ = tx.send(started.is_some());
+    });
+    match tokio::time::timeout(PATIENCE, rx).await {
+        Ok(Ok(true)) => running,
+        other => panic!("{what} did not start within {PATIENCE:?}: {other:?}"),
+    }
 }
 
 /// The lines of `kind`.

@@ -1,0 +1,57 @@
+//! The gRPC listener's connection bound (`max-connections`), spoken at the HTTP/2 level.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{create_topic, start, start_broker, unique, Sdk, PATIENCE};
+
+/// The HTTP/2 client connection preface; a server answers it with its SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Opens a connection and sends the preface: `Some(stream)` when the server answered,
+/// `None` when it closed the connection instead.
+async fn open(addr: &str) -> Option<TcpStream> {
+    let mut s = TcpStream::connect(addr).await.expect("the gRPC port accepts TCP");
+    s.write_all(PREFACE).await.ok()?;
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(PATIENCE, s.read(&mut buf)).await {
+        Ok(Ok(n)) if n > 0 => Some(s),
+        Ok(_) => None,
+        Err(_) => panic!("the gRPC port neither answered nor closed within {PATIENCE:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_max_connections_open_when_one_more_connects_should_close_it_until_one_leaves() {
+    let b = start_broker(|c| c.max_connections = 1).await;
+    let first = open(&b.grpc).await.expect("the first connection is served");
+    assert!(open(&b.grpc).await.is_none(), "a connection beyond max-connections is closed");
+    assert!(b.running.connections_refused() >= 1, "and counted");
+    drop(first);
+    // The slot is free once the server saw the first connection close.
+    let start = Instant::now();
+    loop {
+        if open(&b.grpc).await.is_some() {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "a new connection is served once the first left");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_connected_producer_when_the_broker_shuts_down_should_not_wait_for_it() {
+    let b = start_broker(|_| {}).await;
+    let topic = unique("GrpcHold");
+    create_topic(&b, &topic, 4).await;
+    let args = ["hold", b.grpc.as_str(), topic.as_str(), "120"].map(str::to_owned).to_vec();
+    let client = start(Sdk::Python, "producer.py", args).await;
+    // The client's Telemetry stream is open and will stay so: a graceful stop that waited for
+    // every stream would wait for the client.
+    let stopped = tokio::time::timeout(PATIENCE, b.running.shutdown()).await;
+    assert!(stopped.is_ok(), "the broker stops within {PATIENCE:?} with a client still connected");
+    drop(client);
+}
