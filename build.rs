@@ -1,7 +1,8 @@
 //! Compiles the RocketMQ 5 gRPC protos (`proto/apache/rocketmq/v2/`) when feature `grpc` is on.
 //!
 //! protox parses the `.proto` files in pure Rust (a fresh machine has no `protoc`), and
-//! tonic-prost-build turns the descriptors into the prost messages and the tonic server trait,
+//! tonic-prost-build turns the descriptors into the prost messages and the tonic server trait
+//! (and, with feature `bench` too, the client the bench's gRPC driver calls),
 //! written to `OUT_DIR` and included by `src/grpc/mod.rs`. Without the feature this script does
 //! nothing, so the engine and the remoting broker build exactly as before.
 
@@ -25,8 +26,10 @@ mod grpc {
             Ok(descriptors) => descriptors,
             Err(error) => panic!("proto/: {error:?}"),
         };
+        // The client half only for `baiji bench --driver grpc` (features grpc + bench): the
+        // broker alone (feature grpc) builds exactly the server code.
         let generated = tonic_prost_build::configure()
-            .build_client(false)
+            .build_client(cfg!(feature = "bench"))
             .build_server(true)
             .build_transport(false)
             .generate_default_stubs(true)

@@ -6,7 +6,7 @@
 //! | part | module | what it does |
 //! |---|---|---|
 //! | workload | [`BenchArgs`], [`Workload`] | what to run: producers, lanes, groups, members, size, rate, duration |
-//! | drivers | [`raw`], `client` (feature `bench-client`) and the peers crate under `benches/wire/` | connect, create the topic, send, receive |
+//! | drivers | [`raw`], `grpc` (feature `grpc`), `client` (feature `bench-client`) and the peers crate under `benches/wire/` | connect, create the topic, send, receive |
 //! | runner | [`run`] | paces producers, checks every delivery, records histograms, prints and writes the results |
 //!
 //! Every message carries a 24-byte stamp (`producer`, `seq`, send time) at the start of its
@@ -16,6 +16,8 @@
 
 #[cfg(feature = "bench-client")]
 pub mod client;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod payload;
 mod proc_stat;
 pub mod raw;
@@ -97,9 +99,15 @@ pub struct BenchArgs {
     #[arg(long, default_value = "127.0.0.1:9876")]
     pub namesrv: String,
     /// Driver: `raw` (baiji's own protocol driver, minimal and the same for every RocketMQ
-    /// broker) or `client` (rocketmq-client-rust; needs the `bench-client` cargo feature).
+    /// broker), `grpc` (RocketMQ 5's gRPC MessagingService at `--grpc-endpoint`: SendMessage,
+    /// SimpleConsumer ReceiveMessage/AckMessage; needs the `grpc` cargo feature) or `client`
+    /// (rocketmq-client-rust; needs the `bench-client` cargo feature).
     #[arg(long, default_value = "raw")]
     pub driver: String,
+    /// The broker's gRPC endpoint `host:port` (driver `grpc`); the topic is still created
+    /// through `--namesrv`.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub grpc_endpoint: String,
     /// Label of the system under test, written to the results (e.g. baiji, rocketmq-rust).
     #[arg(long, default_value = "baiji")]
     pub system: String,
@@ -248,6 +256,14 @@ impl BenchArgs {
 pub async fn run_cli(args: &BenchArgs) -> BenchResult<BenchReport> {
     let report = match args.driver.as_str() {
         "raw" => run(args, raw::RawDriver::new(&args.namesrv)).await?,
+        #[cfg(feature = "grpc")]
+        "grpc" => run(args, grpc::GrpcDriver::new(&args.namesrv, &args.grpc_endpoint)).await?,
+        #[cfg(not(feature = "grpc"))]
+        "grpc" => {
+            return Err(BenchError::Args(
+                "the gRPC driver is not built in; rebuild with feature `grpc`".into(),
+            ))
+        }
         #[cfg(feature = "bench-client")]
         "client" => run(args, client::ClientDriver::new(&args.namesrv)).await?,
         #[cfg(not(feature = "bench-client"))]
@@ -261,7 +277,7 @@ pub async fn run_cli(args: &BenchArgs) -> BenchResult<BenchReport> {
         }
         other => {
             return Err(BenchError::Args(format!(
-                "unknown driver `{other}`: use raw or client (Redis and NATS drivers live in \
+                "unknown driver `{other}`: use raw, grpc or client (Redis and NATS drivers live in \
                  benches/wire)"
             )))
         }
