@@ -300,7 +300,10 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     match a.grpc_listen {
         Some(GrpcListen::Off) => c.grpc_listen = None,
         Some(GrpcListen::At(addr)) => c.grpc_listen = Some(addr),
-        None if c.grpc_listen.is_none() => c.grpc_listen = Some(DEFAULT_GRPC_LISTEN),
+        None if c.grpc_listen.is_none() => {
+            c.grpc_listen = Some(DEFAULT_GRPC_LISTEN);
+            c.grpc_listen_is_default = true;
+        }
         None => {}
     }
     a.security.apply(&mut c);
@@ -506,6 +509,8 @@ mod tests {
     #[test]
     fn given_no_grpc_flag_when_starting_the_broker_should_serve_grpc_on_the_proxy_port() {
         assert_eq!(config(&[]).grpc_listen, Some(DEFAULT_GRPC_LISTEN));
+        assert!(config(&[]).grpc_listen_is_default, "a default: a second broker may go without");
+        assert!(!config(&["--grpc-listen", "127.0.0.1:8081"]).grpc_listen_is_default);
         assert_eq!(DEFAULT_GRPC_LISTEN.to_string(), "127.0.0.1:8081");
     }
 

@@ -33,6 +33,12 @@ pub struct BrokerConfig {
     /// library default is `None`; the `baiji broker` command serves `127.0.0.1:8081` unless
     /// told `--grpc-listen off`. Needs cargo feature `grpc`.
     pub grpc_listen: Option<SocketAddr>,
+    /// `grpc_listen` is a default nobody asked for (the `baiji broker` command's 8081 when
+    /// neither a flag nor the file names one): if that port is taken — a second broker on the
+    /// same host — the broker logs a warning and serves remoting only, instead of refusing to
+    /// start. An address that was asked for must bind. Not a file key.
+    #[serde(skip)]
+    pub grpc_listen_is_default: bool,
     /// RocketMQ plain ACL file (`plain_acl.yml` format, re-read when it changes); `None` (the
     /// default) checks nothing. See README, "Security".
     pub acl_file: Option<std::path::PathBuf>,
@@ -157,6 +163,7 @@ impl Default for BrokerConfig {
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
             metrics_listen: None,
             grpc_listen: None,
+            grpc_listen_is_default: false,
             acl_file: None,
             inner_client_authentication_credentials: None,
             namesrv_addr: None,

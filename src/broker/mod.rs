@@ -561,10 +561,18 @@ async fn bind_grpc(config: &BrokerConfig) -> Result<Option<tokio::net::TcpListen
             "grpc-listen {addr}: this build has no gRPC face (cargo feature `grpc`)"
         )));
     }
-    let l = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(io(format!("cannot bind the gRPC endpoint to {addr}")))?;
-    Ok(Some(l))
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if config.grpc_listen_is_default && e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(
+                grpc = %addr,
+                "the default gRPC port is in use (another broker on this host?): serving \
+                 remoting only; give this broker its own --grpc-listen to serve gRPC too"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(io(format!("cannot bind the gRPC endpoint to {addr}"))(e)),
+    }
 }
 
 /// Starts a standalone name server on `listen` (brokers register with it; clients ask it for

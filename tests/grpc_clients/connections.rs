@@ -55,3 +55,34 @@ async fn given_a_connected_producer_when_the_broker_shuts_down_should_not_wait_f
     assert!(stopped.is_ok(), "the broker stops within {PATIENCE:?} with a client still connected");
     drop(client);
 }
+
+/// A broker on free loopback ports whose gRPC address is `grpc` (`is_default`: the command's
+/// default rather than an address somebody asked for).
+async fn second_broker(
+    grpc: std::net::SocketAddr,
+    is_default: bool,
+) -> Result<baiji::broker::RunningBroker, baiji::broker::BrokerError> {
+    baiji::broker::start(baiji::broker::BrokerConfig {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+        grpc_listen: Some(grpc),
+        grpc_listen_is_default: is_default,
+        ..baiji::broker::BrokerConfig::default()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn given_a_taken_grpc_port_when_a_broker_starts_should_refuse_an_asked_for_address_and_go_without_a_default(
+) {
+    let first = start_broker(|_| {}).await;
+    let taken: std::net::SocketAddr = first.grpc.parse().expect("a socket address");
+    let asked = second_broker(taken, false).await;
+    assert!(asked.is_err(), "an address somebody asked for must bind");
+    let second =
+        second_broker(taken, true).await.expect("a taken default does not stop the broker");
+    assert_eq!(second.grpc_addr(), None, "it serves remoting only");
+    assert!(second.broker_addr().is_some());
+    second.shutdown().await;
+    first.running.shutdown().await;
+}

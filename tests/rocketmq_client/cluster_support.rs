@@ -316,6 +316,8 @@ impl BrokerProcess {
             .arg(&config)
             .args(["--listen", &addr.to_string(), "--namesrv-addr", namesrv])
             .args(["--cluster-name", cluster, "--broker-name", name])
+            // Several brokers run at once; none needs the default gRPC port (8081).
+            .args(["--grpc-listen", "off"])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))
