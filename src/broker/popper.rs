@@ -392,7 +392,7 @@ pub(crate) fn forward_to_dlq(
         tracing::warn!(%group, %topic, queue, offset, "message to dead-letter already evicted");
         return Ok(());
     };
-    let delivery = crate::engine::Delivery { queue, offset, timestamp, tag: 0, payload };
+    let delivery = crate::store::Delivery { queue, offset, timestamp, tag: 0, payload };
     dead_letter(s, group, t.as_ref(), &Popped { delivery, attempts });
     Ok(())
 }

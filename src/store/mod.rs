@@ -20,7 +20,7 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use crate::engine::{
-    AckOutcome, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopInit,
+    AckOutcome, Delivery, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopInit,
     PopOutcome, PopRequest, Popped, Retention, Settings, MAX_QUEUES,
 };
 pub use crate::queue::WaitId;
