@@ -34,7 +34,9 @@ use tonic::Request;
 
 use super::payload::now_ns;
 use super::raw::RawDriver;
-use super::{BenchError, BenchResult, Consumer, Driver, Producer, Received, Workload};
+use super::{
+    take_batches, BenchError, BenchResult, Consumer, Driver, Producer, Received, Workload,
+};
 use crate::grpc::pb::{
     self, messaging_service_client::MessagingServiceClient, receive_message_response::Content,
     settings::PubSub, telemetry_command, AckMessageEntry, AckMessageRequest, ClientType, Code,
@@ -373,12 +375,7 @@ impl Consumer for GrpcConsumer {
         if let (Some(spec), Some(tx)) = (self.spec.take(), self.tx.take()) {
             self.task = Some(tokio::spawn(receive_loop(spec, tx)));
         }
-        if let Ok(Some(batch)) = tokio::time::timeout(wait, self.rx.recv()).await {
-            out.extend(batch);
-            while let Ok(more) = self.rx.try_recv() {
-                out.extend(more);
-            }
-        }
+        take_batches(&mut self.rx, out, wait).await;
         Ok(())
     }
 

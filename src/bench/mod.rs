@@ -329,6 +329,21 @@ impl Workload {
     }
 }
 
+/// A consumer's `poll` over batches its receiving tasks send: waits up to `wait` for one batch,
+/// then takes every batch already queued behind it (raw and gRPC drivers).
+pub(crate) async fn take_batches(
+    rx: &mut tokio::sync::mpsc::Receiver<Vec<Received>>,
+    out: &mut Vec<Received>,
+    wait: Duration,
+) {
+    if let Ok(Some(batch)) = tokio::time::timeout(wait, rx.recv()).await {
+        out.extend(batch);
+        while let Ok(more) = rx.try_recv() {
+            out.extend(more);
+        }
+    }
+}
+
 /// One delivered message as a driver hands it to the runner.
 #[derive(Debug, Clone)]
 pub struct Received {

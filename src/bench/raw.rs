@@ -24,7 +24,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::payload::now_ns;
-use super::{BenchError, BenchResult, ConsumeMode, Consumer, Driver, Producer, Received, Workload};
+use super::{
+    take_batches, BenchError, BenchResult, ConsumeMode, Consumer, Driver, Producer, Received,
+    Workload,
+};
 use crate::remoting::body::{
     AckBits, BatchAck, BatchAckMessageRequestBody, ClusterInfo, ConsumeFromWhere, ConsumeType,
     ConsumerData, ExpressionType, HeartbeatData, JsonBody, MessageModel, SubscriptionData,
@@ -407,12 +410,7 @@ impl Consumer for RawConsumer {
                 });
             }
         }
-        if let Ok(Some(batch)) = tokio::time::timeout(wait, self.rx.recv()).await {
-            out.extend(batch);
-            while let Ok(more) = self.rx.try_recv() {
-                out.extend(more);
-            }
-        }
+        take_batches(&mut self.rx, out, wait).await;
         Ok(())
     }
 
