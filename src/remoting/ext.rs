@@ -44,7 +44,7 @@ use serde_json::value::RawValue;
 use crate::remoting::error::{quote, HeaderError};
 
 /// Entries reserved up front when decoding; a SEND header has 13.
-const DEFAULT_ENTRIES: usize = 16;
+pub(crate) const DEFAULT_ENTRIES: usize = 16;
 
 /// Most fields a decoded header may carry, duplicates included. The broker reads at most about
 /// 15 (a V1 send has 13, Java 5.x adds up to 5 `RpcRequestHeader` fields); 256 leaves room for
@@ -287,6 +287,21 @@ impl ExtFields {
         self.entries.push(Entry { key, value });
     }
 
+    /// Appends a key and a value the JSON scanner cut out of a header, without looking for
+    /// duplicates (see [`dedup_keep_last`](Self::dedup_keep_last)): `value` is a string's
+    /// content (unescaped here when `escaped`) or a number's or boolean's text, stored as
+    /// [`push_raw_value`] stores them.
+    pub(crate) fn push_scanned(&mut self, key: &str, value: &str, escaped: bool) {
+        let key = self.push(key);
+        let start = self.arena.len();
+        if escaped {
+            unescape_into(&mut self.arena, value);
+        } else {
+            self.arena.push_str(value);
+        }
+        self.entries.push(Entry { key, value: start..self.arena.len() });
+    }
+
     /// Appends a key and value given as raw bytes, replacing each invalid UTF-8 sequence with
     /// U+FFFD (as Java decodes them), without looking for duplicates (see
     /// [`dedup_keep_last`](Self::dedup_keep_last)). The arena grows by [`lossy_len`] of each.
@@ -302,6 +317,9 @@ impl ExtFields {
     pub(crate) fn dedup_keep_last(&mut self) {
         const SCAN_UP_TO: usize = 16;
         let arena = self.arena.as_bytes();
+        if self.entries.len() <= SCAN_UP_TO && !may_repeat(arena, &self.entries) {
+            return;
+        }
         let mut keep = vec![true; self.entries.len()];
         if self.entries.len() <= SCAN_UP_TO {
             for later in 1..self.entries.len() {
@@ -372,6 +390,28 @@ fn count_key_work(n: usize) {
     KEY_WORK.with(|w| w.set(w.get().saturating_add(n as u64 + 1)));
     #[cfg(not(test))]
     let _ = n;
+}
+
+/// Whether two of `entries`' keys might be equal: `false` when every key has its own
+/// signature (length, first and last byte), which equal keys would share. Real headers have
+/// distinct keys (a V2 send's are `a` to `n`), so this one pass, with no allocation and no key
+/// comparison, is all that resolving their duplicates costs.
+fn may_repeat(arena: &[u8], entries: &[Entry]) -> bool {
+    let mut seen = 0u64;
+    for e in entries {
+        let key = arena.get(e.key.clone()).unwrap_or_default();
+        count_key_work(0);
+        let (first, last) = (key.first().copied(), key.last().copied());
+        let sig = key.len().wrapping_mul(7)
+            + usize::from(first.unwrap_or(0))
+            + usize::from(last.unwrap_or(0)).wrapping_mul(3);
+        let bit = 1u64 << (sig % 64);
+        if seen & bit != 0 {
+            return true;
+        }
+        seen |= bit;
+    }
+    false
 }
 
 /// Whether a stored key (`None` if its range were ever outside the arena) equals `key`.
@@ -615,7 +655,7 @@ pub(crate) fn push_raw_value(dst: &mut String, raw: &str) -> Option<Range<usize>
 
 /// Appends the unescaped text of a JSON string's content (validated by serde_json). A lone
 /// surrogate escape becomes U+FFFD.
-fn unescape_into(dst: &mut String, content: &str) {
+pub(crate) fn unescape_into(dst: &mut String, content: &str) {
     let mut rest = content;
     while let Some(at) = rest.find('\\') {
         dst.push_str(rest.get(..at).unwrap_or_default());

@@ -7,7 +7,9 @@
 //!  "extFields":{"queueId":"0"},"serializeTypeCurrentRPC":"JSON"}
 //! ```
 //!
-//! Decoding walks the object with a serde visitor: no `serde_json::Value` tree is built, the
+//! Decoding tries the direct scanner of [`json_scan`] first, which reads the flat shapes every
+//! client writes in one pass. Whatever it leaves (nested values, numbers as strings, bad JSON)
+//! the serde visitor decodes, and its readings and errors are the reference: no `serde_json::Value` tree is built, the
 //! `extFields` text lands directly in the [`ExtFields`] arena, and a typical SEND header costs
 //! two allocations (arena and entry list, both sized up front) plus serde_json's scratch buffer
 //! when a string contains escapes (the `\u0001` separators of `properties` do) and one for a
@@ -24,6 +26,7 @@ use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand, Seria
 use crate::remoting::error::FrameError;
 use crate::remoting::ext::{push_raw_value, too_many_fields, ExtFields, ExtFieldsSeed};
 use crate::remoting::frame::MAX_HEADER_BYTES;
+use crate::remoting::json_scan;
 use crate::remoting::json_write::{write_i64, write_str};
 
 /// Appends the JSON header of `cmd` (always a complete object with all eight keys).
@@ -57,7 +60,8 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     dst.put_slice(b"\"}");
 }
 
-/// Parses a JSON header.
+/// Parses a JSON header: the usual shapes with the direct scanner ([`json_scan`]), the rest
+/// with the serde visitor below.
 ///
 /// # Errors
 ///
@@ -69,6 +73,15 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
 /// `refused` set, as does one with more than
 /// [`MAX_EXT_FIELDS`](crate::remoting::ext::MAX_EXT_FIELDS) fields.
 pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
+    match json_scan::decode(header) {
+        Some(parts) => Ok(parts),
+        None => decode_with_serde(header),
+    }
+}
+
+/// [`decode`] through the serde visitor alone: the reference the direct scanner
+/// ([`json_scan`]) must agree with, and the decoder of every header it leaves alone.
+pub(crate) fn decode_with_serde(header: &[u8]) -> Result<HeaderParts, FrameError> {
     let mut de = serde_json::Deserializer::from_slice(header);
     let skip = header.len() > MAX_HEADER_BYTES;
     let parts = HeaderSeed { text_capacity: if skip { 0 } else { header.len() }, skip }

@@ -50,6 +50,7 @@ pub mod subscription;
 
 mod binary_header;
 mod json_header;
+mod json_scan;
 mod json_write;
 mod reader;
 

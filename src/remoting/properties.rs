@@ -160,7 +160,20 @@ pub fn parse(props: &[u8]) -> Vec<(&str, &str)> {
 /// ```
 #[must_use]
 pub fn find<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
-    iter(props).find(|(k, _)| *k == key).map(|(_, v)| v)
+    // The first pair [`iter`] would yield with this key, found by comparing bytes: only the
+    // matching pair's value is checked for UTF-8 (a send looks up five or so keys in
+    // properties of a dozen pairs, and validating every pair was most of that cost).
+    let key = key.as_bytes();
+    if key.is_empty() || key.iter().any(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR) {
+        return None;
+    }
+    props.split(|&b| b == PROPERTY_SEPARATOR).find_map(|segment| {
+        let value = segment.strip_prefix(key)?.strip_prefix(&[NAME_VALUE_SEPARATOR])?;
+        if value.is_empty() {
+            return None;
+        }
+        std::str::from_utf8(value).ok()
+    })
 }
 
 /// Whether another pair cannot follow `props` as they are: they are not empty and do not end in
@@ -250,6 +263,21 @@ pub fn keys(props: &[u8]) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 1024, failure_persistence: None, ..Default::default() })]
+
+        /// `find` answers as the first matching pair of `iter` does, on well- and ill-formed
+        /// properties alike (empty keys or values, missing separators, invalid UTF-8).
+        #[test]
+        fn find_agrees_with_iter(
+            props in proptest::collection::vec(proptest::sample::select(vec![b'A', b'B', b'\x01', b'\x02', 0xff, b'e']), 0..40),
+            key in proptest::sample::select(vec!["A", "B", "AB", "", "A\u{1}B", "e"]),
+        ) {
+            let expected = iter(&props).find(|(k, _)| *k == key).map(|(_, v)| v);
+            proptest::prop_assert_eq!(find(&props, key), expected);
+        }
+    }
 
     #[test]
     fn given_pairs_when_encoding_and_parsing_should_round_trip() {

@@ -1,0 +1,461 @@
+//! A direct scanner for the JSON header shapes real clients send; the serde decoder in
+//! [`json_header`](super::json_header) handles everything else.
+//!
+//! Under a max-rate load the serde visitor was the broker's largest single cost: 27 % of its
+//! CPU in a profile of `baiji bench` workload (b) (`benches/results/profile.md`). Every client
+//! writes the same flat shape — integers for `code`/`opaque`/`version`/`flag`, a plain string
+//! for `language`, a flat `extFields` object of strings (ali-ons: also numbers and booleans) —
+//! so one pass over the bytes reads it without serde's per-token dispatch.
+//!
+//! # Contract
+//!
+//! [`decode`] returns `Some` only for a header that is valid JSON and that the serde decoder
+//! would decode to the same [`HeaderParts`]; for anything else (an escaped key, a nested value,
+//! a number where a string is usual, a missing `code`, bad JSON, a header over the size limit,
+//! too many fields, ...) it returns `None` and the caller runs the serde decoder, so errors,
+//! refusals and lenient readings stay exactly as that decoder defines them. The property test
+//! below checks the agreement on generated and mutated headers.
+
+use std::ops::Range;
+
+use crate::remoting::command::{HeaderParts, LanguageCode};
+use crate::remoting::ext::{unescape_into, ExtFields, DEFAULT_ENTRIES, MAX_EXT_FIELDS};
+use crate::remoting::frame::MAX_HEADER_BYTES;
+
+/// Decodes `header` if it has the common shape (see the module docs); `None` otherwise.
+pub(crate) fn decode(header: &[u8]) -> Option<HeaderParts> {
+    if header.len() > MAX_HEADER_BYTES {
+        return None;
+    }
+    // One validation up front; every range the scanner cuts falls on ASCII delimiters, so each
+    // is a char boundary of this text.
+    let text = std::str::from_utf8(header).ok()?;
+    let mut s = Scanner { text, bytes: header, at: 0 };
+    let mut code = None;
+    let mut opaque = None;
+    let mut language = LanguageCode::default();
+    let mut version = 0;
+    let mut flag = 0;
+    let mut remark = None;
+    let mut ext_fields = ExtFields::new();
+    s.expect(b'{')?;
+    if s.peek()? == b'}' {
+        s.at += 1;
+    } else {
+        loop {
+            let key = s.plain_string()?;
+            s.expect(b':')?;
+            match key {
+                "code" => code = Some(s.int32()?),
+                "opaque" => opaque = Some(s.int32()?),
+                "version" => version = s.int32()?,
+                "flag" => flag = s.int32()?,
+                "language" => language = LanguageCode::from_name(s.plain_string()?),
+                "remark" => {
+                    remark = match s.scalar()? {
+                        Scalar::Null => None,
+                        Scalar::Str { content, escaped } => {
+                            let content = s.slice(content);
+                            let mut out = String::with_capacity(content.len());
+                            if escaped {
+                                unescape_into(&mut out, content);
+                            } else {
+                                out.push_str(content);
+                            }
+                            Some(out)
+                        }
+                        Scalar::Raw(raw) => Some(s.slice(raw).to_owned()),
+                    }
+                }
+                "extFields" => ext_fields = s.ext_fields()?,
+                _ => {
+                    s.scalar()?;
+                }
+            }
+            if s.next_member()? {
+                break;
+            }
+        }
+    }
+    s.skip_ws();
+    if s.at != s.bytes.len() {
+        return None;
+    }
+    Some(HeaderParts {
+        code: code?,
+        language,
+        version,
+        opaque: opaque?,
+        flag,
+        remark,
+        ext_fields,
+        refused: None,
+    })
+}
+
+/// A scalar JSON value, as ranges into the header.
+enum Scalar {
+    Null,
+    /// A string's content between its quotes; `escaped` if it holds a backslash escape.
+    Str {
+        content: Range<usize>,
+        escaped: bool,
+    },
+    /// A number, `true` or `false`, as written.
+    Raw(Range<usize>),
+}
+
+/// Bytes that end the fast part of a string: the closing quote, an escape, a control character
+/// (which JSON forbids unescaped).
+static STOPS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace (not consumed).
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    fn slice(&self, range: Range<usize>) -> &'a str {
+        self.text.get(range).unwrap_or_default()
+    }
+
+    /// After a member: `true` at the object's closing brace, `false` at a comma followed by
+    /// another member; `None` for anything else.
+    fn next_member(&mut self) -> Option<bool> {
+        let byte = self.peek()?;
+        self.at += 1;
+        match byte {
+            b',' => Some(false),
+            b'}' => Some(true),
+            _ => None,
+        }
+    }
+
+    /// A string without escapes (a key, a language name).
+    fn plain_string(&mut self) -> Option<&'a str> {
+        match self.scalar()? {
+            Scalar::Str { content, escaped: false } => Some(self.slice(content)),
+            _ => None,
+        }
+    }
+
+    /// A JSON integer that fits an `i32` (no fraction, no exponent).
+    fn int32(&mut self) -> Option<i32> {
+        match self.scalar()? {
+            Scalar::Raw(raw) => self.slice(raw).parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// A string, number, boolean or `null`; `None` for an object, an array or bad JSON.
+    fn scalar(&mut self) -> Option<Scalar> {
+        let start = self.at;
+        match self.peek()? {
+            b'"' => self.string(),
+            b'n' => self.word(b"null").map(|()| Scalar::Null),
+            b't' => self.word(b"true").map(|()| Scalar::Raw(start..self.at)),
+            b'f' => self.word(b"false").map(|()| Scalar::Raw(start..self.at)),
+            b'-' | b'0'..=b'9' => self.number().map(Scalar::Raw),
+            _ => None,
+        }
+    }
+
+    fn word(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at + word.len();
+        (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// A string starting at the opening quote; escapes are checked, not decoded.
+    fn string(&mut self) -> Option<Scalar> {
+        self.at += 1;
+        let start = self.at;
+        let mut escaped = false;
+        loop {
+            while !STOPS[usize::from(*self.bytes.get(self.at)?)] {
+                self.at += 1;
+            }
+            match self.bytes.get(self.at)? {
+                b'"' => {
+                    let content = start..self.at;
+                    self.at += 1;
+                    return Some(Scalar::Str { content, escaped });
+                }
+                b'\\' => {
+                    escaped = true;
+                    match self.bytes.get(self.at + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
+                        b'u' => {
+                            let hex = self.bytes.get(self.at + 2..self.at + 6)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            self.at += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                // A control character.
+                _ => return None,
+            }
+        }
+    }
+
+    /// A JSON number: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Option<Range<usize>> {
+        let start = self.at;
+        if self.bytes.get(self.at) == Some(&b'-') {
+            self.at += 1;
+        }
+        match self.bytes.get(self.at)? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => self.digits()?,
+            _ => return None,
+        }
+        if self.bytes.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            self.digits()?;
+        }
+        if let Some(b'e' | b'E') = self.bytes.get(self.at) {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.bytes.get(self.at) {
+                self.at += 1;
+            }
+            self.digits()?;
+        }
+        Some(start..self.at)
+    }
+
+    /// One or more decimal digits.
+    fn digits(&mut self) -> Option<()> {
+        let start = self.at;
+        while let Some(b'0'..=b'9') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+        (self.at > start).then_some(())
+    }
+
+    /// `null` or a flat object of scalars, stored as the serde decoder stores them: strings
+    /// unescaped, numbers and booleans as written, `null` values skipped, duplicates resolved.
+    fn ext_fields(&mut self) -> Option<ExtFields> {
+        match self.peek()? {
+            b'n' => return self.word(b"null").map(|()| ExtFields::new()),
+            b'{' => self.at += 1,
+            _ => return None,
+        }
+        let mut fields = ExtFields::with_capacity(DEFAULT_ENTRIES, self.bytes.len());
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(fields);
+        }
+        let mut count = 0;
+        loop {
+            let key = self.plain_string()?;
+            self.expect(b':')?;
+            count += 1;
+            if count > MAX_EXT_FIELDS {
+                return None;
+            }
+            match self.scalar()? {
+                Scalar::Null => {}
+                Scalar::Str { content, escaped } => {
+                    fields.push_scanned(key, self.slice(content), escaped);
+                }
+                Scalar::Raw(raw) => fields.push_scanned(key, self.slice(raw), false),
+            }
+            if self.next_member()? {
+                break;
+            }
+        }
+        fields.dedup_keep_last();
+        Some(fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::remoting::json_header;
+
+    /// What the serde decoder makes of `header`, for comparison (the fast path is tried first
+    /// by `json_header::decode`, so this calls the serde path directly).
+    fn serde_decode(header: &[u8]) -> Option<HeaderParts> {
+        json_header::decode_with_serde(header).ok()
+    }
+
+    fn same(a: &HeaderParts, b: &HeaderParts) -> bool {
+        a.code == b.code
+            && a.language == b.language
+            && a.version == b.version
+            && a.opaque == b.opaque
+            && a.flag == b.flag
+            && a.remark == b.remark
+            && a.ext_fields == b.ext_fields
+            && a.ext_fields.iter().eq(b.ext_fields.iter())
+            && a.refused == b.refused
+    }
+
+    /// Headers as the clients of `client-wire-facts.md` write them: each must take the fast
+    /// path (or the optimisation silently never runs) and agree with the serde decoder.
+    #[test]
+    fn given_every_clients_header_shape_should_scan_it_as_serde_decodes_it() {
+        let headers = [
+            // Rust client, SEND_MESSAGE_V2 with properties escapes.
+            r#"{"code":310,"language":"RUST","version":474,"opaque":3,"flag":0,"remark":null,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"0","f":"0","g":"1700000000000","h":"0","i":"TAGS\u0001TagA\u0002UNIQ_KEY\u00017F00\u0002","j":"0","k":"false","m":"false","n":"false"},"serializeTypeCurrentRPC":"JSON"}"#,
+            // Java (fastjson): sorted keys, no remark, 5.x `{}` extFields.
+            r#"{"code":34,"extFields":{},"flag":0,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":475}"#,
+            // Java 4.9: no extFields key at all.
+            r#"{"code":34,"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":405}"#,
+            // Go (jsoniter): empty remark, no serializeTypeCurrentRPC.
+            r#"{"code":11,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"consumerGroup":"G","queueOffset":"12"}}"#,
+            // ali-ons: raw numbers and booleans in extFields.
+            r#"{"code":310,"language":"JAVA","opaque":12,"flag":0,"version":121,"extFields":{"a":"PG","e":0,"k":false,"g":1700000000000,"x":-1.5e3}}"#,
+            // Whitespace, duplicates, null values, an escaped remark.
+            " { \"code\" : 1 ,\n\"opaque\":-2,\"remark\":\"a\\\"b\",\"extFields\":{\"k\":\"1\",\"n\":null,\"k\":\"2\"} } ",
+        ];
+        for h in headers {
+            let fast = decode(h.as_bytes()).unwrap_or_else(|| panic!("fast path refused {h}"));
+            let slow = serde_decode(h.as_bytes()).expect("serde decodes it");
+            assert!(same(&fast, &slow), "{h}: fast {fast:?} vs serde {slow:?}");
+        }
+    }
+
+    /// Shapes the fast path leaves to serde (which decodes or refuses them as before).
+    #[test]
+    fn given_unusual_headers_should_leave_them_to_serde() {
+        for h in [
+            r#"{"code":"10","opaque":1}"#,
+            r#"{"code":1.0,"opaque":1}"#,
+            r#"{"code":1,"opaque":1,"flag":null}"#,
+            r#"{"code":1,"opaque":1,"language":5}"#,
+            r#"{"code":1,"opaque":1,"extFields":{"o":{"a":1}}}"#,
+            r#"{"code":1,"opaque":1,"extFields":{"k\u0041":"v"}}"#,
+            r#"{"code":1,"opaque":1,"x":[1]}"#,
+            r#"{"code":4294967296,"opaque":1}"#,
+            r#"{"opaque":1}"#,
+            r#"{"code":1,"opaque":1} x"#,
+            r#"{"code":01,"opaque":1}"#,
+            "{\"code\":1,\"opaque\":1,\"remark\":\"a\u{1}b\"}",
+            r#"{"code":1,"opaque":1,"remark":"\x"}"#,
+            r#"{"code":1,"opaque":1,}"#,
+        ] {
+            assert!(decode(h.as_bytes()).is_none(), "{h} must fall back to serde");
+        }
+    }
+
+    /// A JSON-ish token, valid or not, for building headers.
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("\"code\"".to_owned()),
+            Just("\"opaque\"".to_owned()),
+            Just("\"flag\"".to_owned()),
+            Just("\"version\"".to_owned()),
+            Just("\"language\"".to_owned()),
+            Just("\"remark\"".to_owned()),
+            Just("\"extFields\"".to_owned()),
+            Just("\"k\"".to_owned()),
+            Just("{".to_owned()),
+            Just("}".to_owned()),
+            Just("[".to_owned()),
+            Just("]".to_owned()),
+            Just(":".to_owned()),
+            Just(",".to_owned()),
+            Just(" ".to_owned()),
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("fals".to_owned()),
+            Just("\"JAVA\"".to_owned()),
+            Just("\"a\\u0001\\\"b\"".to_owned()),
+            Just("\"\\ud83d!\"".to_owned()),
+            Just("\"\\q\"".to_owned()),
+            Just("\"é\"".to_owned()),
+            "-?[0-9]{1,11}(\\.[0-9]{0,2})?([eE][-+]?[0-9]{0,3})?",
+            "\"[a-z\\\\\"\u{1}]{0,6}\"",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whenever the fast path accepts a header, serde accepts it too and decodes the same
+        /// parts (random token soup exercises the refusals; the framed variant, whose members
+        /// are well formed, exercises acceptance).
+        #[test]
+        fn fast_path_agrees_with_serde(
+            members in proptest::collection::vec((token(), token()), 0..4),
+            ext in proptest::collection::vec((token(), token()), 0..4),
+            soup in proptest::collection::vec(token(), 0..24),
+            framed in any::<bool>(),
+        ) {
+            let text = if framed {
+                let join = |pairs: &[(String, String)]| {
+                    pairs.iter().map(|(k, v)| format!("{k}:{v},")).collect::<String>()
+                };
+                format!(
+                    "{{\"code\":1,{}\"extFields\":{{{}\"z\":\"\"}},\"opaque\":2}}",
+                    join(&members),
+                    join(&ext)
+                )
+            } else {
+                soup.concat()
+            };
+            if let Some(fast) = decode(text.as_bytes()) {
+                let slow = serde_decode(text.as_bytes());
+                prop_assert!(slow.is_some(), "serde refused what the fast path took: {}", text);
+                let slow = slow.unwrap_or_else(|| unreachable!());
+                prop_assert!(same(&fast, &slow), "{}: fast {:?} vs serde {:?}", text, fast, slow);
+            }
+        }
+
+        /// Headers of the usual shape with arbitrary field values take the fast path and agree.
+        #[test]
+        fn usual_headers_take_the_fast_path(
+            code in any::<i32>(),
+            opaque in any::<i32>(),
+            fields in proptest::collection::vec(("[a-zA-Z]{1,12}", "[ -~\u{1}\u{2}é]{0,40}"), 0..20),
+        ) {
+            let ext: serde_json::Map<String, serde_json::Value> = fields
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect();
+            let text = serde_json::json!({
+                "code": code, "language": "JAVA", "opaque": opaque, "flag": 0, "version": 475,
+                "extFields": ext, "serializeTypeCurrentRPC": "JSON",
+            })
+            .to_string();
+            let fast = decode(text.as_bytes());
+            prop_assert!(fast.is_some(), "fast path refused {}", text);
+            let fast = fast.unwrap_or_else(|| unreachable!());
+            let slow = serde_decode(text.as_bytes()).unwrap_or_else(|| unreachable!());
+            prop_assert!(same(&fast, &slow), "{}", text);
+        }
+    }
+}
