@@ -645,6 +645,88 @@ def wire_targets(cells):
     return T
 
 
+def round2_targets(cells, eng, et):
+    """Issue 16 (performance, second round): each target's figure and verdict, computed here."""
+    A, aR = cells[("a", "baiji", "raw")], cells[("a", "redis", "redis")]
+    B, bR = cells[("b", "baiji", "raw")], cells[("b", "redis", "redis")]
+    D = cells[("d", "baiji", "raw")]
+    sent = lambda r: r["sent_per_s"]
+    cpu = broker("cpu_us_per_msg")
+    T = []
+    # (b) sent msg/s ≥ 1.3x Redis's (ratio of the medians).
+    r = B.med(sent) / bR.med(sent)
+    T.append(
+        Target(
+            "(b) throughput ≥ 1.3x Redis",
+            f"{num(B.med(sent))} vs {num(bR.med(sent))} msg/s = **{ratio(r)}x**",
+            [("", r, GE, 1.3, f"{ratio(r)}x")],
+            f"throughput vs Redis ({ratio(r)}x)",
+        )
+    )
+    # (b) broker CPU per message ≤ Redis's (ratio of the medians ≤ 1).
+    r = B.med(cpu) / bR.med(cpu)
+    T.append(
+        Target(
+            "(b) broker CPU per message ≤ Redis's",
+            f"{num(B.med(cpu))} vs {num(bR.med(cpu))} µs = **{ratio(r)}x**",
+            [("", r, LE, 1.0, f"{ratio(r)}x")],
+            f"CPU per message vs Redis ({ratio(r)}x)",
+        )
+    )
+    # (a) e2e p50, e2e p99 and send p99 ≤ Redis's (ratios of the medians ≤ 1).
+    for h, q, what in (("e2e", "p50", "e2e p50"), ("e2e", "p99", "e2e p99"), ("send_rtt", "p99", "send p99")):
+        b, x = A.med(p(h, q)), aR.med(p(h, q))
+        T.append(
+            Target(
+                f"(a) {what} ≤ Redis",
+                f"{num(b)} vs {num(x)} µs = **{ratio(b / x)}x**",
+                [("", b / x, LE, 1.0, f"{ratio(b / x)}x")],
+                f"{what} vs Redis ({ratio(b / x)}x)",
+            )
+        )
+    # (c) broker CPU per message sent with 4 groups ≤ 1.3x that with 1 group (c1).
+    c4, c1 = cells[("c", "baiji", "raw")].med(cpu), cells[("c1", "baiji", "raw")].med(cpu)
+    T.append(
+        Target(
+            "(c) 4-group fan-out ≤ 1.3x the broker CPU of 1 group per message sent",
+            f"{num(c4)} vs {num(c1)} µs = **{ratio(c4 / c1)}x**",
+            [("", c4 / c1, LE, 1.3, f"{ratio(c4 / c1)}x")],
+            f"fan-out CPU ({ratio(c4 / c1)}x)",
+        )
+    )
+    # (d) RSS after draining the 1M backlog ≤ 1.10x idle: median of the per-run ratios.
+    ai = D.med(after_over_idle)
+    runs_ai = ", ".join(ratio(after_over_idle(r_)) for r_ in D.runs)
+    T.append(
+        Target(
+            "(d) RSS after draining a 1M backlog within 10 % of idle",
+            f"**{ratio(ai)}x** (median of the runs: {runs_ai})",
+            [("", ai, LE, 1.10, f"{ratio(ai)}x")],
+            f"drained RSS ({ratio(ai)}x idle)",
+        )
+    )
+    # engine: the same thresholds as issue 5's engine targets, from the engine pass's outputs.
+    hp = et["handoff p50"]
+    T.append(
+        Target(
+            "engine: handoff p50 ≤ 2x the base case",
+            f"**{hp.checks[0][4]}** (engine pass of {eng.date:%Y-%m-%d} at `{eng.commit}`)",
+            hp.checks,
+            "engine handoff p50",
+        )
+    )
+    checks = [(a, et[f"burst {a}"].checks[0][1], GE, 1.0, et[f"burst {a}"].checks[0][4]) for a, _ in ALLOCS]
+    T.append(
+        Target(
+            "engine: 1P1C burst ≥ crossbeam unbounded",
+            "; ".join(f"{a} allocator **{c[4]}**" for c in checks for a in [c[0]]) + f" (same engine pass)",
+            checks,
+            "engine burst vs crossbeam",
+        )
+    )
+    return T
+
+
 def under_load(cells, workload, systems):
     """(label, received, offered) of each paced cell that received < UNDER_LOAD_SHARE of its rate."""
     out = []
@@ -946,7 +1028,7 @@ def readme_engine(eng, T):
 # summary.md
 
 
-def summary_md(cells, targets, eng):
+def summary_md(cells, targets, eng, round2):
     out = []
     w = out.append
 
@@ -954,6 +1036,19 @@ def summary_md(cells, targets, eng):
         w(wrap(text, "- ", "  "))
 
     w(f"<!-- {GENERATED} -->\n")
+    w("## Targets (issue 16, performance second round), met or missed\n\n")
+    w(
+        wrap(
+            "Ratios of the medians of the runs below (raw driver; Redis with its own driver), computed "
+            "with the thresholds of issue 16 by `benches/results/figures.py`; the engine rows come from "
+            "the engine pass whose outputs are in `benches/results/engine/`."
+        )
+        + "\n"
+    )
+    w("| target | figure | |\n|---|---|---|\n")
+    for t in round2:
+        w(f"| {t.name} | {t.figure} | {t.verdict()} |\n")
+    w("\n")
     w("## Targets (issue 5), met or missed\n\n")
     reps = "/".join(str(n) for n in sorted({len(c.runs) for c in cells.values()}))
     w(
@@ -1079,7 +1174,7 @@ def outputs():
     readme = read(README)
     readme = splice(readme, "wire", readme_wire(runs, cells, wt, eng), "README.md")
     readme = splice(readme, "engine", readme_engine(eng, et), "README.md")
-    summary = summary_md(cells, wt, eng)
+    summary = summary_md(cells, wt, eng, round2_targets(cells, eng, et))
     meta = read(os.path.join(HERE, "meta.md"))
     profile = read(os.path.join(HERE, "profile.md"))
     # report.rs includes each file as read (with its final newline) followed by a blank line.
