@@ -8,6 +8,16 @@
 //!   (the topic is fresh), a concurrent listener that forwards each message to the runner and
 //!   returns `ConsumeSuccess`. The client's rebalance and its periodic offset commits are its
 //!   own business, as in an application.
+//!
+//! Two client settings can be changed from the environment, for experiments only (the published
+//! figures use the client's defaults):
+//! * `BAIJI_BENCH_CLIENT_PULL_INTERVAL_MS`: the push consumer's `pull_interval` (default 0). The
+//!   client 1.0.0 drops a queue's pull request for good (logging "Failed to send sharded pull
+//!   request ... Capacity(Rate)") when its pull-request shard sees more than 4096 pulls a second,
+//!   which a consumer that keeps up at tens of thousands of messages a second does (issue 16:
+//!   each pull then returns a few messages); an interval of a few milliseconds bounds the rate.
+//! * `BAIJI_BENCH_CLIENT_PULL_SHARDS`: the client's `pull_message_service_shards` (default: the
+//!   cores it may use, at most 8). Fewer shards reach that limit at a lower message rate.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -56,6 +66,11 @@ fn runtime(scope: &'static str) -> BenchResult<Arc<ClientRuntime>> {
         TelemetryHandle::noop(),
     )
     .map_err(|e| client_err("runtime", e))
+}
+
+/// A numeric setting from the environment (unset or unparsable: none).
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
 }
 
 fn instance_name(kind: &str) -> String {
@@ -124,12 +139,14 @@ impl Driver for ClientDriver {
         group: usize,
         _member: usize,
     ) -> BenchResult<ClientConsumer> {
-        let cfg = ClientConfig::builder()
+        let mut cfg = ClientConfig::builder()
             .namesrv_addr(self.namesrv.as_str())
             .instance_name(instance_name("consumer").as_str())
-            .client_ip("127.0.0.1")
-            .build()
-            .map_err(|e| client_err("config", e))?;
+            .client_ip("127.0.0.1");
+        if let Some(shards) = env_u64("BAIJI_BENCH_CLIENT_PULL_SHARDS") {
+            cfg = cfg.pull_message_service_shards(usize::try_from(shards).unwrap_or(usize::MAX));
+        }
+        let cfg = cfg.build().map_err(|e| client_err("config", e))?;
         let mut c = DefaultMQPushConsumer::builder(runtime("bench-consumer")?)
             .client_config(cfg)
             .consumer_group(w.group_name(group).as_str())
@@ -140,6 +157,7 @@ impl Driver for ClientDriver {
             .consume_thread_max(2)
             .consume_message_batch_max_size(32)
             .pull_batch_size(32)
+            .pull_interval(env_u64("BAIJI_BENCH_CLIENT_PULL_INTERVAL_MS").unwrap_or(0))
             .build();
         c.subscribe(w.topic.as_str(), "*").await.map_err(|e| client_err("subscribe", e))?;
         let (tx, rx) = mpsc::unbounded_channel();

@@ -49,6 +49,12 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
             let slot = Arc::clone(&ctx.suspended).try_acquire_owned();
             let permit = ctx.tx.clone().try_reserve_owned();
             let (Ok(slot), Ok(permit)) = (slot, permit) else {
+                tracing::debug!(
+                    conn = ctx.id,
+                    opaque = req.opaque,
+                    queue,
+                    "pull not held: over the connection's cap"
+                );
                 return match pull(s, ctx, &req, Pass::Last) {
                     Pulled::Reply(r) => r,
                     Pulled::Suspend { .. } => Reply::Nothing,
@@ -86,6 +92,13 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
                     Pulled::Suspend { .. } => None,
                 });
                 if let Some(Reply::Now(resp)) = reply {
+                    tracing::debug!(
+                        conn = ctx.id,
+                        opaque = resp.opaque,
+                        queue,
+                        code = resp.code,
+                        "held pull answered"
+                    );
                     permit.send(*resp);
                 }
                 drop(slot);
@@ -362,8 +375,32 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         } else {
             asked.min(s.config.long_poll_max_ms)
         });
+        tracing::debug!(
+            conn = ctx.id,
+            opaque = req.opaque,
+            group = h.consumer_group,
+            topic = h.topic,
+            queue,
+            offset,
+            hold_ms = hold.as_millis() as u64,
+            "pull to hold"
+        );
         return Pulled::Suspend { topic, queue, offset, hold };
     }
+    tracing::debug!(
+        conn = ctx.id,
+        opaque = req.opaque,
+        group = h.consumer_group,
+        topic = h.topic,
+        queue,
+        offset,
+        ?pass,
+        code,
+        next,
+        max,
+        messages = delivered,
+        "pull answered"
+    );
     let resp_header = PullMessageResponseHeader {
         suggest_which_broker_id: 0,
         next_begin_offset: next,
