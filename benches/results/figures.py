@@ -811,7 +811,7 @@ README_SYSTEMS = [
 ]
 
 
-def readme_wire(runs, cells, targets, eng):
+def readme_wire(runs, cells, targets, eng, round2):
     out = []
     w = out.append
     first = min(r["started_unix"] for r in runs)
@@ -895,6 +895,12 @@ def readme_wire(runs, cells, targets, eng):
         f" the {len(targets)} targets "
         f"of the benchmark issue, each checked against its figure: {len(met)} met, {len(missed)} missed ("
         + "; ".join(t.short for t in missed)
+        + "). The second round's "
+        f"{len(round2)} targets (issue 16, first in the summary): "
+        f"{sum(1 for t in round2 if t.met)} met ("
+        + "; ".join(t.short for t in round2 if t.met)
+        + f"), {sum(1 for t in round2 if not t.met)} missed ("
+        + "; ".join(t.short for t in round2 if not t.met)
         + ")."
     ))
     return "".join(out)
@@ -1085,60 +1091,60 @@ def summary_md(cells, targets, eng, round2):
     stalls = sorted(lost(r) for r in c1c.runs if lost(r) > 0)
     above = sorted((r["broker"]["rss_after_kb"] - r["broker"]["rss_idle_kb"]) / 1024 for r in D.runs)
     sent = lambda r: r["sent_per_s"]
-    w("What the misses are:\n\n")
+    w("Notes on the targets:\n\n")
     item(
-        "**Redis's end-to-end.** Redis serves a blocked `XREADGROUP` in the same event-loop turn as the "
-        "`XADD` and writes both replies in one pass, so its consumer has the message about when the "
-        f"producer has its acknowledgement (e2e p50 {num(R.med(p('e2e', 'p50')))} µs, its send p50 "
-        f"{num(R.med(p('send_rtt', 'p50')))} µs). baiji acknowledges the send first, then the woken long "
-        "poll builds its answer on the consumer's connection: e2e p50 is send p50 + "
-        f"{num(A.med(p('e2e', 'p50')) - A.med(p('send_rtt', 'p50')))} µs (medians). Running the suspended "
-        "pull inside the consumer's connection task (one task hop fewer) was tried and showed no "
-        "difference beyond noise, so it was not kept; that measurement was not committed (not backed "
-        "by an artefact). The difference is the two writes and the wake-ups between them on a 2-vCPU "
-        "VM, where waking an idle thread costs about as much as a loopback round trip. Every driver "
-        "stamps a receipt at the same point: when the consuming task has the decoded reply (after its "
-        "client's reader task and one wake-up)."
+        "**End-to-end vs Redis** (a). Redis serves a blocked `XREADGROUP` in the same event-loop turn "
+        "as the `XADD` and writes both replies in one pass (e2e p50 "
+        f"{num(R.med(p('e2e', 'p50')))} µs, its send p50 {num(R.med(p('send_rtt', 'p50')))} µs). baiji "
+        "acknowledges the send first, then the woken long poll answers on the consumer's connection: "
+        f"e2e p50 is send p50 + {num(A.med(p('e2e', 'p50')) - A.med(p('send_rtt', 'p50')))} µs (medians). "
+        "With the cheaper request path of this round baiji's send and e2e percentiles are below "
+        "Redis's in these runs; every driver stamps a receipt at the same point (when the consuming "
+        "task has the decoded reply)."
     )
     item(
-        f"**Throughput vs Redis** (b): {num(B.med(cpu))} µs of broker CPU per message against Redis's "
-        f"{num(bR.med(cpu))} µs; the profile below says where (JSON header decode, header building, two "
-        "syscalls and the wake-ups per request). A hand-written scanner for the flat `extFields` object "
-        "is the next step."
+        f"**Throughput and CPU vs Redis** (b): {num(B.med(sent))} vs {num(bR.med(sent))} msg/s, "
+        f"{num(B.med(cpu))} vs {num(bR.med(cpu))} µs of broker CPU per message. This round removed "
+        "what the profile pinned on baiji's own code (the JSON header decode through serde, the send "
+        "header's 14 lookups, duplicate-key checks, property scans; `profile.md`); what is left is "
+        "spread over the socket calls, the runtime's wake-ups and the engine's append, none above a "
+        "few per cent. Redis does one event-loop turn per batch of requests on one thread; baiji's "
+        "two runtime workers wake each other across connections. One worker "
+        "(`TOKIO_WORKER_THREADS=1`) cut broker CPU per message by about a fifth in an A/B on a quiet "
+        "machine but not throughput, and raised paced latency, so the default stays (`profile.md`). "
+        "This pass ran on a quieter and different machine (Intel Xeon, load 1.2–1.6 at the start) "
+        "than the previous one (AMD EPYC, load 5–7): compare systems within a pass, not across passes."
     )
     item(
-        "**Fan-out CPU** (c): each group long-polls each queue; when consumers keep up, each pull "
-        "returns a few messages, so CPU grows with the number of groups. Larger batches per pull (the "
-        "consumer's `pullBatchSize`) or a short coalescing delay on the wake-up would amortise it."
+        "**Fan-out CPU** (c): each group long-polls each queue and gets its own copy of every "
+        "message written to its socket, so bytes copied through loopback and pulls grow with the "
+        "groups. In a run with broker metrics on, 4 groups took 353,706 messages each in 171,327 "
+        "pulls (8.3 messages per pull, `profile/c-metrics.txt`): pulls were already batched, and the "
+        "cost per group is mostly the kernel's loopback path and the pull's own work. Redis and NATS "
+        f"pay the same ({ratio(cells[('c', 'redis', 'redis')].med(cpu) / cells[('c1', 'redis', 'redis')].med(cpu))}x and "
+        f"{ratio(cells[('c', 'nats', 'nats')].med(cpu) / cells[('c1', 'nats', 'nats')].med(cpu))}x in these runs). A "
+        "coalescing delay on the wake-up would trade the latency of workload (a) for it; not done."
     )
     item(
         f"**Drained RSS** (d): what stays above idle after a trim ({fmt(above[0])} to {fmt(above[-1])} MiB "
-        "in the runs) is the node pool's stash (≤ 8,192 nodes), per-thread caches, and mimalloc's "
-        "retained segments."
+        "in the runs) includes code pages the run touched (file-backed RSS grew by about 0.7 MiB in "
+        "one run looked at), the node pool's stash (≤ 8,192 nodes, ~0.6 MiB), per-thread caches and "
+        "mimalloc pages whose purge waits for a thread that stays parked; how much each holds was not "
+        "measured. Making purges immediate during the trim was tried and "
+        "did not help (1.20x, 1.32x); immediate purging throughout (`MIMALLOC_PURGE_DELAY=0`) gave "
+        "1.08x to 1.18x but cost 50 % more CPU per message while loading the backlog; neither was "
+        "kept (`profile.md`)."
     )
     item(
-        "**The client driver** adds the Rust client's own cost: its push consumer delivers through a "
-        "bounded blocking lane, and its send path is slower than the raw driver's (baiji, (a): send p50 "
-        f"{num(Ac.med(p('send_rtt', 'p50')))} vs {num(A.med(p('send_rtt', 'p50')))} µs). Under max-rate "
-        f"load its consumer fell behind and **stalled** in {len(stalls)} of the {len(c1c.runs)} c1 runs: "
-        f"at the drain deadline {' and '.join(num(x) for x in stalls)} messages had not yet arrived (the "
-        "*lost* column counts messages not received by the drain deadline). That baiji still held them "
-        "rests on a rerun by hand with a longer `--drain-timeout` whose output was not committed (not "
-        "backed by an artefact). The raw driver never stalled, at "
-        f"{ratio(c1.med(sent) / c1c.med(sent))}x the rate. The stall's cause is not yet found (client "
-        "flow control vs. a pull answer the client waits on); it needs work."
-    )
-    item(
-        "In this pass the persistent peer refused to work while other engineers' build directories "
-        "filled the disk: its sends failed with \"Service not available. Possible causes: disk full\" in "
-        "`a-rocketmq-rust-raw-r2`, `c-rocketmq-rust-raw-r3` and `c-rocketmq-rust-client-r3`, and it "
-        "rolled back its start-up in `c1-rocketmq-rust-raw-r3`, where `run.sh` ended under `set -e`. "
-        "Once the build directories were removed, those 3 cells and the 6 the stop had skipped (c1 of "
-        "rocketmq-rust and d of every system, repetition 3) were run with the same binaries and commands, "
-        "6 to 46 minutes after the rest of their repetition. `run.sh` now skips a system that fails to "
-        "start, and `RESUME=1` runs only the missing cells. Other engineers' builds ran on the same 2 "
-        "cores throughout (load average 5 to 10): broker CPU per message in (b), (c) and (c1) is higher "
-        "than in the previous pass for every system."
+        "**The client driver's stalls** (rocketmq-client-rust 1.0.0, push consumer): found to be the "
+        f"client's (`issue16-client-stall.md`); {len(stalls)} of the {len(c1c.runs)} c1 runs here "
+        + (f"stalled ({' and '.join(num(x) for x in stalls)} messages not received by the drain deadline). " if stalls else "stalled. ")
+        + "When a consumer keeps up at max rate it pulls thousands of times a second; the client "
+        "routes every next pull through a per-shard queue limited to 4096 pushes a second and, when "
+        "that limit rejects one, drops the queue's only pull request: that queue is not pulled again "
+        "until the client's 120 s repair, while baiji's last answers to it were correct SUCCESS "
+        "responses. A user avoids it with the consumer's `pull_interval` (e.g. 2 ms for 4 queues: 5 of "
+        "5 max-rate runs clean in that investigation)."
     )
     return "".join(out)
 
@@ -1172,9 +1178,10 @@ def outputs():
     wt = wire_targets(cells)
     et = engine_targets(eng)
     readme = read(README)
-    readme = splice(readme, "wire", readme_wire(runs, cells, wt, eng), "README.md")
+    r2 = round2_targets(cells, eng, et)
+    readme = splice(readme, "wire", readme_wire(runs, cells, wt, eng, r2), "README.md")
     readme = splice(readme, "engine", readme_engine(eng, et), "README.md")
-    summary = summary_md(cells, wt, eng, round2_targets(cells, eng, et))
+    summary = summary_md(cells, wt, eng, r2)
     meta = read(os.path.join(HERE, "meta.md"))
     profile = read(os.path.join(HERE, "profile.md"))
     # report.rs includes each file as read (with its final newline) followed by a blank line.
