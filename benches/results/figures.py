@@ -630,19 +630,21 @@ def wire_targets(cells):
             "memory per retained message",
         )
     )
-    # (d) RSS after consumption ≤ 1.10x the idle RSS: median of the per-run ratios.
+    T.append(drained_rss_target(D, "(d) RSS after consumption within 10 % of idle", "RSS after consumption"))
+    return T
+
+
+def drained_rss_target(D, name, short):
+    """(d) RSS after consumption ≤ 1.10x the idle RSS: median of the per-run ratios (issues 5 and 16)."""
     ai = D.med(after_over_idle)
     runs_ai = ", ".join(ratio(after_over_idle(r_)) for r_ in D.runs)
-    T.append(
-        Target(
-            "(d) RSS after consumption within 10 % of idle",
-            f"{num(D.med(broker('rss_after_kb')) / 1024)} vs {num(D.med(broker('rss_idle_kb')) / 1024)} MiB, "
-            f"**{ratio(ai)}x** (median of the runs: {runs_ai})",
-            [("", ai, LE, 1.10, f"{ratio(ai)}x")],
-            f"RSS after consumption ({ratio(ai)}x idle)",
-        )
+    return Target(
+        name,
+        f"{num(D.med(broker('rss_after_kb')) / 1024)} vs {num(D.med(broker('rss_idle_kb')) / 1024)} MiB, "
+        f"**{ratio(ai)}x** (median of the runs: {runs_ai})",
+        [("", ai, LE, 1.10, f"{ratio(ai)}x")],
+        f"{short} ({ratio(ai)}x idle)",
     )
-    return T
 
 
 def round2_targets(cells, eng, et):
@@ -694,17 +696,7 @@ def round2_targets(cells, eng, et):
             f"fan-out CPU ({ratio(c4 / c1)}x)",
         )
     )
-    # (d) RSS after draining the 1M backlog ≤ 1.10x idle: median of the per-run ratios.
-    ai = D.med(after_over_idle)
-    runs_ai = ", ".join(ratio(after_over_idle(r_)) for r_ in D.runs)
-    T.append(
-        Target(
-            "(d) RSS after draining a 1M backlog within 10 % of idle",
-            f"**{ratio(ai)}x** (median of the runs: {runs_ai})",
-            [("", ai, LE, 1.10, f"{ratio(ai)}x")],
-            f"drained RSS ({ratio(ai)}x idle)",
-        )
-    )
+    T.append(drained_rss_target(D, "(d) RSS after draining a 1M backlog within 10 % of idle", "drained RSS"))
     # engine: the same thresholds as issue 5's engine targets, from the engine pass's outputs.
     hp = et["handoff p50"]
     T.append(
