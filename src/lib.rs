@@ -22,10 +22,6 @@ pub mod bench;
 #[cfg(feature = "broker")]
 pub mod broker;
 pub mod engine;
-// The RocketMQ 5 gRPC face of the broker (`--grpc-listen`); internal: reached through
-// `broker::start`.
-#[cfg(feature = "grpc")]
-pub(crate) mod grpc;
 pub mod hash;
 // The lock-free queue is internal: its references are tied to epoch guards, not to the queue,
 // so safe code outside the engine could misuse it into a use after free (review 2.4). Its

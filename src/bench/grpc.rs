@@ -37,7 +37,7 @@ use super::raw::RawDriver;
 use super::{
     take_batches, BenchError, BenchResult, Consumer, Driver, Producer, Received, Workload,
 };
-use crate::grpc::pb::{
+use crate::broker::grpc::pb::{
     self, messaging_service_client::MessagingServiceClient, receive_message_response::Content,
     settings::PubSub, telemetry_command, AckMessageEntry, AckMessageRequest, ClientType, Code,
     Encoding, FilterExpression, FilterType, MessageQueue, MessageType,

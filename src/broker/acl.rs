@@ -35,7 +35,7 @@ use base64::Engine as _;
 use hmac::{KeyInit, Mac};
 use tokio::sync::watch;
 
-use super::table::Role;
+use super::remoting::table::Role;
 use super::{reply_error, ConnCtx, Reply, Shared};
 use crate::remoting::body::{HeartbeatData, JsonBody};
 use crate::remoting::code::{request_code as rc, response_code};
@@ -677,7 +677,7 @@ pub(crate) async fn watch_file(shared: Arc<Shared>, mut shutdown: watch::Receive
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::table;
+    use crate::broker::remoting::table;
 
     #[test]
     fn given_every_dispatched_code_should_have_a_permission_rule() {

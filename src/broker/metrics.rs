@@ -29,8 +29,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::table::{Role, BROKER, NAMESRV};
-use super::topics::{is_system_topic, RETRY_PREFIX};
+use super::core::topics::{is_system_topic, RETRY_PREFIX};
+use super::remoting::table::{Role, BROKER, NAMESRV};
 use super::Shared;
 use crate::remoting::code::response_code;
 use crate::sync::{AtomicU64, Ordering};

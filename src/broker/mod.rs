@@ -12,26 +12,13 @@
 //! [`store`]: crate::store
 
 pub mod acl;
-mod clients;
 mod config;
-mod filter;
-mod locks;
-pub(crate) mod metrics;
-mod namesrv;
-pub(crate) mod popper;
-pub(crate) mod processor;
-mod rates;
+pub(crate) mod core;
 #[cfg(feature = "grpc")]
-pub(crate) mod receipt;
-pub(crate) mod record;
-mod registrar;
-mod schedule;
-mod server;
-mod table;
-pub(crate) mod timer;
+pub(crate) mod grpc;
+pub(crate) mod metrics;
+pub(crate) mod remoting;
 mod tls;
-pub(crate) mod topics;
-pub(crate) mod transaction;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -40,9 +27,9 @@ use std::sync::{Arc, Mutex};
 use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 
+pub use self::core::transaction::TransactionStats;
 pub use config::BrokerConfig;
 pub use tls::{ClientAuth, TlsMode};
-pub use transaction::TransactionStats;
 
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
@@ -144,13 +131,13 @@ pub(crate) struct BrokerCounters {
 pub(crate) struct Shared {
     pub(crate) config: BrokerConfig,
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) topics: topics::TopicTable,
-    pub(crate) clients: clients::ClientRegistry,
-    pub(crate) locks: locks::LockManager,
-    pub(crate) scheduler: schedule::Scheduler,
-    pub(crate) transactions: transaction::Transactions,
-    pub(crate) timers: timer::Timers,
-    pub(crate) routes: namesrv::RouteTable,
+    pub(crate) topics: self::core::topics::TopicTable,
+    pub(crate) clients: self::core::clients::ClientRegistry,
+    pub(crate) locks: self::core::locks::LockManager,
+    pub(crate) scheduler: self::core::delay::Scheduler,
+    pub(crate) transactions: self::core::transaction::Transactions,
+    pub(crate) timers: self::core::timer::Timers,
+    pub(crate) routes: remoting::namesrv::RouteTable,
     /// The address clients reach this broker at (routes, message ids).
     pub(crate) store_host: SocketAddr,
     /// The address clients reach this broker's gRPC port at (`None`: no gRPC port); reported
@@ -161,9 +148,9 @@ pub(crate) struct Shared {
     /// `rocketmq_rpc_latency` (the metrics endpoint).
     pub(crate) rpc: metrics::RpcLatency,
     /// Sampled message rates (admin codes).
-    pub(crate) rates: rates::Rates,
+    pub(crate) rates: self::core::rates::Rates,
     /// Subscription-group configs admins created.
-    pub(crate) groups: processor::group::SubscriptionGroups,
+    pub(crate) groups: remoting::processor::group::SubscriptionGroups,
     /// When the broker started, ms since the Unix epoch.
     pub(crate) boot_ms: u64,
     pub(crate) uniq: Mutex<UniqKeyGenerator>,
@@ -178,14 +165,14 @@ pub(crate) struct Shared {
     /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
     pub(crate) acl: Option<acl::Acl>,
     /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
-    pub(crate) request_modes: processor::pop::RequestModes,
+    pub(crate) request_modes: remoting::processor::pop::RequestModes,
     /// The gRPC face's clients (Settings, Telemetry streams), keyed by client id; the
     /// transaction checker reaches gRPC producers through it.
     #[cfg(feature = "grpc")]
-    pub(crate) grpc_sessions: crate::grpc::session::Sessions,
+    pub(crate) grpc_sessions: crate::broker::grpc::session::Sessions,
     /// `auto_renew` deliveries of gRPC consumers, renewed per client id.
     #[cfg(feature = "grpc")]
-    pub(crate) renewals: receipt::Renewals,
+    pub(crate) renewals: grpc::receipt::Renewals,
 }
 
 impl std::fmt::Debug for Shared {
@@ -209,7 +196,7 @@ impl Shared {
     /// registrar for external ones.
     pub(crate) fn publish_topics(&self) {
         if self.config.namesrv_addr.is_none() {
-            let _ = self.routes.register(namesrv::Registration {
+            let _ = self.routes.register(remoting::namesrv::Registration {
                 cluster: self.config.cluster_name.clone(),
                 broker_name: self.config.broker_name.clone(),
                 broker_id: 0,
@@ -378,19 +365,22 @@ impl Shared {
             &config.cluster_name,
         );
         Shared {
-            topics: topics::TopicTable::new(config.default_queues, config.auto_create_topic),
-            clients: clients::ClientRegistry::default(),
-            locks: locks::LockManager::default(),
-            scheduler: schedule::Scheduler::default(),
-            transactions: transaction::Transactions::default(),
-            timers: timer::Timers::default(),
-            routes: namesrv::RouteTable::default(),
+            topics: self::core::topics::TopicTable::new(
+                config.default_queues,
+                config.auto_create_topic,
+            ),
+            clients: self::core::clients::ClientRegistry::default(),
+            locks: self::core::locks::LockManager::default(),
+            scheduler: self::core::delay::Scheduler::default(),
+            transactions: self::core::transaction::Transactions::default(),
+            timers: self::core::timer::Timers::default(),
+            routes: remoting::namesrv::RouteTable::default(),
             grpc_endpoint: None,
             store_host,
             counters: BrokerCounters::default(),
             rpc: metrics::RpcLatency::default(),
-            rates: rates::Rates::default(),
-            groups: processor::group::SubscriptionGroups::default(),
+            rates: self::core::rates::Rates::default(),
+            groups: remoting::processor::group::SubscriptionGroups::default(),
             boot_ms: crate::time::now_ms(),
             uniq: Mutex::new(uniq),
             cluster_property,
@@ -398,11 +388,11 @@ impl Shared {
             topics_changed: watch::channel(0).0,
             pop_changes: watch::channel(0).0,
             acl: None,
-            request_modes: processor::pop::RequestModes::default(),
+            request_modes: remoting::processor::pop::RequestModes::default(),
             #[cfg(feature = "grpc")]
-            grpc_sessions: crate::grpc::session::Sessions::default(),
+            grpc_sessions: crate::broker::grpc::session::Sessions::default(),
             #[cfg(feature = "grpc")]
-            renewals: receipt::Renewals::default(),
+            renewals: grpc::receipt::Renewals::default(),
             config,
             store,
         }
@@ -494,19 +484,19 @@ pub async fn start_with_store(
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(tls::watch_files(Arc::clone(&gate), shutdown_rx.clone()));
-    tasks.spawn(server::serve(
+    tasks.spawn(remoting::server::serve(
         Arc::clone(&shared),
         listener,
-        table::Role::Broker,
+        remoting::table::Role::Broker,
         Arc::clone(&gate),
         shutdown_rx.clone(),
     ));
     if let Some(l) = namesrv_listener {
         // RocketMQ's name server takes the same TLS mode; here it is the same accept code.
-        tasks.spawn(server::serve(
+        tasks.spawn(remoting::server::serve(
             Arc::clone(&shared),
             l,
-            table::Role::NameServer,
+            remoting::table::Role::NameServer,
             gate,
             shutdown_rx.clone(),
         ));
@@ -516,17 +506,22 @@ pub async fn start_with_store(
     }
     #[cfg(feature = "grpc")]
     if let (Some(l), Some(endpoint)) = (grpc_listener, shared.grpc_endpoint) {
-        tasks.spawn(crate::grpc::serve(Arc::clone(&shared), l, endpoint, shutdown_rx.clone()));
-        tasks.spawn(crate::grpc::consumer::renew(Arc::clone(&shared), shutdown_rx.clone()));
+        tasks.spawn(crate::broker::grpc::serve(
+            Arc::clone(&shared),
+            l,
+            endpoint,
+            shutdown_rx.clone(),
+        ));
+        tasks.spawn(crate::broker::grpc::consumer::renew(Arc::clone(&shared), shutdown_rx.clone()));
     }
-    tasks.spawn(clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
-    tasks.spawn(schedule::run(Arc::clone(&shared), shutdown_rx.clone()));
-    tasks.spawn(transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
-    tasks.spawn(timer::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(self::core::clients::housekeeping(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(self::core::delay::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(self::core::transaction::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(self::core::timer::run(Arc::clone(&shared), shutdown_rx.clone()));
     tasks.spawn(acl::watch_file(Arc::clone(&shared), shutdown_rx.clone()));
-    tasks.spawn(rates::run(Arc::clone(&shared), shutdown_rx.clone()));
+    tasks.spawn(self::core::rates::run(Arc::clone(&shared), shutdown_rx.clone()));
     for addr in namesrvs {
-        tasks.spawn(registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
+        tasks.spawn(remoting::registrar::run(Arc::clone(&shared), addr, shutdown_rx.clone()));
     }
     tracing::info!(
         broker = %bound,
@@ -610,10 +605,10 @@ pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, B
     let shared = Arc::new(shared);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(server::serve(
+    tasks.spawn(remoting::server::serve(
         Arc::clone(&shared),
         listener,
-        table::Role::NameServer,
+        remoting::table::Role::NameServer,
         Arc::clone(&gate),
         shutdown_rx.clone(),
     ));

@@ -1,0 +1,579 @@
+//! Who is connected: connections, producer and consumer groups from heartbeats, their
+//! subscriptions, and the notifications RocketMQ clients rebalance on.
+//!
+//! A consumer group's membership changes on `HEART_BEAT` (a new client id), `UNREGISTER_CLIENT`,
+//! a closed connection or a client that stops sending heartbeats for `client-expiry-secs`;
+//! every change sends `NOTIFY_CONSUMER_IDS_CHANGED` to the group's remaining members.
+//! Clustering groups also hold messages in the store (until they commit); broadcasting members
+//! each get a store member whose read position acknowledges for them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use super::filter::SqlFilter;
+use super::topics::{is_internal_group, is_internal_topic, RETRY_PREFIX};
+use crate::broker::{ConnId, Outgoing, Shared};
+use crate::remoting::body::{
+    ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData,
+};
+use crate::remoting::code::request_code;
+use crate::remoting::subscription::TagMatcher;
+use crate::remoting::{ExtFields, LanguageCode, RemotingCommand};
+use crate::store::{Filter, MemberId};
+
+/// The engine filter for a broker-side tag matcher.
+pub(crate) fn filter_of(m: &TagMatcher) -> Filter {
+    match m {
+        TagMatcher::All => Filter::All,
+        TagMatcher::Names(names) => Filter::tags(names.iter().map(String::as_str)),
+        TagMatcher::Codes(codes) => Filter::tag_hashes(codes.iter().copied()),
+    }
+}
+
+/// A consumer group's subscription to one topic, as its latest heartbeat described it.
+#[derive(Debug, Clone)]
+pub(crate) struct Subscription {
+    pub(crate) data: SubscriptionData,
+    pub(crate) filter: Filter,
+    /// The compiled SQL92 filter of an SQL92 subscription.
+    pub(crate) sql: Option<SqlFilter>,
+}
+
+#[derive(Debug)]
+struct Member {
+    conn: ConnId,
+    last_seen: Instant,
+    /// Broadcasting: the store member per subscribed topic.
+    broadcast: HashMap<String, MemberId>,
+}
+
+#[derive(Debug)]
+struct ConsumerGroup {
+    model: MessageModel,
+    /// Push or pull, as the latest heartbeat said (admin answers).
+    consume_type: ConsumeType,
+    /// Where the group starts without an offset, as the latest heartbeat said.
+    from_where: ConsumeFromWhere,
+    members: BTreeMap<String, Member>,
+    subscriptions: HashMap<String, Subscription>,
+    /// When the last member left (clustering groups release their holds after a while).
+    empty_since: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    tx: mpsc::Sender<Outgoing>,
+    /// The peer's address (admin answers).
+    peer: std::net::SocketAddr,
+    /// Language and version of the client's last heartbeat (admin answers).
+    language: LanguageCode,
+    version: i32,
+}
+
+/// One client connection as the admin codes report it (RocketMQ's `Connection`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientConn {
+    pub(crate) client_id: String,
+    pub(crate) addr: String,
+    pub(crate) language: LanguageCode,
+    pub(crate) version: i32,
+}
+
+/// What the admin codes report of a consumer group.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupView {
+    pub(crate) conns: Vec<ClientConn>,
+    pub(crate) subscriptions: Vec<SubscriptionData>,
+    pub(crate) consume_type: ConsumeType,
+    pub(crate) model: MessageModel,
+    pub(crate) from_where: ConsumeFromWhere,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    conns: HashMap<ConnId, Conn>,
+    groups: HashMap<String, ConsumerGroup>,
+    producers: HashMap<String, BTreeMap<String, (ConnId, Instant)>>,
+}
+
+/// The registry (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct ClientRegistry {
+    inner: RwLock<Registry>,
+}
+
+/// What a membership change requires afterwards (done outside the registry lock).
+#[derive(Debug, Default)]
+struct Effects {
+    /// Groups whose member set changed: notify these connections.
+    notify: Vec<(String, Vec<mpsc::Sender<Outgoing>>)>,
+    /// Store members of broadcasting clients that left.
+    broadcast_left: Vec<(String, String, MemberId)>,
+    /// `(group, client)` pairs that left: their orderly locks are released.
+    left: Vec<(String, String)>,
+}
+
+impl ClientRegistry {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn open(&self, id: ConnId, peer: std::net::SocketAddr, tx: mpsc::Sender<Outgoing>) {
+        let conn = Conn { tx, peer, language: LanguageCode::Java, version: 0 };
+        self.write().conns.insert(id, conn);
+    }
+
+    /// Records the language and version a client's heartbeat carried on connection `id`.
+    pub(crate) fn note_client(&self, id: ConnId, language: LanguageCode, version: i32) {
+        if let Some(c) = self.write().conns.get_mut(&id) {
+            c.language = language;
+            c.version = version;
+        }
+    }
+
+    fn client_conn(r: &Registry, client_id: &str, conn: ConnId) -> Option<ClientConn> {
+        r.conns.get(&conn).map(|c| ClientConn {
+            client_id: client_id.to_string(),
+            addr: c.peer.to_string(),
+            language: c.language,
+            version: c.version,
+        })
+    }
+
+    /// A consumer group's live members and subscriptions (`GET_CONSUMER_CONNECTION_LIST`);
+    /// `None` when no heartbeat made the group known.
+    pub(crate) fn group_view(&self, group: &str) -> Option<GroupView> {
+        let r = self.read();
+        let g = r.groups.get(group)?;
+        let mut subscriptions: Vec<SubscriptionData> =
+            g.subscriptions.values().map(|s| s.data.clone()).collect();
+        subscriptions.sort_by(|a, b| a.topic.cmp(&b.topic));
+        Some(GroupView {
+            conns: g
+                .members
+                .iter()
+                .filter_map(|(id, m)| Self::client_conn(&r, id, m.conn))
+                .collect(),
+            subscriptions,
+            consume_type: g.consume_type.clone(),
+            model: g.model.clone(),
+            from_where: g.from_where.clone(),
+        })
+    }
+
+    /// A producer group's live clients (`GET_PRODUCER_CONNECTION_LIST`).
+    pub(crate) fn producer_conns(&self, group: &str) -> Vec<ClientConn> {
+        let r = self.read();
+        r.producers
+            .get(group)
+            .map(|m| m.iter().filter_map(|(id, (c, _))| Self::client_conn(&r, id, *c)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The outgoing channels of a consumer group's live members (one per connection).
+    pub(crate) fn member_channels(&self, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
+        member_txs(&self.read(), group)
+    }
+
+    /// Topics a consumer group subscribes to (its heartbeats' subscriptions).
+    pub(crate) fn topics_of(&self, group: &str) -> Vec<String> {
+        let r = self.read();
+        let mut v: Vec<String> = r
+            .groups
+            .get(group)
+            .map(|g| g.subscriptions.keys().cloned().collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Consumer groups subscribed to `topic` (`QUERY_TOPIC_CONSUME_BY_WHO`).
+    pub(crate) fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        let r = self.read();
+        let mut v: Vec<String> = r
+            .groups
+            .iter()
+            .filter(|(_, g)| g.subscriptions.contains_key(topic))
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A connection closed: every client on it leaves its groups.
+    pub(crate) fn close(&self, s: &Shared, id: ConnId) {
+        let effects = {
+            let mut r = self.write();
+            r.conns.remove(&id);
+            for p in r.producers.values_mut() {
+                p.retain(|_, (c, _)| *c != id);
+            }
+            r.producers.retain(|_, p| !p.is_empty());
+            remove_members(&mut r, |_, _, m| m.conn == id)
+        };
+        apply(s, effects);
+    }
+
+    /// Registers what a heartbeat says. Returns nothing; notifications are sent from here.
+    pub(crate) fn heartbeat(&self, s: &Shared, conn: ConnId, hb: &HeartbeatData) {
+        let now = Instant::now();
+        let mut subscribe: Vec<(String, String)> = Vec::new();
+        let mut broadcast_join: Vec<(String, String, String)> = Vec::new();
+        // Filters are built before the write lock is taken; under it, entries are only moved
+        // in (the heartbeat processor bounds how many there are).
+        // The broker's internal groups and topics are not for clients (topics::is_internal_*):
+        // such entries are left out, as if the heartbeat had not named them.
+        let prepared: Vec<(&ConsumerData, Vec<Subscription>)> = hb
+            .consumer_data_set
+            .iter()
+            .filter(|c| !is_internal_group(&c.group_name))
+            .map(|c| {
+                let subs = c
+                    .subscription_data_set
+                    .iter()
+                    .filter(|sd| !is_internal_topic(&sd.topic))
+                    .map(|sd| Subscription {
+                        data: sd.clone(),
+                        filter: filter_of(&TagMatcher::for_subscription(sd)),
+                        sql: super::filter::of_subscription(sd),
+                    })
+                    .collect();
+                (c, subs)
+            })
+            .collect();
+        let mut joined = Vec::new();
+        let effects = {
+            let mut r = self.write();
+            for p in &hb.producer_data_set {
+                let before = r
+                    .producers
+                    .entry(p.group_name.clone())
+                    .or_default()
+                    .insert(hb.client_id.clone(), (conn, now));
+                if before.is_none() {
+                    joined.push(p.group_name.as_str());
+                }
+            }
+            let mut effects = Effects::default();
+            for (c, subs) in prepared {
+                let changed = upsert_consumer(
+                    &mut r,
+                    conn,
+                    &hb.client_id,
+                    (c, subs),
+                    now,
+                    &mut subscribe,
+                    &mut broadcast_join,
+                );
+                if changed {
+                    let txs = member_txs(&r, &c.group_name);
+                    effects.notify.push((c.group_name.clone(), txs));
+                }
+            }
+            effects
+        };
+        // After the registry's lock: the checker takes the transaction table's lock, then this
+        // registry's (producer_channel), so the reverse order here could deadlock.
+        for group in joined {
+            s.transactions.producer_joined(group);
+        }
+        for (group, topic) in subscribe {
+            let _ = s.store.subscribe(&group, &topic);
+        }
+        for (group, topic, client) in broadcast_join {
+            if s.store.topic(&topic).is_none() {
+                continue;
+            }
+            if let Ok(id) = s.store.add_broadcast_member(&group, &topic) {
+                let mut r = self.write();
+                let stale = r
+                    .groups
+                    .get_mut(&group)
+                    .and_then(|g| g.members.get_mut(&client))
+                    .and_then(|m| m.broadcast.insert(topic.clone(), id));
+                drop(r);
+                if let Some(old) = stale {
+                    s.store.remove_broadcast_member(&group, &topic, old);
+                }
+            }
+        }
+        apply(s, effects);
+    }
+
+    /// `UNREGISTER_CLIENT`: the client leaves the named groups.
+    pub(crate) fn unregister(
+        &self,
+        s: &Shared,
+        client_id: &str,
+        producer: Option<&str>,
+        consumer: Option<&str>,
+    ) {
+        let effects = {
+            let mut r = self.write();
+            if let Some(p) = producer {
+                if let Some(g) = r.producers.get_mut(p) {
+                    g.remove(client_id);
+                    if g.is_empty() {
+                        r.producers.remove(p);
+                    }
+                }
+            }
+            match consumer {
+                Some(group) => remove_members(&mut r, |g, id, _| g == group && id == client_id),
+                None => Effects::default(),
+            }
+        };
+        apply(s, effects);
+    }
+
+    /// Drops clients whose last heartbeat is older than `ttl`; releases clustering groups that
+    /// have had no member for `idle` (if non-zero).
+    fn expire(&self, s: &Shared, ttl: Duration, idle: Duration) {
+        let now = Instant::now();
+        let (effects, released) = {
+            let mut r = self.write();
+            for p in r.producers.values_mut() {
+                p.retain(|_, (_, seen)| now.duration_since(*seen) < ttl);
+            }
+            r.producers.retain(|_, p| !p.is_empty());
+            let effects = remove_members(&mut r, |_, _, m| now.duration_since(m.last_seen) >= ttl);
+            let mut released = Vec::new();
+            if !idle.is_zero() {
+                r.groups.retain(|name, g| {
+                    let gone = g.members.is_empty()
+                        && g.empty_since.is_some_and(|t| now.duration_since(t) >= idle);
+                    if gone && g.model == MessageModel::Clustering {
+                        released.extend(g.subscriptions.keys().map(|t| (name.clone(), t.clone())));
+                    }
+                    !gone
+                });
+            }
+            (effects, released)
+        };
+        for (group, topic) in released {
+            tracing::info!(%group, %topic, "group idle: its messages are no longer held");
+            s.store.unsubscribe(&group, &topic);
+        }
+        apply(s, effects);
+    }
+
+    /// The outgoing channel of one live connection of producer group `group` (the one that
+    /// heartbeated last), for `CHECK_TRANSACTION_STATE`.
+    pub(crate) fn producer_channel(&self, group: &str) -> Option<mpsc::Sender<Outgoing>> {
+        let r = self.read();
+        let members = r.producers.get(group)?;
+        let mut live: Vec<&(ConnId, Instant)> = members.values().collect();
+        live.sort_by_key(|(_, seen)| std::cmp::Reverse(*seen));
+        live.iter().find_map(|(conn, _)| r.conns.get(conn).map(|c| c.tx.clone()))
+    }
+
+    /// Client ids of a consumer group's live members, sorted.
+    pub(crate) fn consumer_ids(&self, group: &str) -> Vec<String> {
+        self.read()
+            .groups
+            .get(group)
+            .map(|g| g.members.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The subscription of `group` to `topic`, and whether the group broadcasts. `Err(true)`
+    /// when the group is unknown, `Err(false)` when it has no subscription to the topic.
+    pub(crate) fn subscription(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<(Subscription, MessageModel), bool> {
+        let r = self.read();
+        let g = r.groups.get(group).ok_or(true)?;
+        let sub = g.subscriptions.get(topic).ok_or(false)?;
+        Ok((sub.clone(), g.model.clone()))
+    }
+
+    /// The store member of a broadcasting client for `topic`, if any.
+    pub(crate) fn broadcast_member(
+        &self,
+        group: &str,
+        topic: &str,
+        conn: ConnId,
+    ) -> Option<MemberId> {
+        let r = self.read();
+        let g = r.groups.get(group)?;
+        g.members.values().filter(|m| m.conn == conn).find_map(|m| m.broadcast.get(topic).copied())
+    }
+
+    /// Clustering groups subscribed to `topic` (they must hold it once it exists).
+    pub(crate) fn clustering_groups_of(&self, topic: &str) -> Vec<String> {
+        self.read()
+            .groups
+            .iter()
+            .filter(|(_, g)| {
+                g.model != MessageModel::Broadcasting && g.subscriptions.contains_key(topic)
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Whether a heartbeat made `group` known (it stays known until it is released as idle).
+    pub(crate) fn knows_group(&self, group: &str) -> bool {
+        self.read().groups.contains_key(group)
+    }
+
+    /// The model of a consumer group, if known.
+    pub(crate) fn model(&self, group: &str) -> Option<MessageModel> {
+        self.read().groups.get(group).map(|g| g.model.clone())
+    }
+
+    /// Every consumer group with its number of member clients, by name (metrics).
+    pub(crate) fn consumer_group_members(&self) -> Vec<(String, usize)> {
+        let mut v: Vec<(String, usize)> =
+            self.read().groups.iter().map(|(name, g)| (name.clone(), g.members.len())).collect();
+        v.sort();
+        v
+    }
+
+    /// Distinct producer clients registered by heartbeats (metrics).
+    pub(crate) fn producer_client_count(&self) -> usize {
+        let r = self.read();
+        let mut ids: Vec<&String> = r.producers.values().flat_map(|g| g.keys()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+}
+
+fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
+    let Some(g) = r.groups.get(group) else { return Vec::new() };
+    let mut conns: Vec<ConnId> = g.members.values().map(|m| m.conn).collect();
+    conns.sort_unstable();
+    conns.dedup();
+    conns.iter().filter_map(|c| r.conns.get(c).map(|c| c.tx.clone())).collect()
+}
+
+/// Inserts or refreshes one consumer of a heartbeat; returns whether the group's member set
+/// changed. Collects the store subscriptions and broadcasting joins to perform afterwards.
+fn upsert_consumer(
+    r: &mut Registry,
+    conn: ConnId,
+    client: &str,
+    (c, subs): (&ConsumerData, Vec<Subscription>),
+    now: Instant,
+    subscribe: &mut Vec<(String, String)>,
+    broadcast_join: &mut Vec<(String, String, String)>,
+) -> bool {
+    let g = r.groups.entry(c.group_name.clone()).or_insert_with(|| ConsumerGroup {
+        model: c.message_model.clone(),
+        consume_type: c.consume_type.clone(),
+        from_where: c.consume_from_where.clone(),
+        members: BTreeMap::new(),
+        subscriptions: HashMap::new(),
+        empty_since: None,
+    });
+    g.model = c.message_model.clone();
+    g.consume_type = c.consume_type.clone();
+    g.from_where = c.consume_from_where.clone();
+    g.empty_since = None;
+    let mut changed = false;
+    let member = g.members.entry(client.to_string()).or_insert_with(|| {
+        changed = true;
+        Member { conn, last_seen: now, broadcast: HashMap::new() }
+    });
+    member.conn = conn;
+    member.last_seen = now;
+    let broadcasting = c.message_model == MessageModel::Broadcasting;
+    for sub in subs {
+        let topic = sub.data.topic.clone();
+        if broadcasting {
+            if !member.broadcast.contains_key(&topic) && !topic.starts_with(RETRY_PREFIX) {
+                broadcast_join.push((c.group_name.clone(), topic.clone(), client.to_string()));
+            }
+        } else {
+            subscribe.push((c.group_name.clone(), topic.clone()));
+        }
+        let newer = g
+            .subscriptions
+            .get(&topic)
+            .map_or(true, |old| old.data.sub_version <= sub.data.sub_version);
+        if newer {
+            g.subscriptions.insert(topic, sub);
+        }
+    }
+    changed
+}
+
+/// Removes every member for which `gone(group, client id, member)` holds.
+fn remove_members(r: &mut Registry, gone: impl Fn(&str, &str, &Member) -> bool) -> Effects {
+    let mut effects = Effects::default();
+    let now = Instant::now();
+    let names: Vec<String> = r.groups.keys().cloned().collect();
+    for name in names {
+        let Some(g) = r.groups.get_mut(&name) else { continue };
+        let leaving: Vec<String> = g
+            .members
+            .iter()
+            .filter(|(id, m)| gone(&name, id, m))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if leaving.is_empty() {
+            continue;
+        }
+        for id in &leaving {
+            effects.left.push((name.clone(), id.clone()));
+            if let Some(m) = g.members.remove(id) {
+                for (topic, member) in m.broadcast {
+                    effects.broadcast_left.push((name.clone(), topic, member));
+                }
+            }
+        }
+        if g.members.is_empty() {
+            g.empty_since = Some(now);
+        }
+        let txs = member_txs(r, &name);
+        effects.notify.push((name, txs));
+    }
+    effects
+}
+
+fn apply(s: &Shared, effects: Effects) {
+    for (group, client) in &effects.left {
+        s.locks.release(group, client);
+    }
+    for (group, topic, member) in effects.broadcast_left {
+        s.store.remove_broadcast_member(&group, &topic, member);
+    }
+    for (group, txs) in effects.notify {
+        for tx in txs {
+            let mut ext = ExtFields::new();
+            ext.insert("consumerGroup", &group);
+            let cmd = RemotingCommand::oneway_request(
+                request_code::NOTIFY_CONSUMER_IDS_CHANGED,
+                s.next_opaque(),
+            )
+            .with_ext_fields(ext);
+            // A connection whose channel is full (it does not read) misses this hint; its
+            // client rebalances on its own timer as well.
+            let _ = tx.try_send(cmd);
+        }
+    }
+}
+
+/// Expires silent clients every few seconds until shutdown.
+pub(crate) async fn housekeeping(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let ttl = Duration::from_secs(s.config.client_expiry_secs.max(1));
+    let idle = Duration::from_secs(s.config.group_idle_secs);
+    let period = Duration::from_secs(5).min(ttl / 2).max(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.changed() => return,
+        }
+        s.clients.expire(&s, ttl, idle);
+        s.locks.purge(Instant::now());
+    }
+}

@@ -1,0 +1,529 @@
+//! POP consumption independent of the protocol: what `POP_MESSAGE` (remoting) and
+//! `ReceiveMessage` (gRPC) both do, so that the two faces pop, filter, dead-letter and wait
+//! the same way.
+//!
+//! * [`pop_once`] checks the topic, its read permission and the group, pops every queue asked
+//!   for (from a different first queue each time, as RocketMQ's `randomQ % readQueueNums`),
+//!   moves the messages whose attempts ran out to `%DLQ%<group>` and acknowledges the ones a
+//!   SQL92 expression rejects (RocketMQ acknowledges what the filter drops). It returns the
+//!   rest with their receipts `(queue, offset, pop time)`, or, when nothing was found, what
+//!   to wait for.
+//! * [`wait_for_more`] is the long poll between two [`pop_once`]: it resolves when a message
+//!   is appended to a popped queue or an in-flight one becomes visible again.
+//! * [`dead_letter`] and [`forward_to_dlq`] copy a popped message into `%DLQ%<group>`.
+//!
+//! Writing the messages out (remoting's batch body, gRPC's `Message`) and the answer codes
+//! stay with each protocol.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::clients::filter_of;
+use super::delay::rewrite_properties;
+use super::filter::{self, SQL92};
+use super::record::{self, physical_offset, NewRecord};
+use super::topics::{perm, DLQ_PREFIX};
+use crate::broker::metrics::TopicCounters;
+use crate::broker::remoting::processor::pull::AppendWait;
+use crate::broker::remoting::processor::MAX_GROUP_LEN;
+use crate::broker::Shared;
+use crate::remoting::msgid::encode_offset_msg_id;
+use crate::remoting::properties;
+use crate::remoting::sql92::Sql92;
+use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
+use crate::store::{
+    AckOutcome, Filter, PopInit, PopOutcome, PopRequest, Popped, StoreError, TopicStore,
+};
+use crate::time::now_ms;
+
+/// The filter expression of a pop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FilterExpr<'a> {
+    /// A tag expression (`*`, `a || b`).
+    Tag(&'a str),
+    /// A SQL92 expression over the message properties.
+    Sql(&'a str),
+}
+
+impl<'a> FilterExpr<'a> {
+    /// The expression of a remoting header's `expType` and `exp` (tags when absent).
+    pub(crate) fn from_type(exp_type: Option<&str>, exp: Option<&'a str>) -> Self {
+        let exp = exp.unwrap_or("*");
+        if exp_type.is_some_and(|t| t.eq_ignore_ascii_case(SQL92)) {
+            FilterExpr::Sql(exp)
+        } else {
+            FilterExpr::Tag(exp)
+        }
+    }
+}
+
+/// One pop, whatever the protocol.
+#[derive(Debug, Clone)]
+pub(crate) struct PopCall<'a> {
+    /// The consumer group.
+    pub(crate) group: &'a str,
+    /// The topic.
+    pub(crate) topic: &'a str,
+    /// One queue, or `None` for every queue of the topic on this broker.
+    pub(crate) queue: Option<i32>,
+    /// Most messages to hand out (at least 1).
+    pub(crate) max: usize,
+    /// How long the popped messages stay invisible, ms.
+    pub(crate) invisible_ms: u64,
+    /// Ordered pop (see [`PopRequest::order`]).
+    pub(crate) order: bool,
+    /// Ordered pop: the attempt id that gets a lost batch again.
+    pub(crate) attempt_id: Option<&'a str>,
+    /// Which messages the consumer wants.
+    pub(crate) filter: FilterExpr<'a>,
+    /// Where a queue the group never popped starts.
+    pub(crate) init: PopInit,
+    /// Deliveries of one message before it is dead-lettered.
+    pub(crate) max_attempts: u32,
+    /// Varies the first queue popped (with the clock).
+    pub(crate) seed: u32,
+    /// The caller vouches for the group, so it need not be known from a remoting heartbeat: a
+    /// gRPC ReceiveMessage names its group, which RocketMQ creates on first use.
+    pub(crate) announced: bool,
+}
+
+/// Why a pop was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PopError {
+    /// The topic does not exist.
+    #[error("topic[{0}] not exist, apply first please!")]
+    UnknownTopic(String),
+    /// The topic is not readable.
+    #[error("the topic[{0}] peeking message is forbidden")]
+    NoPermission(String),
+    /// A blank group name or one longer than RocketMQ allows.
+    #[error("the consumer group name is blank or longer than {MAX_GROUP_LEN} characters")]
+    BadGroup,
+    /// No client announced the group.
+    #[error("subscription group [{0}] does not exist")]
+    UnknownGroup(String),
+    /// A queue id the topic does not have.
+    #[error("queueId[{queue}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{queues}]")]
+    BadQueue {
+        /// The topic.
+        topic: String,
+        /// The queue id asked for.
+        queue: i32,
+        /// Its queue count.
+        queues: u32,
+    },
+    /// A SQL92 expression that does not compile.
+    #[error("parse the consumer's subscription failed, {0}")]
+    BadFilter(String),
+    /// The store refused the pop.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What one [`pop_once`] handed out.
+#[derive(Debug)]
+pub(crate) struct PopBatch {
+    /// The topic popped.
+    pub(crate) topic: Arc<dyn TopicStore>,
+    /// Its counters (`rocketmq_messages_out_total` and the admin codes' figures).
+    pub(crate) counters: Arc<TopicCounters>,
+    /// The pop time of every message: with its queue and offset, its receipt.
+    pub(crate) pop_time: u64,
+    /// The messages, per queue in offset order (those a SQL92 filter rejected are gone).
+    pub(crate) messages: Vec<Popped>,
+    /// Nothing found: each popped queue's end as it was before the pop looked (an append at
+    /// or after it is news).
+    pub(crate) ends: Vec<(u32, u64)>,
+    /// Nothing found: when an in-flight message becomes visible again, ms since the epoch.
+    pub(crate) wake_at: Option<u64>,
+    /// [`Shared::pop_changes`] as it was before the pop looked.
+    pub(crate) changes: u64,
+}
+
+/// Tells parked pops that a popped message may be visible again although nothing was
+/// appended: its invisible time changed, or an ack unblocked an ordered queue. They all pop
+/// once more (one counter per broker: cheap, and a pop that finds nothing parks again).
+pub(crate) fn note_change(s: &Shared) {
+    s.pop_changes.send_modify(|v| *v = v.wrapping_add(1));
+}
+
+fn check_group(s: &Shared, group: &str, announced: bool) -> Result<(), PopError> {
+    if group.is_empty() || group.chars().count() > MAX_GROUP_LEN {
+        return Err(PopError::BadGroup);
+    }
+    if !announced && !s.clients.knows_group(group) {
+        return Err(PopError::UnknownGroup(group.to_owned()));
+    }
+    Ok(())
+}
+
+/// The engine's tag filter and the SQL92 expression, if any.
+fn compile(f: FilterExpr<'_>) -> Result<(Filter, Option<Arc<Sql92>>), PopError> {
+    match f {
+        FilterExpr::Sql(expr) => match filter::compile(expr) {
+            Ok(sql) => Ok((Filter::All, Some(sql))),
+            Err(e) => Err(PopError::BadFilter(e.to_string())),
+        },
+        FilterExpr::Tag(expr) => {
+            Ok((filter_of(&TagMatcher::from_expr(SubscriptionExpr::parse(expr))), None))
+        }
+    }
+}
+
+/// Pops once, at `now` (ms since the epoch); see the module docs.
+///
+/// # Errors
+/// [`PopError`] for an unknown or unreadable topic, an unknown group, a bad queue or filter,
+/// or a store that refused.
+pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBatch, PopError> {
+    let changes = *s.pop_changes.borrow();
+    let routed = s.topics.get_perm_counted(call.topic);
+    let Some(((perm_bits, counters), topic)) =
+        routed.and_then(|r| Some((r, s.store.topic(call.topic)?)))
+    else {
+        return Err(PopError::UnknownTopic(call.topic.to_owned()));
+    };
+    if perm_bits & perm::READ == 0 {
+        return Err(PopError::NoPermission(call.topic.to_owned()));
+    }
+    check_group(s, call.group, call.announced)?;
+    let count = topic.queue_count();
+    let queues: Vec<u32> = match call.queue {
+        None => {
+            let first = (now as u32).wrapping_add(call.seed) % count.max(1);
+            (0..count).map(|i| (first + i) % count).collect()
+        }
+        Some(q) => match u32::try_from(q).ok().filter(|q| *q < count) {
+            Some(q) => vec![q],
+            None => {
+                return Err(PopError::BadQueue {
+                    topic: call.topic.to_owned(),
+                    queue: q,
+                    queues: count,
+                })
+            }
+        },
+    };
+    let (filter, sql) = compile(call.filter)?;
+    let req = PopRequest {
+        max: call.max.max(1),
+        invisible_ms: call.invisible_ms,
+        now_ms: now,
+        order: call.order,
+        attempt_id: call.attempt_id,
+        max_attempts: call.max_attempts,
+        filter: &filter,
+        init: call.init,
+    };
+    // Before looking: an append after this is news to a parked pop.
+    let ends: Vec<(u32, u64)> =
+        queues.iter().filter_map(|&q| Some((q, topic.offsets(q).ok()?.1))).collect();
+    let mut out = PopOutcome::default();
+    for &q in &queues {
+        if out.messages.len() >= req.max {
+            break;
+        }
+        s.store.pop(call.group, call.topic, q, &req, &mut out)?;
+    }
+    for d in &out.dead {
+        dead_letter(s, call.group, topic.as_ref(), d);
+    }
+    let pop_time = if out.messages.is_empty() && out.dead.is_empty() { now } else { out.pop_time };
+    let mut messages = out.messages;
+    if let Some(sql) = &sql {
+        messages.retain(|m| {
+            let d = &m.delivery;
+            let keep = filter::matches(sql, &d.payload, &s.cluster_property);
+            if !keep {
+                // RocketMQ acknowledges what the expression rejects.
+                let _ = s.store.pop_ack(call.group, call.topic, d.queue, d.offset, pop_time);
+            }
+            keep
+        });
+    }
+    Ok(PopBatch { topic, counters, pop_time, messages, ends, wake_at: out.next_expiry, changes })
+}
+
+/// Waits until a message is appended to one of `batch`'s queues at or after its end, an
+/// in-flight message becomes visible again (`batch.wake_at`, or [`note_change`] since the pop),
+/// or `deadline`. Returns whether it was woken before the deadline.
+pub(crate) async fn wait_for_more(
+    s: &Shared,
+    batch: &PopBatch,
+    deadline: tokio::time::Instant,
+) -> bool {
+    let until = batch.wake_at.map_or(deadline, |at| {
+        let ms = at.saturating_sub(now_ms());
+        deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(ms))
+    });
+    let mut changes = s.pop_changes.subscribe();
+    let changed = async {
+        while *changes.borrow_and_update() == batch.changes {
+            if changes.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let appended = AnyAppend::new(&batch.topic, &batch.ends);
+    let woken = tokio::time::timeout_at(until, async {
+        tokio::select! {
+            () = appended => {}
+            () = changed => {}
+        }
+    })
+    .await;
+    woken.is_ok() || tokio::time::Instant::now() < deadline
+}
+
+/// Resolves when any of the queues has a message at or after its given end.
+struct AnyAppend {
+    waits: Vec<AppendWait>,
+}
+
+impl AnyAppend {
+    fn new(topic: &Arc<dyn TopicStore>, ends: &[(u32, u64)]) -> Self {
+        let waits = ends
+            .iter()
+            .map(|&(q, end)| AppendWait {
+                topic: Arc::clone(topic),
+                queue: q,
+                offset: end,
+                id: None,
+            })
+            .collect();
+        AnyAppend { waits }
+    }
+}
+
+impl Future for AnyAppend {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut ready = false;
+        // Every wait registers (or stays registered), so any append wakes the task.
+        for w in self.waits.iter_mut() {
+            ready |= Pin::new(w).poll(cx).is_ready();
+        }
+        if ready {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Copies a popped message into `%DLQ%<group>` (the caller acknowledges it, or the engine
+/// already did), as `CONSUMER_SEND_MSG_BACK` does past the maximum: the DLQ copy keeps the
+/// body and properties, records the original message id and topic, and its reconsume times
+/// is the number of deliveries.
+pub(crate) fn dead_letter(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) {
+    match copy_to_dlq(s, group, topic, p) {
+        Ok(()) => {
+            tracing::info!(%group, topic = %topic.name(), attempts = p.attempts, "popped message moved to the dead-letter queue")
+        }
+        Err(e) => {
+            tracing::warn!(%group, topic = %topic.name(), error = %e, "popped message could not be dead-lettered; dropped")
+        }
+    }
+}
+
+fn copy_to_dlq(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) -> Result<(), String> {
+    let d = &p.delivery;
+    let Some(rec) = record::decode(&d.payload) else {
+        return Err("the stored record is malformed".into());
+    };
+    let phys = physical_offset(topic.uid(), d.queue, d.offset);
+    let origin = properties::find(rec.properties, properties::ORIGIN_MESSAGE_ID)
+        .filter(|v| !v.trim().is_empty())
+        .map_or_else(|| encode_offset_msg_id(s.store_host, phys), str::to_owned);
+    let retry_topic = properties::find(rec.properties, properties::RETRY_TOPIC)
+        .unwrap_or(topic.name())
+        .to_owned();
+    let props = rewrite_properties(
+        rec.properties,
+        &[properties::DELAY],
+        &[(properties::RETRY_TOPIC, &retry_topic), (properties::ORIGIN_MESSAGE_ID, &origin)],
+    );
+    let attempts = i32::try_from(p.attempts).unwrap_or(i32::MAX);
+    let new = NewRecord {
+        flag: rec.flag,
+        sys_flag: rec.sys_flag,
+        born_timestamp: rec.born_timestamp,
+        born_host: rec.born_host,
+        reconsume_times: rec.reconsume_times.saturating_add(attempts),
+        body: rec.body,
+        properties: &props,
+    };
+    let encoded = record::encode(&new, s.cluster_property.len()).map_err(|e| e.to_string())?;
+    let dlq =
+        crate::broker::remoting::processor::retry::group_topic(s, &format!("{DLQ_PREFIX}{group}"))
+            .map_err(|e| e.to_string())?;
+    dlq.append(0, encoded, properties::tags_code(&props), now_ms()).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Moves the popped message at `(queue, offset)` of `topic`, delivered under the receipt
+/// `pop_time` for the `attempts`-th time, to `%DLQ%<group>` and acknowledges it (gRPC's
+/// `ForwardMessageToDeadLetterQueue`, remoting's `CONSUMER_SEND_MSG_BACK` past the maximum).
+///
+/// # Errors
+/// [`StoreError::StaleReceipt`] if the message is not in flight under that receipt (nothing is
+/// copied), [`StoreError::UnknownTopic`], or the store's refusal.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))] // only the gRPC face forwards
+pub(crate) fn forward_to_dlq(
+    s: &Shared,
+    group: &str,
+    topic: &str,
+    queue: u32,
+    offset: u64,
+    pop_time: u64,
+    attempts: u32,
+) -> Result<(), StoreError> {
+    let Some(t) = s.store.topic(topic) else {
+        return Err(StoreError::UnknownTopic(topic.to_owned()));
+    };
+    // Acknowledged first: only the holder of the latest receipt moves the message, once.
+    match s.store.pop_ack(group, topic, queue, offset, pop_time)? {
+        AckOutcome::Acked => note_change(s),
+        // Already done by an earlier call (a client retrying): nothing more to copy.
+        AckOutcome::AlreadyAcked => return Ok(()),
+    }
+    let Some((payload, timestamp)) = s.store.get(t.as_ref(), queue, offset) else {
+        tracing::warn!(%group, %topic, queue, offset, "message to dead-letter already evicted");
+        return Ok(());
+    };
+    let delivery = crate::store::Delivery { queue, offset, timestamp, tag: 0, payload };
+    dead_letter(s, group, t.as_ref(), &Popped { delivery, attempts });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::BrokerConfig;
+    use crate::remoting::body::TopicConfig;
+    use crate::store::MemoryStore;
+
+    const TOPIC: &str = "PopperTopic";
+    const GROUP: &str = "popper_group";
+
+    fn shared() -> Shared {
+        let config = BrokerConfig::default();
+        let store: Arc<dyn crate::store::Store> = Arc::new(
+            MemoryStore::new(config.engine_config().expect("a valid engine config"))
+                .expect("a store"),
+        );
+        let s = Shared::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let mut c = TopicConfig::new(TOPIC, 1, 1);
+        c.perm = perm::RW;
+        s.create_topic(c).expect("the topic is created");
+        s
+    }
+
+    fn append(s: &Shared, id: &str, color: &str) {
+        let mut props = Vec::new();
+        for (k, v) in [(properties::UNIQ_KEY, id), ("color", color)] {
+            properties::write_pair(&mut props, k, v).expect("a property");
+        }
+        let rec = NewRecord {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().expect("an address"),
+            reconsume_times: 0,
+            body: b"body",
+            properties: &props,
+        };
+        let bytes = record::encode(&rec, 0).expect("a record");
+        let t = s.store.topic(TOPIC).expect("the topic");
+        t.append(0, bytes, 0, now_ms()).expect("appended");
+    }
+
+    fn call(max_attempts: u32, filter: FilterExpr<'_>) -> PopCall<'_> {
+        PopCall {
+            group: GROUP,
+            topic: TOPIC,
+            queue: None,
+            max: 32,
+            invisible_ms: 1_000,
+            order: false,
+            attempt_id: None,
+            filter,
+            init: PopInit::Min,
+            max_attempts,
+            seed: 0,
+            announced: true,
+        }
+    }
+
+    fn dead_letters(s: &Shared) -> u64 {
+        s.store
+            .topic(&format!("{DLQ_PREFIX}{GROUP}"))
+            .and_then(|t| t.offsets(0).ok())
+            .map_or(0, |(first, end)| end - first)
+    }
+
+    #[test]
+    fn given_a_message_whose_attempts_ran_out_when_popped_again_should_move_it_to_the_dlq() {
+        let s = shared();
+        append(&s, "ID1", "blue");
+        let c = call(2, FilterExpr::Tag("*"));
+        let t0 = 1_000_000;
+        let first = pop_once(&s, &c, t0).expect("pops");
+        assert_eq!(first.messages.len(), 1);
+        let second = pop_once(&s, &c, t0 + 1_000).expect("pops");
+        assert_eq!(second.messages.first().map(|m| m.attempts), Some(2), "redelivered");
+        let third = pop_once(&s, &c, t0 + 2_000).expect("pops");
+        assert!(third.messages.is_empty(), "not delivered a third time");
+        assert_eq!(dead_letters(&s), 1, "moved to %DLQ%<group>");
+    }
+
+    #[test]
+    fn given_a_receipt_when_forwarding_to_the_dlq_should_need_the_latest_and_move_it_once() {
+        let s = shared();
+        append(&s, "ID2", "blue");
+        let c = call(16, FilterExpr::Tag("*"));
+        let b = pop_once(&s, &c, 1_000_000).expect("pops");
+        let m = b.messages.first().expect("a message");
+        let (q, off) = (m.delivery.queue, m.delivery.offset);
+        let stale = forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time + 1, 1);
+        assert!(matches!(stale, Err(StoreError::StaleReceipt { .. })), "{stale:?}");
+        assert_eq!(dead_letters(&s), 0, "a stale receipt moves nothing");
+        forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time, 1).expect("forwarded");
+        forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time, 1).expect("a retry is fine");
+        assert_eq!(dead_letters(&s), 1, "moved once");
+        let after = pop_once(&s, &c, 1_000_000 + 5_000).expect("pops");
+        assert!(after.messages.is_empty(), "a dead-lettered message is not redelivered");
+    }
+
+    #[test]
+    fn given_a_sql92_filter_when_popping_should_hand_out_matches_and_acknowledge_the_rest() {
+        let s = shared();
+        append(&s, "ID3", "red");
+        append(&s, "ID4", "blue");
+        let c = call(16, FilterExpr::Sql("color = 'blue'"));
+        let b = pop_once(&s, &c, 1_000_000).expect("pops");
+        assert_eq!(b.messages.len(), 1, "only the match");
+        let later = pop_once(&s, &c, 1_000_000 + 5_000).expect("pops");
+        assert_eq!(later.messages.len(), 1, "the match comes back, the rejected one never");
+        assert_eq!(later.messages.first().map(|m| m.attempts), Some(2));
+    }
+
+    #[test]
+    fn given_bad_names_when_popping_should_refuse_with_the_reason() {
+        let s = shared();
+        let mut c = call(16, FilterExpr::Tag("*"));
+        c.announced = false;
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::UnknownGroup(_))));
+        c.announced = true;
+        c.topic = "NoSuchTopic";
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::UnknownTopic(_))));
+        c.topic = TOPIC;
+        c.filter = FilterExpr::Sql("color = ");
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::BadFilter(_))));
+        c.filter = FilterExpr::Tag("*");
+        c.queue = Some(7);
+        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::BadQueue { .. })));
+    }
+}

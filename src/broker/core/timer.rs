@@ -1,0 +1,598 @@
+//! Timer messages (RocketMQ 5): `TIMER_DELIVER_MS` (epoch milliseconds), `TIMER_DELAY_SEC` and
+//! `TIMER_DELAY_MS` deliver a message at any time up to `timer-max-delay-sec` ahead.
+//!
+//! As in RocketMQ, a timer message waits in the internal topic `rmq_sys_wheel_timer` with
+//! `REAL_TOPIC`, `REAL_QID` and `TIMER_OUT_MS` (its due time) and is appended to its real topic
+//! when due, with `REAL_TOPIC`/`REAL_QID` removed and `TIMER_ENQUEUE_MS`/`TIMER_DEQUEUE_MS`
+//! added. The parking and delivery are the delay levels' ([`delay::park`],
+//! [`delay::deliver_record`]); what differs is the order. Delay levels are due in store order
+//! per level, so the schedule only looks at 18 queue heads. Timers are due in any order, so:
+//!
+//! - **Which message is next** comes from a min-heap of `(due, queue, offset)` entries, one per
+//!   waiting message (24 bytes each, kept outside the store): popping the next due one is
+//!   O(log n), and nothing ever scans the waiting messages.
+//! - **Releasing the stored copies.** The store releases a queue's messages by a group's
+//!   committed offset, in offset order only, so a message delivered ahead of an earlier-stored
+//!   one that is still waiting stays in memory until that one goes too. To bound this, the
+//!   timer topic has one queue per band of delays, each band 1.25 times as long as the one
+//!   before (below 1 s, 1–1.25 s, …, up to the maximum delay; 58 queues for 3 days): a
+//!   message stored at `t` in a band `[lo, hi)` is released by `t + hi` at the latest (given
+//!   room to deliver), so no message stays more than a quarter of its delay (1 s below 1 s)
+//!   after it was delivered. Per queue, the
+//!   index keeps the offsets delivered beyond the committed prefix ([`TimerIndex::done`]) and
+//!   commits as the prefix grows, so every stored copy is released exactly once.
+//!
+//! Waiting timer messages live in the store, so they count against the memory budget; a
+//! restart loses them, like every message.
+
+use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use super::delay::{self, Parked};
+use super::record::{NewRecord, PutError};
+use crate::broker::Shared;
+use crate::remoting::properties;
+use crate::store::{StoreError, TopicStore};
+use crate::time::now_ms;
+
+/// The internal topic timer messages wait in (RocketMQ's `TimerMessageStore.TIMER_TOPIC`).
+pub(crate) const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+/// The internal group whose commits release delivered timer messages.
+pub(crate) const TIMER_GROUP: &str = "CID_RMQ_SYS_WHEEL_TIMER";
+/// The properties that make a message a timer message, in the order RocketMQ reads them.
+const TIMER_KEYS: [&str; 3] =
+    [properties::TIMER_DELAY_SEC, properties::TIMER_DELAY_MS, properties::TIMER_DELIVER_MS];
+/// What every timer property's name starts with.
+const TIMER_PREFIX: &[u8] = b"TIMER_";
+/// What delivery adds to the properties at most: `TIMER_DEQUEUE_MS`, its separators and up to
+/// 20 digits. Reserved when a timer message is stored, so its delivery always fits.
+const DELIVERY_RESERVE: usize = properties::TIMER_DEQUEUE_MS.len() + 2 + 20;
+/// Most due messages delivered per lock of the index.
+const BATCH: usize = 256;
+/// How long to wait before retrying when the real topic had no room.
+const RETRY_FULL: Duration = Duration::from_millis(100);
+
+/// How a sent message waits before it is delivered to its topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// It does not: it is stored at once.
+    No,
+    /// At a delay level (`DELAY`).
+    Level(u32),
+    /// Until this epoch millisecond (a timer message).
+    Until(u64),
+}
+
+/// How a message with `props` waits, as RocketMQ 5 reads it (`HookUtils.handleScheduleMessage`):
+/// a delay level wins and the timer properties are removed from `props`; a message already
+/// carrying `TIMER_OUT_MS` is no timer message; otherwise `TIMER_DELAY_SEC`, then
+/// `TIMER_DELAY_MS`, then `TIMER_DELIVER_MS` give the due time, and a time not after `now` is
+/// no wait at all.
+///
+/// # Errors
+/// The remark RocketMQ answers `MESSAGE_ILLEGAL` (13) with: a value that is not an integer, a
+/// due time more than `max_delay_sec` ahead, or a timer deletion (`TIMER_DEL_UNIQKEY`) for a
+/// time already past; and baiji's remark for a deletion of a waiting timer, which it does not
+/// support.
+pub(crate) fn wait_of(
+    props: &mut Cow<'_, [u8]>,
+    now: u64,
+    max_delay_sec: u64,
+) -> Result<Wait, String> {
+    // The hot path: most messages carry no timer property at all.
+    let has_timer = props.windows(TIMER_PREFIX.len()).any(|w| w == TIMER_PREFIX)
+        && TIMER_KEYS.iter().any(|k| properties::find(props, k).is_some());
+    if let Some(level) = delay::delay_level(props) {
+        if has_timer {
+            *props = Cow::Owned(delay::rewrite_properties(props, &TIMER_KEYS, &[]));
+        }
+        return Ok(Wait::Level(level));
+    }
+    if !has_timer || properties::find(props, properties::TIMER_OUT_MS).is_some() {
+        return Ok(Wait::No);
+    }
+    let max_ms = i128::from(max_delay_sec) * 1000;
+    let illegal = || {
+        format!(
+            "timer message illegal, the delay time should not be bigger than the max delay \
+             {max_ms}ms; or if set del msg, the delay time should be bigger than the current time"
+        )
+    };
+    let value = |key| -> Option<Result<i64, String>> {
+        properties::find(props, key).map(|v| v.parse::<i64>().map_err(|_| illegal()))
+    };
+    let now_i = i128::from(now);
+    let due = if let Some(sec) = value(properties::TIMER_DELAY_SEC) {
+        now_i + i128::from(sec?) * 1000
+    } else if let Some(ms) = value(properties::TIMER_DELAY_MS) {
+        now_i + i128::from(ms?)
+    } else if let Some(at) = value(properties::TIMER_DELIVER_MS) {
+        i128::from(at?)
+    } else {
+        return Ok(Wait::No);
+    };
+    let deletes = properties::find(props, properties::TIMER_DEL_UNIQKEY).is_some();
+    if due <= now_i {
+        return if deletes { Err(illegal()) } else { Ok(Wait::No) };
+    }
+    if due - now_i > max_ms {
+        return Err(illegal());
+    }
+    if deletes {
+        return Err(
+            "baiji does not support deleting a waiting timer message (TIMER_DEL_UNIQKEY)".into()
+        );
+    }
+    u64::try_from(due).map(Wait::Until).map_err(|_| illegal())
+}
+
+/// One waiting timer message: when it is due and where it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Entry {
+    /// Due time, epoch milliseconds.
+    pub(crate) due: u64,
+    /// Its queue in the timer topic.
+    pub(crate) queue: u32,
+    /// Its offset there.
+    pub(crate) offset: u64,
+}
+
+/// The waiting timer messages by due time, and, per queue of the timer topic, how far the
+/// delivered ones can be released.
+///
+/// Invariants: every entry is in the heap until [`pop_due`](Self::pop_due) hands it out (and
+/// back in only if [`insert`](Self::insert)ed again); per queue, `next` only grows, and `done`
+/// holds exactly the offsets reported done that are above `next`.
+#[derive(Debug)]
+pub(crate) struct TimerIndex {
+    heap: BinaryHeap<Reverse<Entry>>,
+    release: Vec<Release>,
+}
+
+/// Per queue: every offset below `next` is done; `done` holds those above it.
+#[derive(Debug)]
+struct Release {
+    next: u64,
+    done: BTreeSet<u64>,
+}
+
+impl TimerIndex {
+    /// An empty index over queues whose first offsets are `starts`.
+    pub(crate) fn new(starts: impl IntoIterator<Item = u64>) -> Self {
+        TimerIndex {
+            heap: BinaryHeap::new(),
+            release: starts
+                .into_iter()
+                .map(|next| Release { next, done: BTreeSet::new() })
+                .collect(),
+        }
+    }
+
+    /// Adds a waiting message.
+    pub(crate) fn insert(&mut self, e: Entry) {
+        self.heap.push(Reverse(e));
+    }
+
+    /// The earliest due time, if any message waits.
+    pub(crate) fn next_due(&self) -> Option<u64> {
+        self.heap.peek().map(|Reverse(e)| e.due)
+    }
+
+    /// Removes and returns the earliest message if it is due at `now`.
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<Entry> {
+        if self.next_due()? > now {
+            return None;
+        }
+        self.heap.pop().map(|Reverse(e)| e)
+    }
+
+    /// Messages waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Records that the message at `offset` of `queue` is delivered (or gone). Returns the
+    /// queue's new committed offset when the prefix of done offsets grew: everything below
+    /// it can be released. A repeated or unknown report changes nothing.
+    pub(crate) fn done(&mut self, queue: u32, offset: u64) -> Option<u64> {
+        let r = self.release.get_mut(queue as usize)?;
+        if offset < r.next {
+            return None;
+        }
+        if offset > r.next {
+            r.done.insert(offset);
+            return None;
+        }
+        r.next += 1;
+        while r.done.remove(&r.next) {
+            r.next += 1;
+        }
+        Some(r.next)
+    }
+}
+
+/// The upper bounds of the delay bands (ms), from 1 s growing by a quarter, until one covers
+/// `max_delay_ms`. Band `i` holds delays below `bounds[i]` (and at least `bounds[i - 1]`); the
+/// last band, `bounds.len()`, holds the rest.
+fn band_bounds(max_delay_ms: u64) -> Vec<u64> {
+    let mut bounds = vec![1_000u64];
+    let mut b = 1_000u64;
+    while b <= max_delay_ms {
+        b = b.saturating_add(b / 4);
+        bounds.push(b);
+        if b == u64::MAX {
+            break;
+        }
+    }
+    bounds
+}
+
+/// The band (timer-topic queue) of a delay.
+fn band(bounds: &[u64], delay_ms: u64) -> u32 {
+    bounds.partition_point(|&b| b <= delay_ms) as u32
+}
+
+/// The timer topic and its index, created on first use.
+#[derive(Debug)]
+struct State {
+    topic: Arc<dyn TopicStore>,
+    bounds: Vec<u64>,
+    index: TimerIndex,
+    /// Taken from the index by the delivery task and not yet reported back.
+    in_flight: usize,
+}
+
+/// The broker's timer messages: the index and a wake-up for the delivery task.
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    state: Mutex<Option<State>>,
+    wake: Notify,
+}
+
+impl Timers {
+    /// Timer messages waiting (those being delivered right now included).
+    pub(crate) fn waiting(&self) -> usize {
+        lock(&self.state).as_ref().map_or(0, |st| st.index.len() + st.in_flight)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on the timer state, creating the topic (one queue per band, held by the timer
+/// group before anything is stored in it) on first use.
+fn with_state<R>(s: &Shared, f: impl FnOnce(&mut State) -> R) -> Result<R, StoreError> {
+    let mut g = lock(&s.timers.state);
+    if let Some(st) = g.as_mut() {
+        return Ok(f(st));
+    }
+    let bounds = band_bounds(s.config.timer_max_delay_sec.saturating_mul(1000));
+    let queues = u32::try_from(bounds.len() + 1).unwrap_or(u32::MAX);
+    let topic = s.store.ensure_topic(TIMER_TOPIC, queues)?;
+    s.store.subscribe(TIMER_GROUP, TIMER_TOPIC)?;
+    let starts: Vec<u64> =
+        (0..topic.queue_count()).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
+    let st = g.insert(State { topic, bounds, index: TimerIndex::new(starts), in_flight: 0 });
+    Ok(f(st))
+}
+
+/// Stores a message on `topic` queue `queue` as `wait` says: parked in the schedule topic
+/// (a delay level) or the timer topic (a due time), or appended at once. Returns the stored
+/// copy's topic uid, queue and offset (what the message id names). The one place a send and
+/// a transaction commit store a message they may have to delay.
+pub(crate) fn store(
+    s: &Shared,
+    wait: Wait,
+    topic: &Arc<dyn TopicStore>,
+    queue: u32,
+    rec: &NewRecord<'_>,
+) -> Result<(u32, u32, u64), PutError> {
+    match wait {
+        Wait::Level(level) => {
+            delay::schedule(s, level, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        Wait::Until(due) => {
+            schedule(s, due, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
+        }
+        Wait::No => {
+            let encoded = super::record::encode(rec, s.cluster_property.len())?;
+            let tag = properties::tags_code(rec.properties);
+            Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
+        }
+    }
+}
+
+/// Stores a timer message due at `due` to be delivered to `real_topic`/`real_queue`. Returns
+/// the timer-topic queue and offset it waits at.
+///
+/// # Errors
+/// [`PutError::Record`] when the properties with what is added would not fit a record
+/// (checked before anything is stored), [`StoreError::Full`] under `reject` when less than a
+/// sixteenth of the budget is free (room kept for deliveries), or the store's error.
+pub(crate) fn schedule(
+    s: &Shared,
+    due: u64,
+    real_topic: &str,
+    real_queue: u32,
+    rec: &NewRecord<'_>,
+) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
+    delay::ensure_delivery_room(s)?;
+    let now = now_ms();
+    let (topic, queue) = with_state(s, |st| {
+        let q =
+            band(&st.bounds, due.saturating_sub(now)).min(st.topic.queue_count().saturating_sub(1));
+        (Arc::clone(&st.topic), q)
+    })?;
+    let (due_str, now_str) = (due.to_string(), now.to_string());
+    let add =
+        [(properties::TIMER_OUT_MS, due_str.as_str()), (properties::TIMER_ENQUEUE_MS, &now_str)];
+    let offset = delay::park(
+        s,
+        topic.as_ref(),
+        queue,
+        Parked { real_topic, real_queue, add: &add, reserve: DELIVERY_RESERVE },
+        rec,
+    )?;
+    let first = with_state(s, |st| {
+        let first = st.index.next_due().map_or(true, |next| due < next);
+        st.index.insert(Entry { due, queue, offset });
+        first
+    })?;
+    if first {
+        s.timers.wake.notify_one();
+    }
+    Ok((topic, queue, offset))
+}
+
+/// Delivers one due timer message. `Ok(false)`: no room, try again later.
+fn deliver(s: &Shared, topic: &dyn TopicStore, e: Entry) -> Result<bool, StoreError> {
+    let Some((stored, _)) = s.store.get(topic, e.queue, e.offset) else {
+        // Evicted by `drop-oldest` (counted there): nothing left to deliver.
+        return Ok(true);
+    };
+    let now = now_ms().to_string();
+    delay::deliver_record(
+        s,
+        &stored,
+        e.offset,
+        &[properties::REAL_TOPIC, properties::REAL_QID],
+        &[(properties::TIMER_DEQUEUE_MS, &now)],
+    )
+}
+
+/// Delivers timer messages when due until shutdown.
+pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut due = Vec::with_capacity(BATCH);
+    loop {
+        let now = now_ms();
+        let taken = with_state(&s, |st| {
+            while due.len() < BATCH {
+                match st.index.pop_due(now) {
+                    Some(e) => due.push(e),
+                    None => break,
+                }
+            }
+            st.in_flight = due.len();
+            Arc::clone(&st.topic)
+        });
+        let topic = match taken {
+            Ok(t) => t,
+            Err(e) => {
+                // Sends fail the same way until the topic exists; keep trying.
+                tracing::error!(error = %e, "cannot create the timer topic; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    _ = shutdown.changed() => return,
+                }
+            }
+        };
+        let full_batch = due.len() == BATCH;
+        let mut released = Vec::with_capacity(due.len());
+        let mut waiting = Vec::new();
+        for e in due.drain(..) {
+            if !waiting.is_empty() {
+                waiting.push(e);
+                continue;
+            }
+            match deliver(&s, topic.as_ref(), e) {
+                Ok(true) => released.push(e),
+                Ok(false) => waiting.push(e),
+                Err(err) => {
+                    tracing::warn!(error = %err, "delivering a timer message failed; dropped");
+                    released.push(e);
+                }
+            }
+        }
+        let no_room = !waiting.is_empty();
+        let mut commits = Vec::new();
+        let next = with_state(&s, |st| {
+            st.in_flight = 0;
+            for e in waiting {
+                st.index.insert(e);
+            }
+            for e in released {
+                if let Some(c) = st.index.done(e.queue, e.offset) {
+                    commits.push((e.queue, c));
+                }
+            }
+            st.index.next_due()
+        })
+        .ok()
+        .flatten();
+        for (q, c) in commits {
+            let _ = s.store.commit(TIMER_GROUP, TIMER_TOPIC, q, c);
+        }
+        let wait = if no_room {
+            RETRY_FULL
+        } else if full_batch {
+            Duration::ZERO
+        } else {
+            next.map_or(Duration::from_secs(3600), |d| {
+                Duration::from_millis(d.saturating_sub(now_ms()))
+            })
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = s.timers.wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+    const MAX: u64 = 259_200;
+
+    fn wait(props: &[u8]) -> (Result<Wait, String>, Vec<u8>) {
+        let mut p = Cow::Borrowed(props);
+        let w = wait_of(&mut p, NOW, MAX);
+        (w, p.into_owned())
+    }
+
+    #[test]
+    fn given_timer_properties_when_reading_the_wait_should_follow_rocketmq_precedence() {
+        assert_eq!(wait(b"TIMER_DELAY_SEC\x0110\x02").0, Ok(Wait::Until(NOW + 10_000)));
+        assert_eq!(wait(b"TIMER_DELAY_MS\x011500\x02").0, Ok(Wait::Until(NOW + 1_500)));
+        let at = format!("TIMER_DELIVER_MS\x01{}\x02", NOW + 7);
+        assert_eq!(wait(at.as_bytes()).0, Ok(Wait::Until(NOW + 7)));
+        // DELAY_SEC before DELAY_MS before DELIVER_MS.
+        assert_eq!(
+            wait(b"TIMER_DELIVER_MS\x011\x02TIMER_DELAY_MS\x015\x02TIMER_DELAY_SEC\x012\x02").0,
+            Ok(Wait::Until(NOW + 2_000))
+        );
+        assert_eq!(wait(b"TAGS\x01A\x02").0, Ok(Wait::No));
+        // Already carrying TIMER_OUT_MS: not a timer message (RocketMQ's double check).
+        assert_eq!(wait(b"TIMER_DELAY_SEC\x0110\x02TIMER_OUT_MS\x011\x02").0, Ok(Wait::No));
+    }
+
+    #[test]
+    fn given_a_delay_level_and_timer_properties_when_reading_the_wait_should_use_the_level_and_drop_them(
+    ) {
+        let (w, p) = wait(b"DELAY\x012\x02TIMER_DELAY_SEC\x0110\x02TAGS\x01A\x02");
+        assert_eq!(w, Ok(Wait::Level(2)));
+        assert_eq!(properties::parse(&p), vec![("DELAY", "2"), ("TAGS", "A")]);
+    }
+
+    #[test]
+    fn given_a_time_not_ahead_when_reading_the_wait_should_deliver_at_once() {
+        assert_eq!(wait(format!("TIMER_DELIVER_MS\x01{NOW}\x02").as_bytes()).0, Ok(Wait::No));
+        assert_eq!(wait(b"TIMER_DELIVER_MS\x011\x02").0, Ok(Wait::No));
+        assert_eq!(wait(b"TIMER_DELAY_SEC\x01-5\x02").0, Ok(Wait::No));
+        assert_eq!(wait(b"TIMER_DELAY_MS\x010\x02").0, Ok(Wait::No));
+    }
+
+    #[test]
+    fn given_an_illegal_timer_when_reading_the_wait_should_answer_rocketmqs_remark() {
+        let remark = "timer message illegal, the delay time should not be bigger than the max \
+                      delay 259200000ms; or if set del msg, the delay time should be bigger than \
+                      the current time";
+        let beyond = format!("TIMER_DELIVER_MS\x01{}\x02", NOW + MAX * 1000 + 1);
+        assert_eq!(wait(beyond.as_bytes()).0, Err(remark.to_string()));
+        let at_max = format!("TIMER_DELIVER_MS\x01{}\x02", NOW + MAX * 1000);
+        assert_eq!(wait(at_max.as_bytes()).0, Ok(Wait::Until(NOW + MAX * 1000)));
+        assert_eq!(wait(b"TIMER_DELAY_SEC\x01259201\x02").0, Err(remark.to_string()));
+        assert_eq!(wait(b"TIMER_DELAY_SEC\x01abc\x02").0, Err(remark.to_string()));
+        assert_eq!(wait(b"TIMER_DELAY_MS\x01 5\x02").0, Err(remark.to_string()));
+        // An empty value is no property at all (Java's decoder drops it too).
+        assert_eq!(wait(b"TIMER_DELIVER_MS\x01\x02").0, Ok(Wait::No));
+        assert_eq!(wait(b"TIMER_DELIVER_MS\x011.5e12\x02").0, Err(remark.to_string()));
+        assert_eq!(wait(b"TIMER_DELAY_SEC\x019223372036854775807\x02").0, Err(remark.to_string()));
+        assert_eq!(
+            wait(b"TIMER_DELIVER_MS\x011\x02TIMER_DEL_UNIQKEY\x01k\x02").0,
+            Err(remark.to_string())
+        );
+        assert!(wait(b"TIMER_DELAY_SEC\x011\x02TIMER_DEL_UNIQKEY\x01k\x02").0.is_err());
+    }
+
+    #[test]
+    fn given_the_default_maximum_when_banding_delays_should_use_58_queues_and_cover_every_delay() {
+        let b = band_bounds(MAX * 1000);
+        assert_eq!(b.len() + 1, 58);
+        assert_eq!(band(&b, 0), 0);
+        assert_eq!(band(&b, 999), 0);
+        assert_eq!(band(&b, 1_000), 1);
+        assert_eq!(band(&b, MAX * 1000) as usize, b.len() - 1);
+        assert!(b.windows(2).all(|w| w[1] > w[0] && w[1] <= w[0] + w[0] / 4 + 1));
+        assert!(band_bounds(u64::MAX).len() < 200, "any maximum fits a topic's queue count");
+    }
+
+    /// A small deterministic generator (no `rand` in the library's dev-dependencies).
+    fn next(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    #[test]
+    fn given_many_random_due_times_when_the_clock_advances_should_hand_each_out_once_in_due_order_and_release_every_offset(
+    ) {
+        let bounds = band_bounds(MAX * 1000);
+        let queues = bounds.len() + 1;
+        let mut idx = TimerIndex::new(vec![0; queues]);
+        let mut next_offset = vec![0u64; queues];
+        let mut committed = vec![0u64; queues];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut now = 0u64;
+        let mut waiting = std::collections::HashSet::new();
+        let mut handed = std::collections::HashSet::new();
+        for round in 0..400 {
+            // Store a few messages at random delays (some far, some already due).
+            for _ in 0..(next(&mut seed) % 40) {
+                let delay = match next(&mut seed) % 4 {
+                    0 => next(&mut seed) % 2_000,
+                    1 => next(&mut seed) % 60_000,
+                    2 => next(&mut seed) % 3_600_000,
+                    _ => next(&mut seed) % (MAX * 1000),
+                };
+                let q = band(&bounds, delay) as usize;
+                let e = Entry { due: now + delay, queue: q as u32, offset: next_offset[q] };
+                next_offset[q] += 1;
+                idx.insert(e);
+                assert!(waiting.insert(e));
+            }
+            // Advance the clock: mostly a little, at the end past every due time.
+            now += if round < 390 { next(&mut seed) % 5_000 } else { MAX * 1000 };
+            let mut last_due = 0;
+            while let Some(e) = idx.pop_due(now) {
+                assert!(e.due <= now, "never handed out before due");
+                assert!(e.due >= last_due, "handed out in due order");
+                last_due = e.due;
+                assert!(waiting.remove(&e), "each entry handed out once");
+                assert!(handed.insert(e));
+                if let Some(c) = idx.done(e.queue, e.offset) {
+                    assert!(c > committed[e.queue as usize], "commits only move forward");
+                    committed[e.queue as usize] = c;
+                }
+                assert_eq!(idx.done(e.queue, e.offset), None, "a repeated report changes nothing");
+            }
+            assert_eq!(idx.next_due().map(|d| d > now), (!waiting.is_empty()).then_some(true));
+        }
+        assert!(waiting.is_empty() && idx.len() == 0, "everything was handed out");
+        assert!(handed.len() > 1000, "the model exercised enough entries: {}", handed.len());
+        assert_eq!(
+            committed, next_offset,
+            "every stored offset is released, exactly up to the end"
+        );
+    }
+
+    #[test]
+    fn given_offsets_done_out_of_order_when_releasing_should_commit_only_the_contiguous_prefix() {
+        let mut idx = TimerIndex::new([5, 0]);
+        assert_eq!(idx.done(0, 7), None);
+        assert_eq!(idx.done(0, 6), None);
+        assert_eq!(idx.done(0, 4), None, "below the start: already released");
+        assert_eq!(idx.done(0, 5), Some(8));
+        assert_eq!(idx.done(1, 0), Some(1));
+        assert_eq!(idx.done(9, 0), None, "an unknown queue changes nothing");
+    }
+}

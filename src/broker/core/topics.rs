@@ -1,0 +1,190 @@
+//! The broker's topic table: RocketMQ topic configs (queue counts, permissions) over the
+//! store's topics, plus the naming rules.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::broker::metrics::TopicCounters;
+
+use crate::remoting::body::{DataVersion, TopicConfig};
+
+/// `TBW102`: the template producers route unknown topics through.
+pub(crate) const AUTO_CREATE_TOPIC: &str = "TBW102";
+/// Prefix of a group's retry topic.
+pub(crate) const RETRY_PREFIX: &str = "%RETRY%";
+/// Prefix of a group's dead-letter topic.
+pub(crate) const DLQ_PREFIX: &str = "%DLQ%";
+
+/// Permission bits (RocketMQ `PermName`).
+pub(crate) mod perm {
+    /// Readable.
+    pub(crate) const READ: u32 = 0x4;
+    /// Writable.
+    pub(crate) const WRITE: u32 = 0x2;
+    /// May be used as a template for auto-created topics.
+    pub(crate) const INHERIT: u32 = 0x1;
+    /// Read and write.
+    pub(crate) const RW: u32 = READ | WRITE;
+}
+
+/// Topics clients may not send to (RocketMQ `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+const NOT_ALLOWED_SEND: [&str; 7] = [
+    "SCHEDULE_TOPIC_XXXX",
+    "SCHEDULE_TOPIC_XXXX_V2",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
+/// Topics an admin may not create (RocketMQ `TopicValidator.isSystemTopic`).
+pub(crate) fn is_system_topic(t: &str) -> bool {
+    t == AUTO_CREATE_TOPIC
+        || NOT_ALLOWED_SEND.contains(&t)
+        || t == "BenchmarkTest"
+        || t == "RMQ_SYS_TRACE_TOPIC"
+        || t.starts_with("rmq_sys_")
+}
+
+/// The topics baiji's own tasks keep waiting messages in (delay levels, timers, half
+/// messages). They are not in the topic table (never routed or pulled), and a client may not
+/// subscribe to them or commit offsets on them either: a subscription would hold their
+/// messages for good, a commit would release messages still waiting.
+pub(crate) fn is_internal_topic(t: &str) -> bool {
+    t == super::delay::SCHEDULE_TOPIC
+        || t == super::timer::TIMER_TOPIC
+        || t == super::transaction::HALF_TOPIC
+}
+
+/// The groups with which baiji's own tasks hold the internal topics; a client heartbeat
+/// naming one is ignored (so no client becomes a member, and commits as it are refused).
+pub(crate) fn is_internal_group(g: &str) -> bool {
+    g == super::delay::SCHEDULE_GROUP
+        || g == super::timer::TIMER_GROUP
+        || g == super::transaction::HALF_GROUP
+}
+
+/// Whether clients may send to `t`.
+pub(crate) fn send_allowed(t: &str) -> bool {
+    // The timer topic too: RocketMQ re-reads what lands there as timer messages; baiji keeps
+    // it internal (never routed or readable), like the schedule topic.
+    !NOT_ALLOWED_SEND.contains(&t) && t != super::timer::TIMER_TOPIC
+}
+
+/// RocketMQ's topic name rule, with its Java wording on failure.
+pub(crate) fn validate_topic(t: &str) -> Result<(), String> {
+    if t.trim().is_empty() {
+        return Err("The specified topic is blank.".into());
+    }
+    if t.len() > 127 {
+        return Err("The specified topic is longer than topic max length.".into());
+    }
+    if !t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-')) {
+        return Err(
+            "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The topic configs this broker serves, with a data version that changes with them.
+#[derive(Debug)]
+pub(crate) struct TopicTable {
+    /// Each topic's config and its request-path metric counters (kept while the topic is).
+    configs: RwLock<HashMap<String, (TopicConfig, Arc<TopicCounters>)>>,
+    counter: AtomicI64,
+    timestamp: AtomicI64,
+}
+
+impl TopicTable {
+    pub(crate) fn new(default_queues: u32, auto_create: bool) -> Self {
+        let t = TopicTable {
+            configs: RwLock::new(HashMap::new()),
+            counter: AtomicI64::new(0),
+            timestamp: AtomicI64::new(crate::time::now_ms() as i64),
+        };
+        if auto_create {
+            let mut c = TopicConfig::new(AUTO_CREATE_TOPIC, default_queues, default_queues);
+            c.perm = perm::RW | perm::INHERIT;
+            t.put(c);
+        }
+        t
+    }
+
+    /// The permission bits of `topic`, without copying its config (the send path's check).
+    pub(crate) fn get_perm(&self, topic: &str) -> Option<u32> {
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|(c, _)| c.perm)
+    }
+
+    /// The permission bits and the metric counters of `topic`, in the one lookup the send
+    /// and pull paths make anyway.
+    pub(crate) fn get_perm_counted(&self, topic: &str) -> Option<(u32, Arc<TopicCounters>)> {
+        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        configs.get(topic).map(|(c, m)| (c.perm, Arc::clone(m)))
+    }
+
+    pub(crate) fn get(&self, topic: &str) -> Option<TopicConfig> {
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|(c, _)| c.clone())
+    }
+
+    /// Inserts or replaces a config (a replaced topic keeps its counters); bumps the data
+    /// version.
+    pub(crate) fn put(&self, config: TopicConfig) {
+        let mut configs = self.configs.write().unwrap_or_else(|p| p.into_inner());
+        match configs.get_mut(&config.topic_name) {
+            Some(entry) => entry.0 = config,
+            None => {
+                configs.insert(config.topic_name.clone(), (config, Arc::default()));
+            }
+        }
+        drop(configs);
+        self.bump();
+    }
+
+    /// Every topic's counters, by name (for a scrape).
+    pub(crate) fn counters_all(&self) -> Vec<(String, Arc<TopicCounters>)> {
+        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<_> = configs.iter().map(|(k, (_, m))| (k.clone(), Arc::clone(m))).collect();
+        drop(configs);
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    pub(crate) fn remove(&self, topic: &str) -> bool {
+        let removed =
+            self.configs.write().unwrap_or_else(|p| p.into_inner()).remove(topic).is_some();
+        if removed {
+            self.bump();
+        }
+        removed
+    }
+
+    fn bump(&self) {
+        // Relaxed: a version number; readers only compare it.
+        self.counter.fetch_add(1, Ordering::Relaxed);
+        self.timestamp.store(crate::time::now_ms() as i64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn data_version(&self) -> DataVersion {
+        DataVersion {
+            state_version: 0,
+            timestamp: self.timestamp.load(Ordering::Relaxed),
+            counter: self.counter.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn all(&self) -> Vec<TopicConfig> {
+        let mut v: Vec<TopicConfig> = self
+            .configs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|(c, _)| c.clone())
+            .collect();
+        v.sort_by(|a, b| a.topic_name.cmp(&b.topic_name));
+        v
+    }
+}

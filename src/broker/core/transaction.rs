@@ -1,0 +1,711 @@
+//! Transactional messages: half messages, `END_TRANSACTION` and the check-back.
+//!
+//! As in RocketMQ, a send with `TRAN_MSG=true` (or the sys flag `TRANSACTION_PREPARED`) is
+//! stored as a *half message* in the internal topic `RMQ_SYS_TRANS_HALF_TOPIC`, queue 0, with
+//! `REAL_TOPIC`, `REAL_QID` and `__transactionId__` (= `UNIQ_KEY`) naming where it goes. Like
+//! `SCHEDULE_TOPIC_XXXX` ([`schedule`](super::delay)), the half topic is not in the topic
+//! table, so clients can neither route to, pull from nor send to it; half messages live in the
+//! store and count against the memory budget.
+//!
+//! The producer gets the half message's queue offset (`queueOffset`, which it echoes as
+//! `tranStateTableOffset`) and offset msgId (which it decodes into `commitLogOffset`). Both
+//! name the half message for good: the half topic's uid, queue 0 and that offset.
+//!
+//! # The pending table and release
+//!
+//! RocketMQ records each decision in an "op" topic. Here a table of the undecided half
+//! messages plays that role, keyed by the half-queue offset the producer was given (its id
+//! for good): it holds each message's producer group, `UNIQ_KEY`, store time, immunity, check
+//! count and where its record is now. An internal group (`CID_RMQ_SYS_TRANS`) holds the half
+//! topic in the store; its committed offset is kept at the lowest position of an undecided
+//! record (or the end of the queue when none is), so every decided message below it is
+//! released to the reaper.
+//!
+//! So that an undecided message does not hold every later one in memory, each check pass
+//! re-appends the records of the messages it looked at (those past their immunity) to the end
+//! of the half queue, as RocketMQ re-appends checked messages: the same bytes, shared, at a
+//! new position. Their ids do not change; only the table's position does, and the release
+//! point moves past everything decided before them. What stays held is the undecided
+//! messages themselves and the decided ones younger than the oldest not yet checked.
+//!
+//! Every transition happens under the table's mutex, and a half message leaves the table
+//! exactly once: by a commit (after its real copy was appended), a rollback, a move to
+//! `TRANS_CHECK_MAX_TIME_TOPIC`, or because the store evicted it (`drop-oldest`). So a commit
+//! that races a check-back answer, or a duplicate `END_TRANSACTION`, finds no entry the second
+//! time and is refused (logged and counted), never delivered twice. Appending a half message
+//! and inserting its entry also happen under the mutex (the internal group subscribes under it
+//! before the first append), so no half message is ever unheld and the release point never
+//! passes a message that is not in the table yet.
+//!
+//! # Check-back
+//!
+//! Every `transactionCheckInterval` the checker looks at the undecided messages older than
+//! their immunity (`CHECK_IMMUNITY_TIME_IN_SECONDS` when longer than `transactionTimeOut`,
+//! else `transactionTimeOut`, as RocketMQ's `getImmunityTime`; past its own immunity a
+//! message is decided only by a check's answer, `rejectCommitOrRollback`). A message
+//! already checked `transactionCheckMax` times moves to `TRANS_CHECK_MAX_TIME_TOPIC`
+//! (kept like dead letters). Otherwise, if a producer of its group is connected (the
+//! heartbeats' producer data), its check count goes up and one of those connections gets a
+//! one-way `CHECK_TRANSACTION_STATE` with the message as body (real topic and queue restored,
+//! `TRANSACTION_CHECK_TIMES` set). With no producer connected the message is not counted and
+//! waits for a member of its group to come back.
+//!
+//! Differences from RocketMQ: ages are measured from the broker's store time, not the
+//! producer's born time; a checked message keeps the ids it was sent with (RocketMQ's check
+//! names the re-appended copy), so the producer's original and checked decisions name the
+//! same entry.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{watch, Notify};
+
+use super::delay::rewrite_properties;
+use super::record::{self, physical_offset, split_physical_offset, Decoded, NewRecord, PutError};
+use super::timer::{self, Wait};
+use crate::broker::Shared;
+use crate::remoting::code::{request_code, response_code};
+use crate::remoting::header::{
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, ToExtFields,
+};
+use crate::remoting::message::{encode_record, sys_flag, StoredRecord};
+use crate::remoting::msgid::encode_offset_msg_id;
+use crate::remoting::properties;
+use crate::remoting::RemotingCommand;
+use crate::store::{Retention, StoreError, TopicStore};
+use crate::time::now_ms;
+
+/// The internal topic half messages wait in.
+pub(crate) const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// Where half messages checked `transactionCheckMax` times go.
+pub(crate) const CHECK_MAX_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
+/// The internal group whose committed offset releases decided half messages.
+pub(crate) const HALF_GROUP: &str = "CID_RMQ_SYS_TRANS";
+/// How many times a half message was checked (`PROPERTY_TRANSACTION_CHECK_TIMES`).
+pub(crate) const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
+/// Per-message first-check delay, seconds (`PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS`).
+pub(crate) const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+/// Room kept in a half message's properties for `TRANSACTION_CHECK_TIMES=<u32>`, so a check
+/// or a move can always add it.
+const CHECK_TIMES_ROOM: usize = CHECK_TIMES.len() + 2 + 10;
+
+/// What the broker knows about one undecided half message.
+#[derive(Debug)]
+struct Half {
+    /// `PGROUP`: who may decide it, and whom to ask.
+    group: String,
+    /// `UNIQ_KEY`: the msgId and transactionId of the check.
+    uniq: String,
+    /// Store time, ms.
+    stored_at: u64,
+    /// Age at which it is first checked, ms.
+    immune_ms: u64,
+    /// Whether it set `CHECK_IMMUNITY_TIME_IN_SECONDS`: then, past that age, only an answer to
+    /// a check may decide it.
+    immunity_set: bool,
+    /// Checks sent so far.
+    checks: u32,
+    /// Offset of its record in the half queue now (moves when re-appended).
+    at: u64,
+}
+
+/// The undecided half messages by id, and the positions of their records.
+#[derive(Debug, Default)]
+struct Table {
+    /// By the half-queue offset the producer was given.
+    halves: BTreeMap<u64, Half>,
+    /// Every `Half::at`: the lowest one is the release point.
+    positions: BTreeSet<u64>,
+    /// Whether the internal group holds the half topic (set, under the lock, before the first
+    /// half message is appended).
+    held: bool,
+}
+
+impl Table {
+    fn insert(&mut self, id: u64, half: Half) {
+        self.positions.insert(half.at);
+        self.halves.insert(id, half);
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(h) = self.halves.remove(&id) {
+            self.positions.remove(&h.at);
+        }
+    }
+}
+
+/// Figures about transactional messages (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransactionStats {
+    /// Half messages waiting for a decision.
+    pub half_messages: u64,
+    /// Half messages committed (delivered to their real topic).
+    pub committed: u64,
+    /// Half messages rolled back (discarded).
+    pub rolled_back: u64,
+    /// `END_TRANSACTION` requests refused: bad header, no such undecided half message
+    /// (already decided, duplicate, unknown id), wrong producer group or state-table offset,
+    /// or a commit that could not be stored. Each is also logged.
+    pub end_refused: u64,
+    /// `CHECK_TRANSACTION_STATE` requests sent to producers.
+    pub checks_sent: u64,
+    /// Half messages moved to `TRANS_CHECK_MAX_TIME_TOPIC` after `transactionCheckMax` checks.
+    pub moved_to_check_max: u64,
+}
+
+/// The undecided half messages and the counters (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Transactions {
+    pending: Mutex<Table>,
+    committed: AtomicU64,
+    rolled_back: AtomicU64,
+    end_refused: AtomicU64,
+    checks_sent: AtomicU64,
+    moved: AtomicU64,
+    /// Wakes the checker before its next period: a producer group with undecided half
+    /// messages has a new live member (see [`Transactions::producer_joined`]).
+    wake: Notify,
+}
+
+impl Transactions {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A client registered as a producer of `group` (its first heartbeat for the group): if
+    /// the group has undecided half messages, the checker runs now rather than at its next
+    /// period, so a producer that reconnects is asked within moments, not up to
+    /// `transaction-check-interval` later. Messages still inside their check immunity wait for
+    /// the period as before.
+    pub(crate) fn producer_joined(&self, group: &str) {
+        if self.lock().halves.values().any(|h| h.group == group) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Counts a refused `END_TRANSACTION`.
+    pub(crate) fn refused(&self) {
+        // Relaxed: a statistic.
+        self.end_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The figures now.
+    pub(crate) fn stats(&self) -> TransactionStats {
+        let half_messages = self.lock().halves.len() as u64;
+        // Relaxed: statistics, each read on its own.
+        TransactionStats {
+            half_messages,
+            committed: self.committed.load(Ordering::Relaxed),
+            rolled_back: self.rolled_back.load(Ordering::Relaxed),
+            end_refused: self.end_refused.load(Ordering::Relaxed),
+            checks_sent: self.checks_sent.load(Ordering::Relaxed),
+            moved_to_check_max: self.moved.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether a send is a half message: `TRAN_MSG=true` (what RocketMQ's broker looks at) or the
+/// prepared transaction type in the sys flag.
+pub(crate) fn is_half(sys_flag: i32, props: &[u8]) -> bool {
+    sys_flag & sys_flag::TRANSACTION_TYPE_MASK == sys_flag::TRANSACTION_PREPARED
+        || properties::find(props, properties::TRAN_MSG)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The producer group a half message names (`PGROUP`), if any.
+pub(crate) fn producer_group(props: &[u8]) -> Option<&str> {
+    properties::find(props, properties::PGROUP).filter(|g| !g.is_empty())
+}
+
+/// When a half message is first checked, ms, and whether it set its own immunity
+/// (`CHECK_IMMUNITY_TIME_IN_SECONDS`): as RocketMQ's `getImmunityTime`, never sooner than
+/// `transactionTimeOut`.
+fn immunity(props: &[u8], timeout_ms: u64) -> (u64, bool) {
+    match properties::find(props, CHECK_IMMUNITY) {
+        Some(v) => {
+            let ms = v.trim().parse::<u64>().map_or(0, |secs| secs.saturating_mul(1000));
+            (ms.max(timeout_ms), true)
+        }
+        None => (timeout_ms, false),
+    }
+}
+
+/// The half topic, created and held by the internal group on first use. Called with the
+/// table locked, so no half message is appended before the group holds the topic.
+fn half_topic(s: &Shared, pending: &mut Table) -> Result<Arc<dyn TopicStore>, StoreError> {
+    let t = match s.store.topic(HALF_TOPIC) {
+        Some(t) => t,
+        None => s.store.ensure_topic(HALF_TOPIC, 1)?,
+    };
+    if !pending.held {
+        s.store.subscribe(HALF_GROUP, HALF_TOPIC)?;
+        pending.held = true;
+    }
+    Ok(t)
+}
+
+/// Moves the internal group's committed offset to the lowest undecided record (or the end of
+/// the queue), releasing every decided one below it. Called with the table locked.
+fn release(s: &Shared, topic: &dyn TopicStore, pending: &Table) {
+    let upto = match pending.positions.first() {
+        Some(first) => *first,
+        None => topic.offsets(0).map_or(0, |(_, max)| max),
+    };
+    if let Err(e) = s.store.commit(HALF_GROUP, HALF_TOPIC, 0, upto) {
+        tracing::warn!(error = %e, "cannot release decided half messages");
+    }
+}
+
+/// Stores a half message bound for `real_topic`/`real_queue`. Returns the half topic's uid
+/// and the half message's offset (queue 0).
+///
+/// # Errors
+/// [`PutError::Record`] when the properties with what the broker adds would not fit a record,
+/// or the store's error.
+pub(crate) fn prepare(
+    s: &Shared,
+    real_topic: &str,
+    real_queue: u32,
+    rec: &NewRecord<'_>,
+) -> Result<(u32, u64), PutError> {
+    let group = producer_group(rec.properties).unwrap_or_default().to_owned();
+    let uniq = properties::find(rec.properties, properties::UNIQ_KEY).unwrap_or_default();
+    let qid = real_queue.to_string();
+    let props = rewrite_properties(
+        rec.properties,
+        &[properties::DELAY],
+        &[
+            (properties::REAL_TOPIC, real_topic),
+            (properties::REAL_QID, &qid),
+            (properties::TRANSACTION_ID, uniq),
+        ],
+    );
+    let (immune_ms, immunity_set) = immunity(&props, s.config.transaction_time_out);
+    let stored = record::encode(
+        &NewRecord {
+            sys_flag: rec.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK,
+            properties: &props,
+            ..*rec
+        },
+        s.cluster_property.len() + CHECK_TIMES_ROOM,
+    )?;
+    let tag = properties::tags_code(&props);
+    let uniq = uniq.to_owned();
+    let now = now_ms();
+    let mut pending = s.transactions.lock();
+    let topic = half_topic(s, &mut pending)?;
+    let offset = topic.append(0, stored, tag, now)?;
+    pending.insert(
+        offset,
+        Half { group, uniq, stored_at: now, immune_ms, immunity_set, checks: 0, at: offset },
+    );
+    Ok((topic.uid(), offset))
+}
+
+/// What became of an `END_TRANSACTION`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Committed or rolled back.
+    Done,
+    /// Neither commit nor rollback (unknown state): only logged, never answered.
+    Undecided,
+    /// Refused (logged and counted): RocketMQ's response code and remark.
+    Refused(i32, String),
+}
+
+/// Commits or rolls back the undecided half message whose `UNIQ_KEY` (its transaction id) is
+/// `uniq`, as [`end`] does for the `END_TRANSACTION` its producer would send: for producers that
+/// know a message by its transaction id only (the gRPC face). Finding it scans the undecided
+/// half messages, which are few: each lives until its producer decides or the checks give up.
+///
+/// Returns `None` when no undecided half message has that id.
+#[cfg(feature = "grpc")]
+pub(crate) fn end_by_transaction_id(
+    s: &Shared,
+    uniq: &str,
+    commit: bool,
+    from_transaction_check: bool,
+) -> Option<Ended> {
+    let uid = s.store.topic(HALF_TOPIC)?.uid();
+    let (id, group) = s
+        .transactions
+        .lock()
+        .halves
+        .iter()
+        .find(|(_, h)| h.uniq == uniq)
+        .map(|(id, h)| (*id, h.group.clone()))?;
+    let h = EndTransactionRequestHeader {
+        topic: None,
+        producer_group: &group,
+        tran_state_table_offset: i64::try_from(id).ok()?,
+        commit_log_offset: physical_offset(uid, 0, id),
+        commit_or_rollback: if commit {
+            sys_flag::TRANSACTION_COMMIT
+        } else {
+            sys_flag::TRANSACTION_ROLLBACK
+        },
+        from_transaction_check,
+        msg_id: uniq,
+        transaction_id: Some(uniq),
+    };
+    Some(end(s, &h))
+}
+
+/// A record with the fields of a decoded one, `sys_flag` and `props`.
+fn renewed<'a>(d: &Decoded<'a>, sys_flag: i32, props: &'a [u8]) -> NewRecord<'a> {
+    NewRecord {
+        flag: d.flag,
+        sys_flag,
+        born_timestamp: d.born_timestamp,
+        born_host: d.born_host,
+        reconsume_times: d.reconsume_times,
+        body: d.body,
+        properties: props,
+    }
+}
+
+/// Appends the committed copy of a half message to its real topic and queue: `REAL_TOPIC`,
+/// `REAL_QID` and `TRAN_MSG` removed, the sys flag's transaction type COMMIT.
+fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
+    let refuse = |remark: String| Ended::Refused(response_code::SYSTEM_ERROR, remark);
+    let d = record::decode(half).ok_or_else(|| refuse("the half message is malformed".into()))?;
+    let real_topic = properties::find(d.properties, properties::REAL_TOPIC)
+        .ok_or_else(|| refuse("the half message has no REAL_TOPIC".into()))?;
+    let topic = s
+        .store
+        .topic(real_topic)
+        .ok_or_else(|| refuse(format!("the topic {real_topic} of the half message is gone")))?;
+    let asked: u32 = properties::find(d.properties, properties::REAL_QID)
+        .and_then(|q| q.trim().parse().ok())
+        .unwrap_or(0);
+    let queue = if asked < topic.queue_count() { asked } else { 0 };
+    let mut props: Cow<'_, [u8]> = Cow::Owned(rewrite_properties(
+        d.properties,
+        &[properties::REAL_TOPIC, properties::REAL_QID, properties::TRAN_MSG],
+        &[],
+    ));
+    let flag = (d.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK) | sys_flag::TRANSACTION_COMMIT;
+    // As RocketMQ 5 (`HookUtils.handleScheduleMessage` takes COMMIT like NOT): a delay level or
+    // a timer on the committed copy makes it wait, not the half message. A timer that became
+    // illegal (the maximum changed since) is delivered at once rather than lost.
+    let wait =
+        timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec).unwrap_or(Wait::No);
+    let rec = renewed(&d, flag, &props);
+    let stored = timer::store(s, wait, &topic, queue, &rec).map(|_| ());
+    match stored {
+        Ok(()) => Ok(()),
+        Err(PutError::Store(e @ StoreError::Full { .. })) => {
+            Err(Ended::Refused(response_code::SYSTEM_BUSY, e.to_string()))
+        }
+        Err(PutError::Store(e)) => Err(refuse(e.to_string())),
+        Err(PutError::Record(e)) => Err(refuse(e.to_string())),
+    }
+}
+
+/// Commits or rolls back the half message an `END_TRANSACTION` names, after RocketMQ's checks
+/// (`checkPrepareMessage`): the message is undecided, `PGROUP` equals `producerGroup`, its
+/// offset equals `tranStateTableOffset`; and (`rejectCommitOrRollback`) a message with its own
+/// `CHECK_IMMUNITY_TIME_IN_SECONDS` is past it only decided by a check's answer. Refusals are
+/// counted; the caller logs them.
+pub(crate) fn end(s: &Shared, h: &EndTransactionRequestHeader<'_>) -> Ended {
+    let commit = match h.commit_or_rollback {
+        sys_flag::TRANSACTION_COMMIT => true,
+        sys_flag::TRANSACTION_ROLLBACK => false,
+        _ => return Ended::Undecided,
+    };
+    let outcome = decide(s, h, commit);
+    if let Ended::Refused(..) = outcome {
+        s.transactions.refused();
+    }
+    outcome
+}
+
+fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ended {
+    let not_found = || {
+        Ended::Refused(
+            response_code::SYSTEM_ERROR,
+            "Find prepared transaction message failed".into(),
+        )
+    };
+    let Some(topic) = s.store.topic(HALF_TOPIC) else { return not_found() };
+    let offset = match split_physical_offset(h.commit_log_offset) {
+        Some((uid, 0, offset)) if uid == topic.uid() => offset,
+        _ => return not_found(),
+    };
+    let mut pending = s.transactions.lock();
+    let Some(half) = pending.halves.get(&offset) else { return not_found() };
+    if half.group != h.producer_group {
+        return Ended::Refused(response_code::SYSTEM_ERROR, "The producer group wrong".into());
+    }
+    if i64::try_from(offset).ok() != Some(h.tran_state_table_offset) {
+        return Ended::Refused(
+            response_code::SYSTEM_ERROR,
+            "The transaction state table offset wrong".into(),
+        );
+    }
+    if !h.from_transaction_check
+        && half.immunity_set
+        && now_ms().saturating_sub(half.stored_at) > half.immune_ms
+    {
+        // RocketMQ's `rejectCommitOrRollback`: past its own immunity the message waits for
+        // the check.
+        return Ended::Refused(
+            response_code::ILLEGAL_OPERATION,
+            "the message is past its CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for the check".into(),
+        );
+    }
+    match s.store.get(topic.as_ref(), 0, half.at) {
+        Some((rec, _)) if commit => {
+            if let Err(refused) = deliver_committed(s, &rec) {
+                // Still undecided: the producer is asked again at the next check.
+                return refused;
+            }
+        }
+        Some(_) => {}
+        None => {
+            // Evicted under `drop-oldest`: nothing left to decide.
+            pending.remove(offset);
+            release(s, topic.as_ref(), &pending);
+            return not_found();
+        }
+    }
+    pending.remove(offset);
+    release(s, topic.as_ref(), &pending);
+    drop(pending);
+    let counter = if commit { &s.transactions.committed } else { &s.transactions.rolled_back };
+    // Relaxed: a statistic.
+    counter.fetch_add(1, Ordering::Relaxed);
+    Ended::Done
+}
+
+/// Who a check goes to.
+enum CheckTarget {
+    /// A remoting producer's connection: a one-way `CHECK_TRANSACTION_STATE`.
+    Remoting(tokio::sync::mpsc::Sender<crate::broker::Outgoing>),
+    /// A gRPC producer publishing to the topic (gRPC producers' group is the topic, as the
+    /// proxy names them): a `RecoverOrphanedTransactionCommand` on its Telemetry stream.
+    #[cfg(feature = "grpc")]
+    Grpc(Arc<crate::broker::grpc::session::Session>),
+}
+
+/// One check to send, gathered under the table's lock and sent after it.
+struct Check {
+    to: CheckTarget,
+    offset: u64,
+    record: Bytes,
+    stored_at: u64,
+    uniq: String,
+    checks: u32,
+}
+
+/// Stores a copy of a half message, checked `checks` times, in `TRANS_CHECK_MAX_TIME_TOPIC`.
+fn move_to_check_max(s: &Shared, half: &[u8], checks: u32) -> Result<(), PutError> {
+    let Some(d) = record::decode(half) else { return Ok(()) };
+    let n = checks.to_string();
+    let props = rewrite_properties(d.properties, &[], &[(CHECK_TIMES, &n)]);
+    let rec = record::encode(&renewed(&d, d.sys_flag, &props), s.cluster_property.len())?;
+    let topic = s.store.ensure_topic(CHECK_MAX_TOPIC, 1)?;
+    topic.set_retention(Retention {
+        time: Duration::from_secs(s.config.dlq_retention_secs),
+        bytes: s.config.dlq_retention_bytes,
+    });
+    topic.append(0, rec, properties::tags_code(&props), now_ms())?;
+    Ok(())
+}
+
+/// The `CHECK_TRANSACTION_STATE` request for one half message: header as RocketMQ's
+/// `AbstractTransactionalMessageCheckListener.sendCheckMessage`, body the message as a pull
+/// returns it, with its real topic and queue restored and `TRANSACTION_CHECK_TIMES` set.
+fn check_request(s: &Shared, topic_uid: u32, c: &Check) -> Option<RemotingCommand> {
+    let d = record::decode(&c.record)?;
+    let real_topic = properties::find(d.properties, properties::REAL_TOPIC).unwrap_or(HALF_TOPIC);
+    let real_queue: i32 = properties::find(d.properties, properties::REAL_QID)
+        .and_then(|q| q.trim().parse().ok())
+        .unwrap_or(0);
+    let n = c.checks.to_string();
+    let props = rewrite_properties(d.properties, &[], &[(CHECK_TIMES, &n)]);
+    let phys = physical_offset(topic_uid, 0, c.offset);
+    let offset = i64::try_from(c.offset).ok()?;
+    let mut body = BytesMut::new();
+    let written = encode_record(
+        &StoredRecord {
+            queue_id: real_queue,
+            flag: d.flag,
+            queue_offset: offset,
+            physical_offset: phys,
+            sys_flag: d.sys_flag,
+            born_timestamp: d.born_timestamp,
+            born_host: d.born_host,
+            store_timestamp: i64::try_from(c.stored_at).unwrap_or(i64::MAX),
+            store_host: s.store_host,
+            reconsume_times: d.reconsume_times,
+            prepared_tx_offset: 0,
+            body: d.body,
+            topic: real_topic,
+            properties: &props,
+            extra_properties: &s.cluster_property,
+        },
+        &mut body,
+    );
+    if let Err(e) = written {
+        tracing::warn!(error = %e, offset = c.offset, "a half message cannot be encoded for its check");
+        return None;
+    }
+    let header = CheckTransactionStateRequestHeader {
+        topic: HALF_TOPIC.to_owned(),
+        tran_state_table_offset: offset,
+        commit_log_offset: phys,
+        msg_id: c.uniq.clone(),
+        transaction_id: c.uniq.clone(),
+        offset_msg_id: encode_offset_msg_id(s.store_host, phys),
+        broker_name: s.config.broker_name.clone(),
+    };
+    Some(
+        RemotingCommand::oneway_request(request_code::CHECK_TRANSACTION_STATE, s.next_opaque())
+            .with_ext_fields(header.to_ext_fields())
+            .with_body(body.freeze()),
+    )
+}
+
+/// One pass of the checker (see the module docs).
+fn check_pass(s: &Shared) {
+    let Some(topic) = s.store.topic(HALF_TOPIC) else { return };
+    let now = now_ms();
+    let max = s.config.transaction_check_max;
+    let mut checks = Vec::new();
+    let mut pending = s.transactions.lock();
+    let mut end = topic.offsets(0).map_or(0, |(_, end)| end);
+    let mut gone = Vec::new();
+    let Table { halves, positions, .. } = &mut *pending;
+    for (&id, half) in halves.iter_mut() {
+        if now.saturating_sub(half.stored_at) < half.immune_ms {
+            continue;
+        }
+        let Some((record, _)) = s.store.get(topic.as_ref(), 0, half.at) else {
+            tracing::warn!(id, "an undecided half message was evicted");
+            gone.push(id);
+            continue;
+        };
+        if half.checks >= max {
+            match move_to_check_max(s, &record, half.checks) {
+                Ok(()) => {
+                    tracing::info!(id, group = %half.group, checks = half.checks, "a half message checked too often moved to {CHECK_MAX_TOPIC}");
+                    // Relaxed: a statistic.
+                    s.transactions.moved.fetch_add(1, Ordering::Relaxed);
+                    gone.push(id);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(id, error = ?e, "cannot move a half message to {CHECK_MAX_TOPIC}; trying again later");
+                }
+            }
+        } else if let Some(to) = check_target(s, &half.group) {
+            half.checks += 1;
+            checks.push(Check {
+                to,
+                offset: id,
+                record: record.clone(),
+                stored_at: half.stored_at,
+                uniq: half.uniq.clone(),
+                checks: half.checks,
+            });
+        } else {
+            tracing::debug!(id, group = %half.group, "no producer of the group is connected: the check waits");
+        }
+        if half.at + 1 < end {
+            // Behind it may be decided messages: move its record to the end so they go.
+            match topic.append(0, record, 0, now) {
+                Ok(at) => {
+                    positions.remove(&half.at);
+                    positions.insert(at);
+                    half.at = at;
+                    end = at + 1;
+                }
+                Err(e) => {
+                    tracing::debug!(id, error = %e, "a half message cannot move to the end yet")
+                }
+            }
+        }
+    }
+    for id in gone {
+        pending.remove(id);
+    }
+    release(s, topic.as_ref(), &pending);
+    drop(pending);
+    for c in checks {
+        // A producer that does not read its connection (or Telemetry stream) misses this
+        // check; the next pass asks again (and counts it, as RocketMQ counts checks whatever
+        // their fate).
+        let sent = match &c.to {
+            CheckTarget::Remoting(tx) => {
+                let Some(cmd) = check_request(s, topic.uid(), &c) else { continue };
+                tx.try_send(cmd).is_ok()
+            }
+            #[cfg(feature = "grpc")]
+            CheckTarget::Grpc(session) => {
+                let Some(d) = record::decode(&c.record) else { continue };
+                crate::broker::grpc::producer::recover_orphan(s, session, &d, c.offset, c.stored_at)
+            }
+        };
+        if sent {
+            // Relaxed: a statistic.
+            s.transactions.checks_sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A live producer of `group` to check with: a remoting connection of the group, else a gRPC
+/// producer publishing to the topic of that name.
+fn check_target(s: &Shared, group: &str) -> Option<CheckTarget> {
+    if let Some(tx) = s.clients.producer_channel(group) {
+        return Some(CheckTarget::Remoting(tx));
+    }
+    #[cfg(feature = "grpc")]
+    if let Some(session) = s.grpc_sessions.producers_of(group).into_iter().next() {
+        return Some(CheckTarget::Grpc(session));
+    }
+    None
+}
+
+/// Checks undecided half messages every `transaction-check-interval`, and when a producer of a
+/// group with undecided ones joins, until shutdown.
+pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let period = Duration::from_millis(s.config.transaction_check_interval.max(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = s.transactions.wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+        check_pass(&s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_an_immunity_property_when_reading_it_should_never_be_shorter_than_the_timeout() {
+        let with = |v: &str| format!("{CHECK_IMMUNITY}\x01{v}\x02").into_bytes();
+        assert_eq!(immunity(&with("10"), 6_000), (10_000, true), "seconds, when longer");
+        assert_eq!(immunity(&with("2"), 6_000), (6_000, true), "never below transactionTimeOut");
+        assert_eq!(immunity(&with("x"), 6_000), (6_000, true), "unparseable: the timeout");
+        assert_eq!(immunity(b"TAGS\x01A\x02", 6_000), (6_000, false), "absent: the timeout");
+    }
+
+    #[test]
+    fn given_sends_when_classifying_should_see_half_messages_by_property_or_sys_flag() {
+        assert!(is_half(0, b"TRAN_MSG\x01true\x02PGROUP\x01g\x02"));
+        assert!(is_half(0, b"TRAN_MSG\x01TRUE\x02"), "Boolean.parseBoolean ignores case");
+        assert!(is_half(sys_flag::TRANSACTION_PREPARED, b""));
+        assert!(!is_half(sys_flag::TRANSACTION_COMMIT, b"TRAN_MSG\x01false\x02"));
+        assert!(!is_half(0, b"TAGS\x01A\x02"));
+        assert_eq!(producer_group(b"PGROUP\x01pg\x02"), Some("pg"));
+        assert_eq!(producer_group(b"PGROUP\x01\x02"), None);
+    }
+}

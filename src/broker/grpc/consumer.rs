@@ -1,0 +1,646 @@
+//! The consumer RPCs: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+//! ForwardMessageToDeadLetterQueue and QueryAssignment ([`service`](super::service) delegates
+//! each here), over the POP consumption the remoting face uses ([`crate::broker::core::pop`]).
+//!
+//! * **ReceiveMessage** (facts doc 1.6) pops every queue of this broker for the group (the
+//!   request's queue id is ignored, as the proxy ignores it), long-polling for the request's
+//!   `long_polling_timeout` (else the deadline less half the request timeout) clamped to
+//!   [5 s, 20 s] and to the deadline; a deadline under 5 s is `ILLEGAL_POLLING_TIME`. A simple
+//!   consumer's `invisible_duration` must lie in [10 s, 12 h] (`ILLEGAL_INVISIBLE_TIME`); a push
+//!   consumer's `auto_renew` pops for 60 s and the broker renews the delivery while the client
+//!   lives ([`crate::broker::grpc::receipt`]). FIFO groups pop in order, blocked per queue, with the
+//!   request's `attempt_id`. Messages whose attempts ran out (the group's `retryMaxTimes + 1`)
+//!   go to `%DLQ%<group>` instead. The stream is `status OK, message…, delivery_timestamp`, or
+//!   `status MESSAGE_NOT_FOUND, delivery_timestamp`, or one error status.
+//! * **AckMessage**, **ChangeInvisibleDuration** (which answers a new handle; the old one is
+//!   then refused) and **ForwardMessageToDeadLetterQueue** take the receipt handles of
+//!   [`ReceiptHandle`]; one that does not parse, names another topic or is no longer the
+//!   latest delivery is `INVALID_RECEIPT_HANDLE` (40013), on which clients stop retrying.
+//! * **QueryAssignment** (1.2): one queue with id -1 for this broker, or every readable queue
+//!   for a FIFO group.
+//!
+//! Not as the proxy: a message popped for a client that went away before the answer was
+//! written stays invisible until its invisible time ends (the proxy nacks it at once).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tonic::{Request, Response};
+
+use super::convert::{duration_ms, timestamp, to_message, Placement};
+use super::pb::{
+    self, receive_message_response::Content, AckMessageRequest, AckMessageResponse,
+    AckMessageResultEntry, Assignment, ChangeInvisibleDurationRequest,
+    ChangeInvisibleDurationResponse, Code, FilterType, ForwardMessageToDeadLetterQueueRequest,
+    ForwardMessageToDeadLetterQueueResponse, QueryAssignmentRequest, QueryAssignmentResponse,
+    ReceiveMessageRequest, ReceiveMessageResponse,
+};
+use super::route;
+use super::service::{Messaging, ReceiveStream};
+use super::session::Session;
+use super::settings::retry_max_times;
+use super::status::{ok, status};
+use crate::broker::core::pop::{self as popper, FilterExpr, PopCall, PopError};
+use crate::broker::core::record;
+use crate::broker::grpc::receipt::{ReceiptHandle, DEFAULT_INVISIBLE_MS, RENEW_TICK};
+use crate::broker::metrics;
+use crate::broker::Shared;
+use crate::store::{AckOutcome, PopInit, StoreError};
+use crate::time::now_ms;
+
+/// Shortest long-polling time, ms (the proxy's `grpcClientConsumerMinLongPollingTimeoutMillis`).
+pub(crate) const MIN_POLLING_MS: u64 = 5_000;
+/// Longest long-polling time, ms (`grpcClientConsumerMaxLongPollingTimeoutMillis`).
+pub(crate) const MAX_POLLING_MS: u64 = 20_000;
+/// Shortest invisible time a simple consumer may ask for, ms (`minInvisibleTimeMillsForRecv`).
+pub(crate) const MIN_INVISIBLE_MS: u64 = 10_000;
+/// Longest invisible time, ms (`maxInvisibleTimeMills`).
+pub(crate) const MAX_INVISIBLE_MS: u64 = 12 * 3600 * 1000;
+/// Most messages one receive hands out (RocketMQ's pop maximum).
+pub(crate) const MAX_BATCH: usize = 32;
+/// The request timeout assumed when a client's Settings name none, ms.
+const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 3_000;
+
+fn name(r: Option<&pb::Resource>) -> &str {
+    r.map_or("", |r| r.name.as_str())
+}
+
+/// The time left before the request's `grpc-timeout`, if it sent one.
+fn remaining(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let v = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// Whether `group` consumes in order: the client's Settings as the server answered them,
+/// else the group's config.
+fn fifo(s: &Shared, session: &Session, group: &str) -> bool {
+    let from_settings = match session.settings().and_then(|st| st.pub_sub) {
+        Some(pb::settings::PubSub::Subscription(sub)) => sub.fifo,
+        _ => None,
+    };
+    from_settings.unwrap_or_else(|| s.groups.orderly(group))
+}
+
+fn one_status(st: pb::Status) -> Result<Response<ReceiveStream>, tonic::Status> {
+    let only = ReceiveMessageResponse { content: Some(Content::Status(st)) };
+    let stream: ReceiveStream = Box::pin(tokio_stream::iter([Ok(only)]));
+    Ok(Response::new(stream))
+}
+
+/// The status for a refused pop.
+fn pop_status(e: &PopError) -> pb::Status {
+    let code = match e {
+        PopError::UnknownTopic(_) => Code::TopicNotFound,
+        PopError::NoPermission(_) => Code::Forbidden,
+        PopError::BadGroup => Code::IllegalConsumerGroup,
+        PopError::UnknownGroup(_) => Code::ConsumerGroupNotFound,
+        PopError::BadQueue { .. } => Code::BadRequest,
+        PopError::BadFilter(_) => Code::IllegalFilterExpression,
+        PopError::Store(e) => return store_status(e),
+    };
+    status(code, e.to_string())
+}
+
+/// The status for a store error on a receipt or a pop.
+fn store_status(e: &StoreError) -> pb::Status {
+    let code = match e {
+        StoreError::StaleReceipt { .. } => Code::InvalidReceiptHandle,
+        StoreError::UnknownTopic(_) => Code::TopicNotFound,
+        StoreError::UnknownGroup { .. } => Code::ConsumerGroupNotFound,
+        StoreError::Full { .. } => Code::TooManyRequests,
+        _ => Code::InternalServerError,
+    };
+    let message = match e {
+        StoreError::StaleReceipt { .. } => format!("{e}: the receipt handle is stale"),
+        other => other.to_string(),
+    };
+    status(code, message)
+}
+
+/// The polling time of a receive, or the status to answer when the deadline leaves too little.
+fn polling_ms(
+    req: &ReceiveMessageRequest,
+    left: Option<Duration>,
+    request_timeout_ms: u64,
+) -> Result<u64, pb::Status> {
+    let left_ms = left.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let asked = match (&req.long_polling_timeout, left_ms) {
+        (Some(d), _) => duration_ms(d),
+        (None, Some(left)) => left.saturating_sub(request_timeout_ms / 2),
+        (None, None) => MAX_POLLING_MS,
+    };
+    let poll = asked.clamp(MIN_POLLING_MS, MAX_POLLING_MS);
+    match left_ms {
+        Some(left) if poll > left => {
+            if left >= MIN_POLLING_MS {
+                Ok(left)
+            } else {
+                Err(status(
+                    Code::IllegalPollingTime,
+                    format!("the deadline leaves {left} ms, less than the {MIN_POLLING_MS} ms of the shortest poll"),
+                ))
+            }
+        }
+        _ => Ok(poll),
+    }
+}
+
+/// `ReceiveMessage` (server streaming).
+pub(crate) async fn receive_message(
+    svc: &Messaging,
+    request: Request<ReceiveMessageRequest>,
+) -> Result<Response<ReceiveStream>, tonic::Status> {
+    let session = match svc.session(&request) {
+        Ok(s) => s,
+        Err(st) => return one_status(st),
+    };
+    let left = remaining(request.metadata());
+    let req = request.into_inner();
+    let s = &svc.shared;
+    let client = session.client_id().to_owned();
+    let group = name(req.group.as_ref()).to_owned();
+    let topic = name(req.message_queue.as_ref().and_then(|q| q.topic.as_ref())).to_owned();
+    if group.is_empty() {
+        return one_status(status(Code::IllegalConsumerGroup, "the consumer group is blank"));
+    }
+    if topic.is_empty() {
+        return one_status(status(Code::IllegalTopic, "the topic is blank"));
+    }
+    let request_timeout_ms = session
+        .settings()
+        .and_then(|st| st.request_timeout)
+        .map_or(DEFAULT_REQUEST_TIMEOUT_MS, |d| duration_ms(&d));
+    let poll_ms = match polling_ms(&req, left, request_timeout_ms) {
+        Ok(p) => p,
+        Err(st) => return one_status(st),
+    };
+    let invisible_ms = if req.auto_renew {
+        DEFAULT_INVISIBLE_MS
+    } else {
+        let asked = req.invisible_duration.as_ref().map(duration_ms);
+        match asked {
+            Some(ms) if (MIN_INVISIBLE_MS..=MAX_INVISIBLE_MS).contains(&ms) => ms,
+            _ => {
+                return one_status(status(
+                    Code::IllegalInvisibleTime,
+                    format!(
+                        "the invisible duration {} is not within [{MIN_INVISIBLE_MS} ms, {MAX_INVISIBLE_MS} ms]",
+                        asked.map_or_else(|| "(none)".to_owned(), |ms| format!("{ms} ms"))
+                    ),
+                ))
+            }
+        }
+    };
+    let expr = req.filter_expression.as_ref();
+    let text = expr.map(|f| f.expression.trim()).filter(|e| !e.is_empty()).unwrap_or("*");
+    let filter = match expr.map(|f| f.r#type) {
+        Some(t) if t == FilterType::Sql as i32 => FilterExpr::Sql(text),
+        _ => FilterExpr::Tag(text),
+    };
+    let call = PopCall {
+        group: &group,
+        topic: &topic,
+        queue: None,
+        max: usize::try_from(req.batch_size).unwrap_or(1).clamp(1, MAX_BATCH),
+        invisible_ms,
+        order: fifo(s, &session, &group),
+        attempt_id: req.attempt_id.as_deref().filter(|a| !a.is_empty()),
+        filter,
+        init: PopInit::Max,
+        max_attempts: retry_max_times(s, &group).saturating_add(1),
+        seed: rand_seed(&client),
+        // The request names its group, and RocketMQ creates a subscription group on first use
+        // (`autoCreateSubscriptionGroup`, on by default): a SimpleConsumer may receive before
+        // its Settings have reached the broker (Python does not wait for them).
+        announced: true,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(poll_ms);
+    let mut last = false;
+    let mut items = loop {
+        let batch = match popper::pop_once(s, &call, now_ms()) {
+            Ok(b) => b,
+            Err(e) => return one_status(pop_status(&e)),
+        };
+        let items = deliver(s, &client, &group, req.auto_renew, invisible_ms, &batch);
+        if !items.is_empty() {
+            let mut all = vec![ReceiveMessageResponse { content: Some(Content::Status(ok())) }];
+            all.extend(items);
+            break all;
+        }
+        if last {
+            break vec![ReceiveMessageResponse {
+                content: Some(Content::Status(status(Code::MessageNotFound, "no new message"))),
+            }];
+        }
+        // Cancelled with the request when the client goes away.
+        last = !popper::wait_for_more(s, &batch, deadline).await;
+    };
+    items.push(ReceiveMessageResponse {
+        content: Some(Content::DeliveryTimestamp(timestamp(
+            i64::try_from(now_ms()).unwrap_or(i64::MAX),
+        ))),
+    });
+    let stream: ReceiveStream = Box::pin(tokio_stream::iter(items.into_iter().map(Ok)));
+    Ok(Response::new(stream))
+}
+
+/// Spreads the first queue popped over clients.
+fn rand_seed(client: &str) -> u32 {
+    client.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
+}
+
+/// The messages of a pop as stream items (with their receipt handles), noting `auto_renew`
+/// ones for renewal and counting them out. A record that cannot be read is acknowledged
+/// (it would come back forever).
+fn deliver(
+    s: &Shared,
+    client: &str,
+    group: &str,
+    auto_renew: bool,
+    invisible_ms: u64,
+    batch: &popper::PopBatch,
+) -> Vec<ReceiveMessageResponse> {
+    let topic = &batch.topic;
+    let mut items = Vec::with_capacity(batch.messages.len());
+    let mut per_queue: Vec<metrics::Pulled> = Vec::new();
+    for m in &batch.messages {
+        let d = &m.delivery;
+        let Some(rec) = record::decode(&d.payload) else {
+            tracing::warn!(topic = %topic.name(), queue = d.queue, offset = d.offset, "a stored message cannot be received; skipped");
+            let _ = s.store.pop_ack(group, topic.name(), d.queue, d.offset, batch.pop_time);
+            continue;
+        };
+        let handle = ReceiptHandle {
+            topic_uid: topic.uid(),
+            queue: d.queue,
+            offset: d.offset,
+            pop_time: batch.pop_time,
+        };
+        let at = Placement {
+            topic: topic.name(),
+            queue_id: i32::try_from(d.queue).unwrap_or(i32::MAX),
+            queue_offset: i64::try_from(d.offset).unwrap_or(i64::MAX),
+            store_timestamp_ms: i64::try_from(d.timestamp).unwrap_or(i64::MAX),
+            store_host: s.store_host,
+            receipt_handle: Some(handle.encode()),
+            invisible_ms: Some(invisible_ms),
+            reconsume_times: i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX),
+        };
+        let message = to_message(&rec, &at);
+        if auto_renew
+            && !s.renewals.track(
+                client,
+                group,
+                topic.name(),
+                d.queue,
+                d.offset,
+                batch.pop_time,
+                invisible_ms,
+            )
+        {
+            tracing::debug!(%client, "renewal table full: the delivery is not renewed");
+        }
+        let bytes = message.body.len();
+        match per_queue.iter_mut().find(|p| p.queue == d.queue) {
+            Some(p) => {
+                p.next = p.next.max(d.offset + 1);
+                p.messages += 1;
+                p.bytes += bytes;
+            }
+            None => per_queue.push(metrics::Pulled {
+                queue: d.queue,
+                next: d.offset + 1,
+                messages: 1,
+                bytes,
+            }),
+        }
+        items.push(ReceiveMessageResponse { content: Some(Content::Message(message)) });
+    }
+    for p in per_queue {
+        batch.counters.messages_out(group, topic.queue_count(), p);
+    }
+    items
+}
+
+/// A receipt handle of `topic` checked and resolved to the engine's latest receipt.
+struct Resolved {
+    handle: ReceiptHandle,
+    pop_time: u64,
+}
+
+fn resolve(
+    s: &Shared,
+    client: &str,
+    group: &str,
+    topic: &str,
+    text: &str,
+) -> Result<Resolved, pb::Status> {
+    let invalid = |why: &str| status(Code::InvalidReceiptHandle, format!("{why}: {text:?}"));
+    let Some(handle) = ReceiptHandle::parse(text.trim()) else {
+        return Err(invalid("malformed receipt handle"));
+    };
+    let Some(t) = s.store.topic(topic) else {
+        return Err(status(Code::TopicNotFound, format!("topic {topic} does not exist")));
+    };
+    if t.uid() != handle.topic_uid {
+        return Err(invalid("the receipt handle is not of this topic"));
+    }
+    let pop_time =
+        s.renewals.resolve(client, group, topic, handle.queue, handle.offset, handle.pop_time);
+    Ok(Resolved { handle, pop_time })
+}
+
+fn check_names(group: &str, topic: &str) -> Result<(), pb::Status> {
+    if group.is_empty() {
+        return Err(status(Code::IllegalConsumerGroup, "the consumer group is blank"));
+    }
+    if topic.is_empty() {
+        return Err(status(Code::IllegalTopic, "the topic is blank"));
+    }
+    Ok(())
+}
+
+/// `AckMessage`: each entry on its own; the response status is theirs when they agree, else
+/// `MULTIPLE_RESULTS`.
+pub(crate) async fn ack_message(
+    svc: &Messaging,
+    request: Request<AckMessageRequest>,
+) -> Result<Response<AckMessageResponse>, tonic::Status> {
+    let answer = |st: pb::Status| {
+        Ok(Response::new(AckMessageResponse { status: Some(st), entries: Vec::new() }))
+    };
+    let session = match svc.session(&request) {
+        Ok(s) => s,
+        Err(st) => return answer(st),
+    };
+    let req = request.into_inner();
+    let s = &svc.shared;
+    let client = session.client_id();
+    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
+    if let Err(st) = check_names(group, topic) {
+        return answer(st);
+    }
+    if req.entries.is_empty() {
+        return answer(status(Code::BadRequest, "no entry to acknowledge"));
+    }
+    let mut entries = Vec::with_capacity(req.entries.len());
+    let mut unblocks = false;
+    for e in &req.entries {
+        let st = match resolve(s, client, group, topic, &e.receipt_handle) {
+            Err(st) => st,
+            Ok(r) => {
+                let h = r.handle;
+                match s.store.pop_ack(group, topic, h.queue, h.offset, r.pop_time) {
+                    Ok(outcome) => {
+                        s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+                        unblocks |= outcome == AckOutcome::Acked;
+                        ok()
+                    }
+                    Err(err) => store_status(&err),
+                }
+            }
+        };
+        entries.push(AckMessageResultEntry {
+            message_id: e.message_id.clone(),
+            receipt_handle: e.receipt_handle.clone(),
+            status: Some(st),
+        });
+    }
+    if unblocks && fifo(s, &session, group) {
+        // The rest of an ordered queue may be unblocked now.
+        popper::note_change(s);
+    }
+    let first = entries.first().and_then(|e| e.status.clone()).unwrap_or_else(ok);
+    let overall = if entries.iter().all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code)) {
+        first
+    } else {
+        status(Code::MultipleResults, "the entries have different results")
+    };
+    Ok(Response::new(AckMessageResponse { status: Some(overall), entries }))
+}
+
+/// `ChangeInvisibleDuration`: the message becomes visible again after the new duration, from
+/// now; the answer carries the new handle (the old one is stale from then on).
+pub(crate) async fn change_invisible_duration(
+    svc: &Messaging,
+    request: Request<ChangeInvisibleDurationRequest>,
+) -> Result<Response<ChangeInvisibleDurationResponse>, tonic::Status> {
+    let answer = |st: pb::Status, handle: String| {
+        Ok(Response::new(ChangeInvisibleDurationResponse {
+            status: Some(st),
+            receipt_handle: handle,
+        }))
+    };
+    let session = match svc.session(&request) {
+        Ok(s) => s,
+        Err(st) => return answer(st, String::new()),
+    };
+    let req = request.into_inner();
+    let s = &svc.shared;
+    let client = session.client_id();
+    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
+    if let Err(st) = check_names(group, topic) {
+        return answer(st, String::new());
+    }
+    let invisible_ms = match req.invisible_duration.as_ref().map(duration_ms) {
+        Some(ms) if ms <= MAX_INVISIBLE_MS => ms,
+        _ => {
+            return answer(
+                status(
+                    Code::IllegalInvisibleTime,
+                    format!("the invisible duration must lie within [0, {MAX_INVISIBLE_MS} ms]"),
+                ),
+                String::new(),
+            )
+        }
+    };
+    let r = match resolve(s, client, group, topic, &req.receipt_handle) {
+        Ok(r) => r,
+        Err(st) => return answer(st, String::new()),
+    };
+    let h = r.handle;
+    match s.store.change_invisible(
+        group,
+        topic,
+        h.queue,
+        h.offset,
+        r.pop_time,
+        invisible_ms,
+        now_ms(),
+    ) {
+        Ok(renewed) => {
+            popper::note_change(s);
+            // The client handles the message itself from now on (a nack, or a simple
+            // consumer's explicit time): no more server-side renewal.
+            s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+            let new = ReceiptHandle { pop_time: renewed, ..h };
+            answer(ok(), new.encode())
+        }
+        Err(e) => answer(store_status(&e), String::new()),
+    }
+}
+
+/// `ForwardMessageToDeadLetterQueue`: a FIFO push consumer gave up on a message; it moves to
+/// `%DLQ%<group>` and is acknowledged.
+pub(crate) async fn forward_message_to_dead_letter_queue(
+    svc: &Messaging,
+    request: Request<ForwardMessageToDeadLetterQueueRequest>,
+) -> Result<Response<ForwardMessageToDeadLetterQueueResponse>, tonic::Status> {
+    let answer = |st: pb::Status| {
+        Ok(Response::new(ForwardMessageToDeadLetterQueueResponse { status: Some(st) }))
+    };
+    let session = match svc.session(&request) {
+        Ok(s) => s,
+        Err(st) => return answer(st),
+    };
+    let req = request.into_inner();
+    let s = &svc.shared;
+    let client = session.client_id();
+    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
+    if let Err(st) = check_names(group, topic) {
+        return answer(st);
+    }
+    let r = match resolve(s, client, group, topic, &req.receipt_handle) {
+        Ok(r) => r,
+        Err(st) => return answer(st),
+    };
+    let h = r.handle;
+    let attempts = u32::try_from(req.delivery_attempt).unwrap_or(1).max(1);
+    match popper::forward_to_dlq(s, group, topic, h.queue, h.offset, r.pop_time, attempts) {
+        Ok(()) => {
+            s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+            answer(ok())
+        }
+        Err(e) => answer(store_status(&e)),
+    }
+}
+
+/// `QueryAssignment` (1.2): where a push consumer receives from.
+pub(crate) async fn query_assignment(
+    svc: &Messaging,
+    request: Request<QueryAssignmentRequest>,
+) -> Result<Response<QueryAssignmentResponse>, tonic::Status> {
+    let answer = |st: pb::Status, assignments: Vec<Assignment>| {
+        Ok(Response::new(QueryAssignmentResponse { status: Some(st), assignments }))
+    };
+    let session = match svc.session(&request) {
+        Ok(s) => s,
+        Err(st) => return answer(st, Vec::new()),
+    };
+    let req = request.get_ref();
+    let s = &svc.shared;
+    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
+    if let Err(st) = check_names(group, topic) {
+        return answer(st, Vec::new());
+    }
+    let queues = match route::cluster_queues(svc, topic).await {
+        Ok(q) => q,
+        Err(st) => return answer(st, Vec::new()),
+    };
+    let readable: Vec<pb::MessageQueue> = queues
+        .into_iter()
+        .filter(|q| {
+            q.permission == pb::Permission::Read as i32
+                || q.permission == pb::Permission::ReadWrite as i32
+        })
+        .collect();
+    if readable.is_empty() {
+        return answer(status(Code::Forbidden, "no readable queue"), Vec::new());
+    }
+    let queues = if fifo(s, &session, group) {
+        readable
+    } else {
+        // One "broker acting queue" per broker: a receive pops all that broker's queues.
+        let mut one: Vec<pb::MessageQueue> = Vec::new();
+        for mut q in readable {
+            let broker = q.broker.as_ref().map(|b| b.name.as_str());
+            if one.iter().all(|o| o.broker.as_ref().map(|b| b.name.as_str()) != broker) {
+                q.id = -1;
+                one.push(q);
+            }
+        }
+        one
+    };
+    let assignments = queues.into_iter().map(|q| Assignment { message_queue: Some(q) }).collect();
+    answer(ok(), assignments)
+}
+
+/// Renews the `auto_renew` deliveries of live clients every [`RENEW_TICK`] until shutdown
+/// (see [`crate::broker::grpc::receipt`]); a client is live while its gRPC session is.
+pub(crate) async fn renew(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(RENEW_TICK) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = now_ms();
+        let alive = |client: &str| s.grpc_sessions.get(client).is_some();
+        let n = s.renewals.renew_due(now, alive, |group, topic, queue, offset, current| {
+            s.store
+                .change_invisible(group, topic, queue, offset, current, DEFAULT_INVISIBLE_MS, now)
+                .ok()
+        });
+        if n > 0 {
+            tracing::debug!(renewed = n, "auto_renew deliveries renewed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(poll_ms: Option<u64>) -> ReceiveMessageRequest {
+        ReceiveMessageRequest {
+            long_polling_timeout: poll_ms.map(super::super::convert::duration),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn given_polling_times_when_receiving_should_clamp_to_5_and_20_seconds_and_the_deadline() {
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(polling_ms(&req(Some(1_000)), None, 3_000).ok(), Some(MIN_POLLING_MS));
+        assert_eq!(polling_ms(&req(Some(60_000)), None, 3_000).ok(), Some(MAX_POLLING_MS));
+        assert_eq!(polling_ms(&req(Some(15_000)), secs(30), 3_000).ok(), Some(15_000));
+        assert_eq!(
+            polling_ms(&req(None), secs(23), 6_000).ok(),
+            Some(20_000),
+            "deadline - timeout/2"
+        );
+        assert_eq!(polling_ms(&req(None), secs(12), 6_000).ok(), Some(9_000));
+        assert_eq!(
+            polling_ms(&req(Some(20_000)), secs(8), 3_000).ok(),
+            Some(8_000),
+            "cut to the deadline"
+        );
+        let err = polling_ms(&req(Some(20_000)), secs(4), 3_000).err().map(|s| s.code);
+        assert_eq!(err, Some(Code::IllegalPollingTime as i32), "a deadline under 5 s");
+    }
+
+    #[test]
+    fn given_grpc_timeouts_when_parsing_should_read_every_unit() {
+        let mut m = tonic::metadata::MetadataMap::new();
+        for (v, d) in [
+            ("3S", Duration::from_secs(3)),
+            ("250m", Duration::from_millis(250)),
+            ("1M", Duration::from_secs(60)),
+        ] {
+            m.insert("grpc-timeout", v.parse().unwrap_or_else(|_| unreachable!()));
+            assert_eq!(remaining(&m), Some(d), "{v}");
+        }
+        m.insert("grpc-timeout", "x".parse().unwrap_or_else(|_| unreachable!()));
+        assert_eq!(remaining(&m), None);
+    }
+}

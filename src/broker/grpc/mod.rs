@@ -1,0 +1,127 @@
+//! The RocketMQ 5 gRPC face: `apache.rocketmq.v2.MessagingService` served beside the remoting
+//! port, over the broker's shared state and store, so the 5.x SDKs (Python, Node.js, Rust,
+//! Java, Go, …) talk to baiji directly, without Apache's proxy in between.
+//!
+//! Plaintext HTTP/2 (h2c) on `grpc-listen` (default `127.0.0.1:8081`, the proxy's port). The
+//! protos under `proto/` are compiled by `build.rs` ([`pb`]). Every error travels as RocketMQ's
+//! `Code` inside the response's `Status` ([`status`]); the gRPC status itself is OK except for
+//! the RPCs baiji does not serve, which answer `UNIMPLEMENTED` as the proxy does.
+//!
+//! - [`service`]: the `MessagingService` impl, routes ([`route`]), heartbeats, Telemetry;
+//! - [`session`]: per-client state keyed by `x-mq-client-id` (Settings, Telemetry sender);
+//! - [`settings`]: the Settings echo every client waits for;
+//! - [`producer`]: SendMessage (through the remoting send path) and EndTransaction;
+//! - [`consumer`]: the receive side;
+//! - [`convert`]: stored messages ⇄ v2 `Message`;
+//! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
+
+pub(crate) mod conn;
+pub(crate) mod consumer;
+pub(crate) mod convert;
+pub(crate) mod producer;
+pub(crate) mod receipt;
+pub(crate) mod route;
+pub(crate) mod service;
+pub(crate) mod session;
+pub(crate) mod settings;
+pub(crate) mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::broker::Shared;
+
+/// The generated protobuf messages and the server trait of `apache.rocketmq.v2`.
+#[allow(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks
+)]
+pub(crate) mod pb {
+    tonic::include_proto!("apache.rocketmq.v2");
+}
+
+/// Room above the broker's `max-message-size` for a request's or response's other fields.
+const MESSAGE_SIZE_HEADROOM: usize = 1024 * 1024;
+
+/// How often an idle HTTP/2 connection is pinged.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long a ping may go unanswered before the connection is closed.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long a stopping server waits for calls in flight (long polls) before it drops them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves `MessagingService` on `listener` until `shutdown`; `endpoint` is the address routes
+/// advertise for it.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    endpoint: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let limit = shared.config.max_message_size.saturating_add(MESSAGE_SIZE_HEADROOM);
+    let svc = service::Messaging { shared: Arc::clone(&shared), endpoint, peers: Arc::default() };
+    let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+    let incoming = conn::Incoming::new(Arc::clone(&shared), listener);
+    let (stopping_tx, mut stopping) = watch::channel(false);
+    let signal = {
+        let shared = Arc::clone(&shared);
+        async move {
+            wait_for(&mut shutdown).await;
+            // Telemetry streams last as long as their clients: end them, or the graceful stop
+            // would wait for every client to go away.
+            shared.grpc_sessions.close_all();
+            let _ = stopping_tx.send(true);
+        }
+    };
+    let serving = tonic::transport::Server::builder()
+        // Pings find clients that vanished without closing (their Telemetry streams and
+        // sessions then go); every gRPC client answers them.
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .add_service(server)
+        .serve_with_incoming_shutdown(incoming, signal);
+    let expiry = expire_sessions(Arc::clone(&shared));
+    tokio::select! {
+        result = serving => {
+            if let Err(e) = result {
+                tracing::error!(error = %e, "the gRPC server stopped");
+            }
+        }
+        _ = async {
+            wait_for(&mut stopping).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::debug!("gRPC calls still in flight at shutdown were dropped"),
+        _ = expiry => {}
+    }
+}
+
+async fn wait_for(rx: &mut watch::Receiver<bool>) {
+    while !*rx.borrow_and_update() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Forgets clients not heard from for `client-expiry-secs` that have no Telemetry stream open.
+async fn expire_sessions(shared: Arc<Shared>) {
+    let ttl = Duration::from_secs(shared.config.client_expiry_secs.max(1));
+    loop {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        for id in shared.grpc_sessions.expire(ttl) {
+            tracing::debug!(client = %id, "gRPC client expired");
+        }
+    }
+}

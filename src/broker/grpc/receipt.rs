@@ -1,0 +1,395 @@
+//! gRPC receipt handles and the server-side renewal of `auto_renew` deliveries.
+//!
+//! # The handle
+//!
+//! The engine's receipt of a popped message is `(queue, offset, pop time)`: a redelivery or a
+//! change of invisible time gives the message a later pop time, and the older receipt is then
+//! stale. A gRPC client holds that receipt as an opaque string, [`ReceiptHandle`]:
+//!
+//! ```text
+//!   b1.<topic uid, hex>.<queue>.<offset>.<pop time, ms>
+//! ```
+//!
+//! The topic uid tells a handle of a deleted and re-created topic apart. Anything that does not
+//! parse, names another topic, or is no longer the latest receipt is answered
+//! `INVALID_RECEIPT_HANDLE` (40013), the one code on which clients stop retrying an ack.
+//!
+//! # Renewal (`auto_renew`)
+//!
+//! Push consumers ask for `auto_renew` and no invisible time: the server then pops with
+//! [`DEFAULT_INVISIBLE_MS`] and extends the invisible time itself while the consumer works on
+//! the message, as RocketMQ's proxy does. [`Renewals`] keeps, **per client id**, every such
+//! delivery that is neither acknowledged nor given up:
+//!
+//! ```text
+//!   client id → (group, topic, queue, offset) → {handed, current, deadline, until}
+//! ```
+//!
+//! * `handed` is the pop time in the handle the client holds; `current` the engine's latest
+//!   receipt after renewals. [`Renewals::resolve`] turns the one into the other, so the
+//!   client's handle keeps working however often the server renewed it.
+//! * Every [`RENEW_TICK`], [`Renewals::renew_due`] looks: a delivery whose invisible time ends within
+//!   [`RENEW_AHEAD_MS`] gets [`DEFAULT_INVISIBLE_MS`] more, until [`RENEW_MAX_MS`] after it was
+//!   first handed out; then it is left to expire and be delivered again.
+//! * Renewal stops for a delivery when it is acknowledged, its invisible time changed by the
+//!   client (a nack), forwarded to the dead-letter queue, or found stale; and for every
+//!   delivery of a client whose gRPC session ended (`NotifyClientTermination`, or no Telemetry
+//!   stream and no call for `client-expiry-secs`): its messages then come back after their
+//!   invisible time, as RocketMQ's do. The renewal task is `grpc::consumer::renew`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The invisible time of an `auto_renew` delivery, and of each renewal (the proxy's
+/// `defaultInvisibleTimeMills`).
+pub(crate) const DEFAULT_INVISIBLE_MS: u64 = 60_000;
+/// How often deliveries due are renewed (the proxy's `renewSchedulePeriodMillis`).
+pub(crate) const RENEW_TICK: Duration = Duration::from_secs(5);
+/// A delivery is renewed when its invisible time ends within this (`renewAheadTimeMillis`).
+pub(crate) const RENEW_AHEAD_MS: u64 = 10_000;
+/// A delivery is renewed for at most this long after it was handed out (`renewMaxTimeMillis`).
+pub(crate) const RENEW_MAX_MS: u64 = 3 * 3600 * 1000;
+/// Most deliveries renewed at once, over every client (bounds what clients make the broker
+/// keep; past it a delivery simply expires after [`DEFAULT_INVISIBLE_MS`]).
+pub(crate) const MAX_RENEWALS: usize = 262_144;
+
+const VERSION: &str = "b1";
+
+/// A gRPC receipt handle: which delivery of which message (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReceiptHandle {
+    /// The uid of the topic the message is in.
+    pub(crate) topic_uid: u32,
+    /// Its queue.
+    pub(crate) queue: u32,
+    /// Its offset in the queue.
+    pub(crate) offset: u64,
+    /// The pop time of the delivery, ms since the epoch.
+    pub(crate) pop_time: u64,
+}
+
+impl ReceiptHandle {
+    /// The handle as clients hold it.
+    pub(crate) fn encode(&self) -> String {
+        format!("{VERSION}.{:x}.{}.{}.{}", self.topic_uid, self.queue, self.offset, self.pop_time)
+    }
+
+    /// Parses a handle; `None` for anything [`encode`](Self::encode) did not write.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        let mut parts = s.split('.');
+        if parts.next()? != VERSION {
+            return None;
+        }
+        let topic_uid = u32::from_str_radix(parts.next()?, 16).ok()?;
+        let queue = parts.next()?.parse().ok()?;
+        let offset = parts.next()?.parse().ok()?;
+        let pop_time = parts.next()?.parse().ok()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(ReceiptHandle { topic_uid, queue, offset, pop_time })
+    }
+}
+
+/// Which message of which group a renewal is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    group: Arc<str>,
+    topic: Arc<str>,
+    queue: u32,
+    offset: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Renewal {
+    /// The pop time in the handle the client holds.
+    handed: u64,
+    /// The engine's latest receipt.
+    current: u64,
+    /// When the current invisible time ends.
+    deadline: u64,
+    /// No renewal after this.
+    until: u64,
+}
+
+type ClientRenewals = HashMap<Key, Renewal>;
+
+/// Deliveries renewed on behalf of each client (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Renewals {
+    clients: Mutex<HashMap<String, ClientRenewals>>,
+}
+
+impl Renewals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ClientRenewals>> {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn total(map: &HashMap<String, ClientRenewals>) -> usize {
+        map.values().map(HashMap::len).sum()
+    }
+
+    /// Renews the delivery of `(group, topic, queue, offset)` under the receipt `pop_time`
+    /// (invisible for `invisible_ms` from it) on behalf of `client`. Returns `false` when the
+    /// table is full (the delivery is then not renewed).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn track(
+        &self,
+        client: &str,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+    ) -> bool {
+        let mut m = self.lock();
+        if Self::total(&m) >= MAX_RENEWALS {
+            return false;
+        }
+        let c = m.entry(client.to_owned()).or_default();
+        let key = Key { group: group.into(), topic: topic.into(), queue, offset };
+        c.insert(
+            key,
+            Renewal {
+                handed: pop_time,
+                current: pop_time,
+                deadline: pop_time.saturating_add(invisible_ms),
+                until: pop_time.saturating_add(RENEW_MAX_MS),
+            },
+        );
+        true
+    }
+
+    /// The engine's receipt for the handle pop time `handed` of `client`: the latest renewal's
+    /// if the server renewed that delivery, else `handed` itself.
+    pub(crate) fn resolve(
+        &self,
+        client: &str,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        handed: u64,
+    ) -> u64 {
+        let m = self.lock();
+        let key = Key { group: group.into(), topic: topic.into(), queue, offset };
+        match m.get(client).and_then(|c| c.get(&key)) {
+            Some(r) if r.handed == handed => r.current,
+            _ => handed,
+        }
+    }
+
+    /// Stops renewing the delivery with handle pop time `handed` (acknowledged, nacked or
+    /// dead-lettered by the client).
+    pub(crate) fn settle(
+        &self,
+        client: &str,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+        handed: u64,
+    ) {
+        let mut m = self.lock();
+        let key = Key { group: group.into(), topic: topic.into(), queue, offset };
+        if let Some(c) = m.get_mut(client) {
+            if c.get(&key).is_some_and(|r| r.handed == handed) {
+                c.remove(&key);
+            }
+            if c.is_empty() {
+                m.remove(client);
+            }
+        }
+    }
+
+    /// Stops renewing anything for `client` (it terminated).
+    pub(crate) fn forget_client(&self, client: &str) {
+        self.lock().remove(client);
+    }
+
+    /// Deliveries renewed for `client`.
+    #[cfg(test)]
+    pub(crate) fn count(&self, client: &str) -> usize {
+        self.lock().get(client).map_or(0, HashMap::len)
+    }
+
+    /// One round of renewal at `now`: forgets the clients that are no longer `alive`, renews
+    /// every delivery due with `renew(group, topic, queue, offset, current receipt)` (which
+    /// returns the new receipt, or `None` when the message is no longer in flight under it),
+    /// and drops the ones it could not renew or that reached [`RENEW_MAX_MS`]. Returns how
+    /// many it renewed.
+    pub(crate) fn renew_due(
+        &self,
+        now: u64,
+        alive: impl Fn(&str) -> bool,
+        mut renew: impl FnMut(&str, &str, u32, u64, u64) -> Option<u64>,
+    ) -> usize {
+        let mut m = self.lock();
+        m.retain(|client, c| alive(client) && !c.is_empty());
+        let mut renewed = 0;
+        for c in m.values_mut() {
+            c.retain(|k, r| {
+                if r.deadline > now.saturating_add(RENEW_AHEAD_MS) {
+                    return true;
+                }
+                if now >= r.until {
+                    return false;
+                }
+                match renew(&k.group, &k.topic, k.queue, k.offset, r.current) {
+                    Some(t) => {
+                        r.current = t;
+                        r.deadline = now.saturating_add(DEFAULT_INVISIBLE_MS);
+                        renewed += 1;
+                        true
+                    }
+                    None => false,
+                }
+            });
+        }
+        renewed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_a_handle_when_encoded_and_parsed_should_round_trip() {
+        let h = ReceiptHandle { topic_uid: 0xabc, queue: 3, offset: 42, pop_time: 1_700_000 };
+        assert_eq!(h.encode(), "b1.abc.3.42.1700000");
+        assert_eq!(ReceiptHandle::parse(&h.encode()), Some(h));
+    }
+
+    #[test]
+    fn given_garbage_when_parsing_a_handle_should_refuse_it() {
+        for bad in
+            ["", "b1", "b2.1.2.3.4", "b1.zz.2.3.4", "b1.1.2.3", "b1.1.2.3.4.5", "b1.1.-2.3.4"]
+        {
+            assert_eq!(ReceiptHandle::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    const ALIVE: fn(&str) -> bool = |_| true;
+
+    #[test]
+    fn given_a_renewed_delivery_when_resolving_the_handed_receipt_should_give_the_latest() {
+        let r = Renewals::default();
+        assert!(r.track("c", "g", "t", 0, 5, 1_000, DEFAULT_INVISIBLE_MS));
+        assert_eq!(r.renew_due(1_000, ALIVE, |_, _, _, _, _| Some(9)), 0, "not due yet");
+        let due = 1_000 + DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS;
+        assert_eq!(r.renew_due(due, ALIVE, |_, _, _, _, cur| Some(cur + 7)), 1);
+        assert_eq!(r.resolve("c", "g", "t", 0, 5, 1_000), 1_007, "the handle follows renewals");
+        assert_eq!(r.resolve("other", "g", "t", 0, 5, 1_000), 1_000, "another client's is its own");
+        r.settle("c", "g", "t", 0, 5, 1_000);
+        assert_eq!(r.resolve("c", "g", "t", 0, 5, 1_000), 1_000, "settled: no longer renewed");
+    }
+
+    #[test]
+    fn given_a_delivery_the_store_refuses_when_renewing_should_stop_renewing_it() {
+        let r = Renewals::default();
+        r.track("c", "g", "t", 0, 5, 1_000, 1_000);
+        assert_eq!(r.renew_due(2_000, ALIVE, |_, _, _, _, _| None), 0);
+        assert_eq!(r.count("c"), 0);
+    }
+
+    #[test]
+    fn given_a_gone_or_terminated_client_when_renewing_should_forget_its_deliveries() {
+        let r = Renewals::default();
+        r.track("gone", "g", "t", 0, 1, 1_000, 1_000);
+        r.track("terminated", "g", "t", 0, 2, 1_000, 1_000);
+        r.forget_client("terminated");
+        assert_eq!(r.count("terminated"), 0);
+        let calls = std::cell::Cell::new(0);
+        r.renew_due(
+            2_000,
+            |c| c != "gone",
+            |_, _, _, _, cur| {
+                calls.set(calls.get() + 1);
+                Some(cur + 1)
+            },
+        );
+        assert_eq!(calls.get(), 0, "a gone client's deliveries are not renewed");
+        assert_eq!(r.count("gone"), 0);
+    }
+
+    #[test]
+    fn given_a_delivery_renewed_for_three_hours_when_due_should_let_it_expire() {
+        let r = Renewals::default();
+        r.track("c", "g", "t", 0, 1, 1_000, DEFAULT_INVISIBLE_MS);
+        assert_eq!(r.renew_due(1_000 + RENEW_MAX_MS, ALIVE, |_, _, _, _, cur| Some(cur + 1)), 0);
+        assert_eq!(r.count("c"), 0);
+    }
+}
+
+#[cfg(test)]
+mod engine_tests {
+    use super::*;
+    use crate::broker::core::pop::{pop_once, FilterExpr, PopCall};
+    use crate::broker::{BrokerConfig, Shared};
+    use crate::remoting::body::TopicConfig;
+    use crate::store::{MemoryStore, PopInit, StoreError};
+
+    #[test]
+    fn given_a_renewed_delivery_when_acked_with_the_handle_first_handed_out_should_succeed() {
+        let config = BrokerConfig::default();
+        let store: Arc<dyn crate::store::Store> = Arc::new(
+            MemoryStore::new(config.engine_config().expect("an engine config")).expect("a store"),
+        );
+        let s = Shared::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let mut c = TopicConfig::new("T", 1, 1);
+        c.perm = crate::broker::core::topics::perm::RW;
+        s.create_topic(c).expect("a topic");
+        let rec = crate::broker::core::record::NewRecord {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().expect("an address"),
+            reconsume_times: 0,
+            body: b"b",
+            properties: b"",
+        };
+        let bytes = crate::broker::core::record::encode(&rec, 0).expect("a record");
+        s.store.topic("T").expect("T").append(0, bytes, 0, 1).expect("appended");
+        let call = PopCall {
+            group: "g",
+            topic: "T",
+            queue: None,
+            max: 1,
+            invisible_ms: DEFAULT_INVISIBLE_MS,
+            order: false,
+            attempt_id: None,
+            filter: FilterExpr::Tag("*"),
+            init: PopInit::Min,
+            max_attempts: 17,
+            seed: 0,
+            announced: true,
+        };
+        let t0 = 1_000_000;
+        let b = pop_once(&s, &call, t0).expect("pops");
+        let m = b.messages.first().expect("a message");
+        let (q, off) = (m.delivery.queue, m.delivery.offset);
+        let r = Renewals::default();
+        r.track("c", "g", "T", q, off, b.pop_time, DEFAULT_INVISIBLE_MS);
+        // Renewed twice, each time just before the invisible time would have ended.
+        for round in 1..=2 {
+            let now = t0 + round * (DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS);
+            let renewed = r.renew_due(
+                now,
+                |_| true,
+                |g, t, q, o, cur| {
+                    s.store.change_invisible(g, t, q, o, cur, DEFAULT_INVISIBLE_MS, now).ok()
+                },
+            );
+            assert_eq!(renewed, 1, "round {round}");
+            let later = pop_once(&s, &call, now + DEFAULT_INVISIBLE_MS - 1).expect("pops");
+            assert!(later.messages.is_empty(), "still invisible after renewal {round}");
+        }
+        let direct = s.store.pop_ack("g", "T", q, off, b.pop_time);
+        assert!(matches!(direct, Err(StoreError::StaleReceipt { .. })), "the engine moved on");
+        let resolved = r.resolve("c", "g", "T", q, off, b.pop_time);
+        s.store.pop_ack("g", "T", q, off, resolved).expect("the client's handle still acks");
+    }
+}

@@ -1,0 +1,95 @@
+//! Topic administration: `UPDATE_AND_CREATE_TOPIC`, `DELETE_TOPIC_IN_BROKER`,
+//! `GET_ALL_TOPIC_CONFIG`.
+
+use std::sync::Arc;
+
+use super::{bad_header, store_error};
+use crate::broker::core::topics::{self, perm};
+use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::remoting::body::{JsonBody, TopicConfig, TopicConfigAndMappingSerializeWrapper};
+use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
+use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader, FromExtFields};
+use crate::remoting::RemotingCommand;
+
+/// `UPDATE_AND_CREATE_TOPIC` (17). An in-memory topic cannot change its queue count once it
+/// exists; asking for another count keeps the existing one and says so.
+pub(crate) fn update_and_create_topic(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let h = match CreateTopicRequestHeader::from_ext_fields(&req.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return bad_header(&req, &e),
+    };
+    if let Err(remark) = topics::validate_topic(h.topic) {
+        return reply_error(&req, response_code::SYSTEM_ERROR, remark);
+    }
+    if topics::is_system_topic(h.topic) {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
+        );
+    }
+    let q = |n: i32| u32::try_from(n).ok().filter(|n| (1..=crate::store::MAX_QUEUES).contains(n));
+    let (Some(read), Some(write)) = (q(h.read_queue_nums), q(h.write_queue_nums)) else {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("queue counts must be between 1 and {}", crate::store::MAX_QUEUES),
+        );
+    };
+    let mut conf = TopicConfig::new(h.topic, read, write);
+    conf.perm = u32::try_from(h.perm).unwrap_or(perm::RW) & (perm::RW | perm::INHERIT);
+    conf.topic_sys_flag = u32::try_from(h.topic_sys_flag).unwrap_or(0);
+    conf.order = h.order;
+    match s.create_topic(conf) {
+        Ok(c) if c.read_queue_nums != read.max(write) && c.read_queue_nums != read => Reply::now(
+            RemotingCommand::response_to(
+                &req,
+                response_code::SUCCESS,
+                Some(format!("topic {} exists with {} queues; baiji cannot change the queue count of a live topic", quote(h.topic), c.read_queue_nums)),
+            ),
+        ),
+        Ok(_) => Reply::now(ok(&req, Default::default())),
+        Err(e) => store_error(&req, &e),
+    }
+}
+
+/// `DELETE_TOPIC_IN_BROKER` (215): the topic and everything in it.
+pub(crate) fn delete_topic_in_broker(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let h = match DeleteTopicRequestHeader::from_ext_fields(&req.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return bad_header(&req, &e),
+    };
+    if topics::is_system_topic(h.topic) {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
+        );
+    }
+    s.topics.remove(h.topic);
+    let _ = s.store.delete_topic(h.topic);
+    s.publish_topics();
+    Reply::now(ok(&req, Default::default()))
+}
+
+/// `GET_ALL_TOPIC_CONFIG` (21).
+pub(crate) fn get_all_topic_config(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let wrapper = TopicConfigAndMappingSerializeWrapper {
+        topic_config_table: s.topics.all().into_iter().map(|t| (t.topic_name.clone(), t)).collect(),
+        data_version: s.topics.data_version(),
+        ..Default::default()
+    };
+    match wrapper.to_json_bytes() {
+        Ok(b) => Reply::now(ok(&req, Default::default()).with_body(b)),
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}

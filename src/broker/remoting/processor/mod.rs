@@ -1,0 +1,138 @@
+//! One processor file per request family, named like RocketMQ's.
+
+pub(crate) mod admin;
+pub(crate) mod client;
+pub(crate) mod config;
+pub(crate) mod group;
+pub(crate) mod lock;
+pub(crate) mod offset;
+pub(crate) mod pop;
+pub(crate) mod pull;
+pub(crate) mod query;
+pub(crate) mod retry;
+pub(crate) mod send;
+pub(crate) mod stats;
+pub(crate) mod transaction;
+
+use crate::broker::core::record::PutError;
+use crate::remoting::code::response_code;
+use crate::remoting::error::quote;
+use crate::remoting::{HeaderError, RemotingCommand};
+use crate::store::StoreError;
+
+use crate::broker::{reply_error, Reply};
+
+/// The answer to a request whose custom header is missing a field or has a malformed one.
+pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> Reply {
+    reply_error(req, response_code::SYSTEM_ERROR, e.to_string())
+}
+
+/// A refused request, independent of the protocol it came in: RocketMQ's response code and
+/// remark. The remoting server answers with them as they are; the gRPC face maps the code to
+/// its `Code` (`grpc::status::from_remoting`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// RocketMQ's response code.
+    pub(crate) code: i32,
+    /// The remark, worded as RocketMQ words it where it has a wording.
+    pub(crate) remark: String,
+}
+
+impl Refusal {
+    /// A refusal with `code` and `remark`.
+    pub(crate) fn new(code: i32, remark: impl Into<String>) -> Self {
+        Refusal { code, remark: remark.into() }
+    }
+
+    /// The remoting answer to `req`.
+    pub(crate) fn reply(self, req: &RemotingCommand) -> Reply {
+        reply_error(req, self.code, self.remark)
+    }
+}
+
+/// The RocketMQ response code and remark for a store error.
+pub(crate) fn store_error(req: &RemotingCommand, e: &StoreError) -> Reply {
+    store_refusal(e).reply(req)
+}
+
+/// [`store_error`] without the request: its code and remark.
+pub(crate) fn store_refusal(e: &StoreError) -> Refusal {
+    let code = match e {
+        StoreError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
+        StoreError::MessageTooLarge { .. } => response_code::MESSAGE_ILLEGAL,
+        StoreError::Full { .. } => response_code::SYSTEM_BUSY,
+        StoreError::UnknownGroup { .. } => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        _ => response_code::SYSTEM_ERROR,
+    };
+    let remark = match e {
+        StoreError::UnknownTopic(t) => {
+            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(t))
+        }
+        StoreError::Full { used, budget } => format!(
+            "[REJECT]system busy, start flow control for a while: baiji's memory budget is exhausted ({used} of {budget} bytes in use)"
+        ),
+        other => other.to_string(),
+    };
+    Refusal::new(code, remark)
+}
+
+/// The answer to a message that cannot be stored: `MESSAGE_ILLEGAL` for a record that could not
+/// be written out again (RocketMQ's `PROPERTIES_SIZE_EXCEEDED`), else as [`store_error`].
+pub(crate) fn put_error(req: &RemotingCommand, e: &PutError) -> Reply {
+    put_refusal(e).reply(req)
+}
+
+/// [`put_error`] without the request: its code and remark.
+pub(crate) fn put_refusal(e: &PutError) -> Refusal {
+    match e {
+        PutError::Record(e) => Refusal::new(response_code::MESSAGE_ILLEGAL, e.to_string()),
+        PutError::Store(e) => store_refusal(e),
+    }
+}
+
+/// RocketMQ's longest group name (`Validators.CHARACTER_MAX_LENGTH`).
+pub(crate) const MAX_GROUP_LEN: usize = 255;
+
+/// Whether `group` may store offsets: a name of at most [`MAX_GROUP_LEN`] characters, of a
+/// group a heartbeat made known (RocketMQ 5 refuses offsets of groups it has no subscription
+/// config for). Bounds the offsets a client can make the broker keep.
+pub(crate) fn check_offset_group(
+    s: &crate::broker::Shared,
+    req: &RemotingCommand,
+    group: &str,
+) -> Result<(), Reply> {
+    if group.is_empty() || group.chars().count() > MAX_GROUP_LEN {
+        return Err(reply_error(
+            req,
+            response_code::SYSTEM_ERROR,
+            format!("the consumer group name is blank or longer than {MAX_GROUP_LEN} characters"),
+        ));
+    }
+    if !s.clients.knows_group(group) {
+        return Err(reply_error(
+            req,
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{group}] does not exist"),
+        ));
+    }
+    Ok(())
+}
+
+/// A queue id from a header as `u32`, or the answer to send when it is negative.
+pub(crate) fn queue_id(
+    req: &RemotingCommand,
+    q: i32,
+    topic: &str,
+    queues: u32,
+) -> Result<u32, Reply> {
+    u32::try_from(q).ok().filter(|q| *q < queues).ok_or_else(|| {
+        reply_error(
+            req,
+            response_code::SYSTEM_ERROR,
+            format!(
+                "queueId[{q}] is illegal, topic:[{}] topicConfig.readQueueNums:[{queues}]",
+                quote(topic)
+            ),
+        )
+    })
+}

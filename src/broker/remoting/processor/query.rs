@@ -1,0 +1,118 @@
+//! Lookups: `VIEW_MESSAGE_BY_ID` (by commit-log offset, what offset msgIds decode to) and
+//! `QUERY_MESSAGE` (by key or unique key). The in-memory store keeps no key index: a query
+//! scans the topic's retained messages within the time range, which costs nothing on the
+//! send path and is fast enough for an operator's lookup.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::bad_header;
+use crate::broker::core::record::{self, split_physical_offset, Placement};
+use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::remoting::code::response_code;
+use crate::remoting::header::{
+    FromExtFields, QueryMessageRequestHeader, QueryMessageResponseHeader, ToExtFields,
+    ViewMessageRequestHeader,
+};
+use crate::remoting::properties;
+use crate::remoting::RemotingCommand;
+use crate::store::{Filter, StoredRef};
+
+/// `VIEW_MESSAGE_BY_ID` (33).
+pub(crate) fn view_message_by_id(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let h = match ViewMessageRequestHeader::from_ext_fields(&req.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let not_found = || {
+        reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("can not find message by the offset: {}", h.offset),
+        )
+    };
+    let Some((uid, queue, offset)) = split_physical_offset(h.offset) else { return not_found() };
+    let Some(topic) = s.store.topic_by_uid(uid) else { return not_found() };
+    let Some((rec, ts)) = s.store.get(topic.as_ref(), queue, offset) else { return not_found() };
+    let mut body = BytesMut::new();
+    let at = Placement {
+        topic: topic.name(),
+        topic_uid: uid,
+        queue,
+        offset,
+        store_timestamp: ts,
+        store_host: s.store_host,
+    };
+    match record::write_out(&rec, &at, &s.cluster_property, &mut body) {
+        Ok(n) if n > 0 => Reply::now(ok(&req, Default::default()).with_body(body.freeze())),
+        _ => not_found(),
+    }
+}
+
+/// `QUERY_MESSAGE` (12).
+pub(crate) fn query_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let h = match QueryMessageRequestHeader::from_ext_fields(&req.ext_fields) {
+        Ok(h) => h,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let not_found = |why: &str| reply_error(&req, response_code::QUERY_NOT_FOUND, why.to_string());
+    let Some(topic) = s.store.topic(h.topic) else {
+        return not_found("can not find message, the topic does not exist");
+    };
+    let max = usize::try_from(h.max_num).unwrap_or(0).clamp(1, 64);
+    let begin = u64::try_from(h.begin_timestamp).unwrap_or(0);
+    let end = u64::try_from(h.end_timestamp).ok().filter(|e| *e > 0).unwrap_or(u64::MAX);
+    let mut body = BytesMut::new();
+    let mut found = 0usize;
+    for queue in 0..topic.queue_count() {
+        let Some(mut from) = s.store.offset_for_timestamp(topic.as_ref(), queue, begin) else {
+            continue;
+        };
+        loop {
+            let mut past_end = false;
+            let mut visit = |m: StoredRef<'_>| {
+                if m.store_timestamp > end {
+                    past_end = true;
+                    return false;
+                }
+                if found < max && matches_key(m.record, h.key, h.unique_key_query) {
+                    let at = Placement {
+                        topic: topic.name(),
+                        topic_uid: topic.uid(),
+                        queue,
+                        offset: m.offset,
+                        store_timestamp: m.store_timestamp,
+                        store_host: s.store_host,
+                    };
+                    if let Ok(n) = record::write_out(m.record, &at, &s.cluster_property, &mut body)
+                    {
+                        found += usize::from(n > 0);
+                    }
+                }
+                true
+            };
+            let Ok(out) = topic.read(queue, from, 1024, &Filter::All, &mut visit) else { break };
+            if past_end || out.found == 0 || found >= max || out.next_offset <= from {
+                break;
+            }
+            from = out.next_offset;
+        }
+    }
+    if found == 0 {
+        return not_found("can not find message, maybe time range not correct");
+    }
+    let resp = QueryMessageResponseHeader {
+        index_last_update_timestamp: crate::time::now_ms() as i64,
+        index_last_update_phyoffset: 0,
+    };
+    Reply::now(ok(&req, resp.to_ext_fields()).with_body(Bytes::from(body)))
+}
+
+fn matches_key(rec: &Bytes, key: &str, unique_only: bool) -> bool {
+    let Some(d) = record::decode(rec) else { return false };
+    if properties::find(d.properties, properties::UNIQ_KEY) == Some(key) {
+        return true;
+    }
+    !unique_only && properties::keys(d.properties).any(|k| k == key)
+}

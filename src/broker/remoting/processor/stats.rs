@@ -1,0 +1,341 @@
+//! Admin reads, answered as RocketMQ's `AdminBrokerProcessor` answers them:
+//! `GET_BROKER_RUNTIME_INFO` (28), `GET_TOPIC_STATS_INFO` (202), `GET_CONSUMER_CONNECTION_LIST`
+//! (203), `GET_PRODUCER_CONNECTION_LIST` (204), `GET_CONSUME_STATS` (208),
+//! `QUERY_TOPIC_CONSUME_BY_WHO` (300).
+//!
+//! Where a persistent broker reports its disk, baiji reports its memory: the commit log's
+//! capacity and free space are the memory budget and what is left of it, its disk ratio is
+//! the budget's used share (see README, "Operating baiji").
+
+use std::sync::Arc;
+
+use super::bad_header;
+use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::remoting::body::{
+    Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KvTable, MessageQueue,
+    OffsetWrapper, ProducerConnection, TopicOffset, TopicStatsTable,
+};
+use crate::remoting::code::response_code;
+use crate::remoting::{RemotingCommand, BROKER_VERSION};
+
+/// A reply carrying `body` as JSON, or `SYSTEM_ERROR` if it cannot be written.
+fn json_reply(req: &RemotingCommand, body: &impl JsonBody) -> Reply {
+    match body.to_json_bytes() {
+        Ok(b) => Reply::now(ok(req, Default::default()).with_body(b)),
+        Err(e) => reply_error(req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+fn queue(s: &Shared, topic: &str, queue_id: u32) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_string(),
+        broker_name: s.config.broker_name.clone(),
+        queue_id: queue_id as i32,
+    }
+}
+
+/// `MixAll.humanReadableByteCount(bytes, false)` as RocketMQ prints capacities.
+fn human_bytes(bytes: u64) -> String {
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let exp = ((bytes as f64).ln() / 1024f64.ln()).floor() as i32;
+    let unit = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"].get(exp as usize - 1).unwrap_or(&"EiB");
+    format!("{:.1} {unit}", bytes as f64 / 1024f64.powi(exp))
+}
+
+/// `[ d days, h hours, m minutes, s seconds ]`, RocketMQ's `runtime` entry.
+fn runtime_text(ms: u64) -> String {
+    let s = ms / 1000;
+    format!(
+        "[ {} days, {} hours, {} minutes, {} seconds ]",
+        s / 86_400,
+        s / 3600 % 24,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// The runtime figures of GET_BROKER_RUNTIME_INFO (RocketMQ's `prepareRuntimeInfo` keys, with
+/// memory where it reports disk, and baiji's own `baiji*` keys).
+pub(crate) fn runtime_info(s: &Shared) -> KvTable {
+    let now = crate::time::now_ms();
+    let mem = s.store.memory();
+    let settings = s.store.settings();
+    let (put_total, get_total) = s.rates.totals();
+    let tps = |v: [f64; 3]| format!("{:.2} {:.2} {:.2}", v[0], v[1], v[2]);
+    let put = tps(s.rates.put_tps());
+    let get = tps(s.rates.get_tps());
+    let earliest = s
+        .store
+        .topics()
+        .iter()
+        .filter_map(|(name, queues)| {
+            let t = s.store.topic(name)?;
+            (0..*queues).filter_map(|q| s.store.earliest_timestamp(t.as_ref(), q)).min()
+        })
+        .min()
+        .unwrap_or(0);
+    let free = mem.budget.saturating_sub(mem.bytes_used);
+    let ratio = if mem.budget == 0 { 0.0 } else { mem.bytes_used as f64 / mem.budget as f64 };
+    let counters = &s.counters;
+    // Relaxed: statistics, each read on its own.
+    let load = |c: &crate::sync::AtomicU64| c.load(crate::sync::Ordering::Relaxed).to_string();
+    let entries: Vec<(&str, String)> = vec![
+        ("brokerActive", "true".into()),
+        ("brokerVersionDesc", "V5_3_1".into()),
+        ("brokerVersion", BROKER_VERSION.to_string()),
+        ("baijiVersion", env!("CARGO_PKG_VERSION").into()),
+        ("bootTimestamp", s.boot_ms.to_string()),
+        ("runtime", runtime_text(now.saturating_sub(s.boot_ms))),
+        ("startAcceptSendRequestTimeStamp", s.boot_ms.to_string()),
+        ("msgPutTotalYesterdayMorning", "0".into()),
+        ("msgPutTotalTodayMorning", "0".into()),
+        ("msgPutTotalTodayNow", put_total.to_string()),
+        ("msgGetTotalYesterdayMorning", "0".into()),
+        ("msgGetTotalTodayMorning", "0".into()),
+        ("msgGetTotalTodayNow", get_total.to_string()),
+        ("putTps", put),
+        ("getTransferredTps", get.clone()),
+        ("getTotalTps", get.clone()),
+        ("getFoundTps", get),
+        ("getMissTps", "0.00 0.00 0.00".into()),
+        ("sendThreadPoolQueueSize", "0".into()),
+        ("sendThreadPoolQueueCapacity", "0".into()),
+        ("sendThreadPoolQueueHeadWaitTimeMills", "0".into()),
+        ("pullThreadPoolQueueSize", "0".into()),
+        ("pullThreadPoolQueueCapacity", "0".into()),
+        ("pullThreadPoolQueueHeadWaitTimeMills", "0".into()),
+        ("queryThreadPoolQueueHeadWaitTimeMills", "0".into()),
+        ("pageCacheLockTimeMills", "0".into()),
+        ("dispatchBehindBytes", "0".into()),
+        ("earliestMessageTimeStamp", earliest.to_string()),
+        ("timerReadBehind", "0".into()),
+        ("timerOffsetBehind", s.timers.waiting().to_string()),
+        ("timerCongestNum", "0".into()),
+        ("timerEnqueueTps", "0.0".into()),
+        ("timerDequeueTps", "0.0".into()),
+        // Memory where RocketMQ reports the commit log's disk.
+        (
+            "commitLogDirCapacity",
+            format!("Total : {}, Free : {}.", human_bytes(mem.budget), human_bytes(free)),
+        ),
+        ("commitLogDiskRatio", format!("{ratio:.4}")),
+        ("consumeQueueDiskRatio", format!("{ratio:.4}")),
+        ("commitLogMinOffset", "0".into()),
+        ("commitLogMaxOffset", mem.bytes_used.to_string()),
+        ("remainHowManyDataToFlush", "0 B".into()),
+        ("remainHowManyDataToCommit", "0 B".into()),
+        // baiji's own.
+        ("baijiMemoryUsed", mem.bytes_used.to_string()),
+        ("baijiMemoryBudget", mem.budget.to_string()),
+        ("baijiMemoryPolicy", crate::broker::config::policy_name(settings.policy).into()),
+        ("baijiLiveMessages", mem.live_messages.to_string()),
+        ("baijiReclaimedMessages", mem.reclaimed_messages.to_string()),
+        ("baijiEvictedMessages", mem.evicted_messages.to_string()),
+        ("baijiRejectedMessages", mem.rejected_messages.to_string()),
+        ("baijiSendsRejected", load(&counters.sends_rejected)),
+        ("baijiOnewayRejected", load(&counters.oneway_rejected)),
+    ];
+    KvTable { table: entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
+}
+
+/// `GET_BROKER_RUNTIME_INFO` (28).
+pub(crate) fn get_broker_runtime_info(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    json_reply(&req, &runtime_info(s))
+}
+
+/// `GET_TOPIC_STATS_INFO` (202): each queue's min and max offset and the store time of its
+/// last message.
+pub(crate) fn get_topic_stats_info(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let topic = match req.ext_fields.required_str("topic") {
+        Ok(t) => t,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let Some(t) = s.store.topic(topic) else {
+        return reply_error(&req, response_code::SYSTEM_ERROR, format!("topic[{topic}] not exist"));
+    };
+    let mut table = TopicStatsTable {
+        offset_table: Vec::with_capacity(t.queue_count() as usize),
+        topic_put_tps: s.rates.topic_put_tps(topic),
+    };
+    for q in 0..t.queue_count() {
+        let (min, max) = t.offsets(q).unwrap_or((0, 0));
+        let last =
+            if max > min { s.store.get(t.as_ref(), q, max - 1).map_or(0, |(_, ts)| ts) } else { 0 };
+        table.offset_table.push((
+            queue(s, topic, q),
+            TopicOffset {
+                min_offset: min as i64,
+                max_offset: max as i64,
+                last_update_timestamp: last as i64,
+            },
+        ));
+    }
+    json_reply(&req, &table)
+}
+
+fn connection(c: crate::broker::core::clients::ClientConn) -> Connection {
+    Connection {
+        client_id: c.client_id,
+        client_addr: c.addr,
+        language: c.language.name().to_string(),
+        version: c.version,
+    }
+}
+
+/// `GET_CONSUMER_CONNECTION_LIST` (203).
+pub(crate) fn get_consumer_connection_list(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let group = match req.ext_fields.required_str("consumerGroup") {
+        Ok(g) => g,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let Some(view) = s.clients.group_view(group).filter(|v| !v.conns.is_empty()) else {
+        return reply_error(
+            &req,
+            response_code::CONSUMER_NOT_ONLINE,
+            format!("the consumer group[{group}] not online"),
+        );
+    };
+    let body = ConsumerConnection {
+        connection_set: view.conns.into_iter().map(connection).collect(),
+        subscription_table: view.subscriptions.into_iter().map(|d| (d.topic.clone(), d)).collect(),
+        consume_type: view.consume_type,
+        message_model: view.model,
+        consume_from_where: view.from_where,
+    };
+    json_reply(&req, &body)
+}
+
+/// `GET_PRODUCER_CONNECTION_LIST` (204).
+pub(crate) fn get_producer_connection_list(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let group = match req.ext_fields.required_str("producerGroup") {
+        Ok(g) => g,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let conns = s.clients.producer_conns(group);
+    if conns.is_empty() {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("the producer group[{group}] not exist"),
+        );
+    }
+    json_reply(
+        &req,
+        &ProducerConnection { connection_set: conns.into_iter().map(connection).collect() },
+    )
+}
+
+/// The topics a group consumes: its heartbeats' subscriptions and the topics the store holds
+/// for it, sorted.
+pub(crate) fn topics_of_group(s: &Shared, group: &str) -> Vec<String> {
+    let mut topics = s.clients.topics_of(group);
+    topics
+        .extend(s.store.group_figures().into_iter().filter(|g| g.group == group).map(|g| g.topic));
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
+/// `GET_CONSUME_STATS` (208): per queue of each topic the group consumes, the queue's max
+/// offset, the group's committed offset, its pulled offset and the store time of the last
+/// message it committed.
+pub(crate) fn get_consume_stats(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+    let group = match req.ext_fields.required_str("consumerGroup") {
+        Ok(g) => g,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let topics = match req.ext_fields.optional_str("topic").filter(|t| !t.is_empty()) {
+        Some(t) => vec![t.to_string()],
+        None => topics_of_group(s, group),
+    };
+    if topics.is_empty() && !s.groups.contains(group) && !s.clients.knows_group(group) {
+        return reply_error(
+            &req,
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{group}] does not exist"),
+        );
+    }
+    let figures = s.store.group_figures();
+    let mut stats = ConsumeStats::default();
+    let mut held = 0;
+    let mut dropped = 0;
+    for topic in &topics {
+        let Some(t) = s.store.topic(topic) else { continue };
+        let counters = s.topics.get_perm_counted(topic).map(|(_, c)| c);
+        for q in 0..t.queue_count() {
+            let (_, max) = t.offsets(q).unwrap_or((0, 0));
+            let committed = s.store.committed(group, topic, q).unwrap_or(0);
+            let pulled = counters.as_ref().map_or(0, |c| c.pulled_offset(group, q as usize));
+            let last = match committed.checked_sub(1) {
+                Some(o) => s.store.get(t.as_ref(), q, o).map_or(0, |(_, ts)| ts),
+                None => 0,
+            };
+            stats.offset_table.push((
+                queue(s, topic, q),
+                OffsetWrapper {
+                    broker_offset: max as i64,
+                    consumer_offset: committed as i64,
+                    pull_offset: committed.max(pulled) as i64,
+                    last_timestamp: last as i64,
+                },
+            ));
+        }
+        for f in figures.iter().filter(|f| f.group == group && f.topic == *topic) {
+            held += f.held_bytes;
+            dropped += f.dropped;
+        }
+    }
+    stats.held_bytes = Some(held);
+    stats.dropped_messages = Some(dropped);
+    json_reply(&req, &stats)
+}
+
+/// `QUERY_TOPIC_CONSUME_BY_WHO` (300): the groups subscribed to a topic (heartbeats) or
+/// holding it (the store).
+pub(crate) fn query_topic_consume_by_who(
+    s: &Arc<Shared>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let topic = match req.ext_fields.required_str("topic") {
+        Ok(t) => t,
+        Err(e) => return bad_header(&req, &e),
+    };
+    let mut groups = s.clients.groups_of_topic(topic);
+    groups
+        .extend(s.store.group_figures().into_iter().filter(|g| g.topic == topic).map(|g| g.group));
+    groups.sort();
+    groups.dedup();
+    json_reply(&req, &GroupList { group_list: groups })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_sizes_when_printing_capacity_should_read_as_rocketmq_prints_it() {
+        assert_eq!(human_bytes(512), "512 B", "under 1 KiB in bytes");
+        assert_eq!(human_bytes(1 << 30), "1.0 GiB", "powers of 1024 with one decimal");
+        assert_eq!(human_bytes(1536), "1.5 KiB", "fractions are kept");
+    }
+
+    #[test]
+    fn given_uptime_when_printing_runtime_should_split_days_hours_minutes_seconds() {
+        assert_eq!(runtime_text(90_061_000), "[ 1 days, 1 hours, 1 minutes, 1 seconds ]");
+    }
+}
