@@ -477,6 +477,9 @@ pub async fn start_with_store(
     shared.acl = acl;
     shared.grpc_endpoint = grpc_addr.map(|bound| shared.config.advertised(bound));
     let shared = Arc::new(shared);
+    shared.transactions.register(Arc::new(remoting::processor::transaction::RemotingProducers));
+    #[cfg(feature = "grpc")]
+    shared.transactions.register(Arc::new(grpc::producer::GrpcProducers));
     for t in shared.topics.all() {
         let _ = shared.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
     }

@@ -55,27 +55,23 @@
 //! names the re-appended copy), so the producer's original and checked decisions name the
 //! same entry.
 
+use crate::sync::{lock, read, write, Arc, Mutex, MutexGuard, RwLock};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 
 use super::delay::rewrite_properties;
-use super::record::{self, physical_offset, split_physical_offset, Decoded, NewRecord, PutError};
+use super::record::{self, split_physical_offset, Decoded, NewRecord, PutError};
 use super::timer::{self, Wait};
 use crate::broker::Shared;
-use crate::remoting::code::{request_code, response_code};
-use crate::remoting::header::{
-    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, ToExtFields,
-};
-use crate::remoting::message::{encode_record, sys_flag, StoredRecord};
-use crate::remoting::msgid::encode_offset_msg_id;
+use crate::remoting::code::response_code;
+use crate::remoting::header::EndTransactionRequestHeader;
+use crate::remoting::message::sys_flag;
 use crate::remoting::properties;
-use crate::remoting::RemotingCommand;
 use crate::store::{Retention, StoreError, TopicStore};
 use crate::time::now_ms;
 
@@ -158,7 +154,7 @@ pub struct TransactionStats {
 }
 
 /// The undecided half messages and the counters (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Transactions {
     pending: Mutex<Table>,
     committed: AtomicU64,
@@ -169,11 +165,18 @@ pub(crate) struct Transactions {
     /// Wakes the checker before its next period: a producer group with undecided half
     /// messages has a new live member (see [`Transactions::producer_joined`]).
     wake: Notify,
+    /// The faces that reach producers, in the order they registered.
+    checkers: RwLock<Vec<Arc<dyn ProducerCheck>>>,
 }
 
 impl Transactions {
     fn lock(&self) -> MutexGuard<'_, Table> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.pending)
+    }
+
+    /// Adds a face the checker asks for producers (see [`ProducerCheck`]).
+    pub(crate) fn register(&self, checker: Arc<dyn ProducerCheck>) {
+        write(&self.checkers).push(checker);
     }
 
     /// A client registered as a producer of `group` (its first heartbeat for the group): if
@@ -205,6 +208,12 @@ impl Transactions {
             checks_sent: self.checks_sent.load(Ordering::Relaxed),
             moved_to_check_max: self.moved.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl std::fmt::Debug for Transactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transactions").field("stats", &self.stats()).finish_non_exhaustive()
     }
 }
 
@@ -342,7 +351,7 @@ pub(crate) fn end_by_transaction_id(
         topic: None,
         producer_group: &group,
         tran_state_table_offset: i64::try_from(id).ok()?,
-        commit_log_offset: physical_offset(uid, 0, id),
+        commit_log_offset: record::physical_offset(uid, 0, id),
         commit_or_rollback: if commit {
             sys_flag::TRANSACTION_COMMIT
         } else {
@@ -482,19 +491,45 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
     Ended::Done
 }
 
-/// Who a check goes to.
-enum CheckTarget {
-    /// A remoting producer's connection: a one-way `CHECK_TRANSACTION_STATE`.
-    Remoting(tokio::sync::mpsc::Sender<crate::broker::Outgoing>),
-    /// A gRPC producer publishing to the topic (gRPC producers' group is the topic, as the
-    /// proxy names them): a `RecoverOrphanedTransactionCommand` on its Telemetry stream.
-    #[cfg(feature = "grpc")]
-    Grpc(Arc<crate::broker::grpc::session::Session>),
+/// A face that can ask a transaction's producer for its decision: the remoting face sends
+/// `CHECK_TRANSACTION_STATE` on a producer's connection, the gRPC face a
+/// `RecoverOrphanedTransactionCommand` on its Telemetry stream. Each face registers one
+/// ([`Transactions::register`]); the checker asks them in the order they registered, and the
+/// first that knows a live producer of the message's group gets the check.
+pub(crate) trait ProducerCheck: Send + Sync {
+    /// A live producer of `group` this face can reach, if any. Called with the half-message
+    /// table locked: it must neither block nor call back into the transactions.
+    fn producer(&self, s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>>;
+}
+
+/// One producer a check goes to (see [`ProducerCheck`]).
+pub(crate) trait CheckProducer: Send {
+    /// Sends it the check of `half`, without waiting. Returns whether the check was queued (a
+    /// producer that does not read its connection or stream misses it; the next pass asks
+    /// again).
+    fn ask(&self, s: &Shared, half: &HalfCheck<'_>) -> bool;
+}
+
+/// An undecided half message a producer is asked about.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HalfCheck<'a> {
+    /// The half topic's uid (with queue 0 and `offset`, the message's commit-log offset).
+    pub(crate) topic_uid: u32,
+    /// Its offset in the half queue as the producer was given it (its id for good).
+    pub(crate) offset: u64,
+    /// Its record, decoded.
+    pub(crate) record: Decoded<'a>,
+    /// When it was stored, ms since the epoch.
+    pub(crate) stored_at: u64,
+    /// Its `UNIQ_KEY` (message id and transaction id).
+    pub(crate) uniq: &'a str,
+    /// Checks sent so far, this one included.
+    pub(crate) checks: u32,
 }
 
 /// One check to send, gathered under the table's lock and sent after it.
 struct Check {
-    to: CheckTarget,
+    to: Box<dyn CheckProducer>,
     offset: u64,
     record: Bytes,
     stored_at: u64,
@@ -515,60 +550,6 @@ fn move_to_check_max(s: &Shared, half: &[u8], checks: u32) -> Result<(), PutErro
     });
     topic.append(0, rec, properties::tags_code(&props), now_ms())?;
     Ok(())
-}
-
-/// The `CHECK_TRANSACTION_STATE` request for one half message: header as RocketMQ's
-/// `AbstractTransactionalMessageCheckListener.sendCheckMessage`, body the message as a pull
-/// returns it, with its real topic and queue restored and `TRANSACTION_CHECK_TIMES` set.
-fn check_request(s: &Shared, topic_uid: u32, c: &Check) -> Option<RemotingCommand> {
-    let d = record::decode(&c.record)?;
-    let real_topic = properties::find(d.properties, properties::REAL_TOPIC).unwrap_or(HALF_TOPIC);
-    let real_queue: i32 = properties::find(d.properties, properties::REAL_QID)
-        .and_then(|q| q.trim().parse().ok())
-        .unwrap_or(0);
-    let n = c.checks.to_string();
-    let props = rewrite_properties(d.properties, &[], &[(CHECK_TIMES, &n)]);
-    let phys = physical_offset(topic_uid, 0, c.offset);
-    let offset = i64::try_from(c.offset).ok()?;
-    let mut body = BytesMut::new();
-    let written = encode_record(
-        &StoredRecord {
-            queue_id: real_queue,
-            flag: d.flag,
-            queue_offset: offset,
-            physical_offset: phys,
-            sys_flag: d.sys_flag,
-            born_timestamp: d.born_timestamp,
-            born_host: d.born_host,
-            store_timestamp: i64::try_from(c.stored_at).unwrap_or(i64::MAX),
-            store_host: s.store_host,
-            reconsume_times: d.reconsume_times,
-            prepared_tx_offset: 0,
-            body: d.body,
-            topic: real_topic,
-            properties: &props,
-            extra_properties: &s.cluster_property,
-        },
-        &mut body,
-    );
-    if let Err(e) = written {
-        tracing::warn!(error = %e, offset = c.offset, "a half message cannot be encoded for its check");
-        return None;
-    }
-    let header = CheckTransactionStateRequestHeader {
-        topic: HALF_TOPIC.to_owned(),
-        tran_state_table_offset: offset,
-        commit_log_offset: phys,
-        msg_id: c.uniq.clone(),
-        transaction_id: c.uniq.clone(),
-        offset_msg_id: encode_offset_msg_id(s.store_host, phys),
-        broker_name: s.config.broker_name.clone(),
-    };
-    Some(
-        RemotingCommand::oneway_request(request_code::CHECK_TRANSACTION_STATE, s.next_opaque())
-            .with_ext_fields(header.to_ext_fields())
-            .with_body(body.freeze()),
-    )
 }
 
 /// One pass of the checker (see the module docs).
@@ -637,38 +618,27 @@ fn check_pass(s: &Shared) {
     release(s, topic.as_ref(), &pending);
     drop(pending);
     for c in checks {
-        // A producer that does not read its connection (or Telemetry stream) misses this
-        // check; the next pass asks again (and counts it, as RocketMQ counts checks whatever
-        // their fate).
-        let sent = match &c.to {
-            CheckTarget::Remoting(tx) => {
-                let Some(cmd) = check_request(s, topic.uid(), &c) else { continue };
-                tx.try_send(cmd).is_ok()
-            }
-            #[cfg(feature = "grpc")]
-            CheckTarget::Grpc(session) => {
-                let Some(d) = record::decode(&c.record) else { continue };
-                crate::broker::grpc::producer::recover_orphan(s, session, &d, c.offset, c.stored_at)
-            }
+        let Some(record) = record::decode(&c.record) else { continue };
+        let half = HalfCheck {
+            topic_uid: topic.uid(),
+            offset: c.offset,
+            record,
+            stored_at: c.stored_at,
+            uniq: &c.uniq,
+            checks: c.checks,
         };
-        if sent {
+        // Counted when queued, as RocketMQ counts checks whatever their fate.
+        if c.to.ask(s, &half) {
             // Relaxed: a statistic.
             s.transactions.checks_sent.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
-/// A live producer of `group` to check with: a remoting connection of the group, else a gRPC
-/// producer publishing to the topic of that name.
-fn check_target(s: &Shared, group: &str) -> Option<CheckTarget> {
-    if let Some(tx) = s.clients.producer_channel(group) {
-        return Some(CheckTarget::Remoting(tx));
-    }
-    #[cfg(feature = "grpc")]
-    if let Some(session) = s.grpc_sessions.producers_of(group).into_iter().next() {
-        return Some(CheckTarget::Grpc(session));
-    }
-    None
+/// A live producer of `group` to check with: the first registered face that knows one.
+fn check_target(s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>> {
+    let checkers = read(&s.transactions.checkers).clone();
+    checkers.iter().find_map(|c| c.producer(s, group))
 }
 
 /// Checks undecided half messages every `transaction-check-interval`, and when a producer of a

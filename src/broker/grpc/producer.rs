@@ -9,6 +9,7 @@
 //! proxy ignores it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use tonic::Request;
 
@@ -19,10 +20,14 @@ use super::pb::{
     TransactionSource,
 };
 use super::service::Messaging;
+use super::session::Session;
 use super::status::{from_remoting_status, ok, status};
 use crate::broker::core::topics;
-use crate::broker::core::transaction::{self, Ended, CHECK_IMMUNITY};
+use crate::broker::core::transaction::{
+    self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_IMMUNITY,
+};
 use crate::broker::remoting::processor::send::{store_message, Incoming, QueueChoice};
+use crate::broker::Shared;
 use crate::remoting::message::sys_flag;
 use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::time::now_ms;
@@ -293,39 +298,52 @@ pub(crate) fn end_transaction(
     }
 }
 
-/// Asks a gRPC producer to resolve an orphaned half message (1.9): a
-/// `RecoverOrphanedTransactionCommand` with the message as it was sent (real topic and queue,
-/// `message_id` = `transaction_id` = its `UNIQ_KEY`) on its Telemetry stream. The producer
-/// answers with `EndTransaction{source = SOURCE_SERVER_CHECK}`. Returns whether the command
-/// was queued (never waits: a producer not reading its stream misses this check).
-pub(crate) fn recover_orphan(
-    s: &crate::broker::Shared,
-    session: &crate::broker::grpc::session::Session,
-    d: &crate::broker::core::record::Decoded<'_>,
-    offset: u64,
-    stored_at: u64,
-) -> bool {
-    let p = d.properties;
-    let real_topic = properties::find(p, properties::REAL_TOPIC).unwrap_or_default();
-    let queue_id =
-        properties::find(p, properties::REAL_QID).and_then(|q| q.trim().parse().ok()).unwrap_or(0);
-    let transaction_id = properties::find(p, properties::UNIQ_KEY).unwrap_or_default().to_owned();
-    let at = super::convert::Placement {
-        topic: real_topic,
-        queue_id,
-        queue_offset: i64::try_from(offset).unwrap_or(i64::MAX),
-        store_timestamp_ms: i64::try_from(stored_at).unwrap_or(i64::MAX),
-        store_host: s.store_host,
-        receipt_handle: None,
-        invisible_ms: None,
-        reconsume_times: d.reconsume_times,
-    };
-    let message = super::convert::to_message(d, &at);
-    let cmd = pb::TelemetryCommand {
-        status: None,
-        command: Some(pb::telemetry_command::Command::RecoverOrphanedTransactionCommand(
-            pb::RecoverOrphanedTransactionCommand { message: Some(message), transaction_id },
-        )),
-    };
-    session.push(cmd)
+/// The gRPC face's producers, as the transaction checker reaches them: a producer publishing
+/// to the topic the half message's group names (gRPC producers' group is the topic, as the
+/// proxy names them), with a Telemetry stream open.
+#[derive(Debug, Default)]
+pub(crate) struct GrpcProducers;
+
+impl ProducerCheck for GrpcProducers {
+    fn producer(&self, s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>> {
+        let session = s.grpc_sessions.producers_of(group).into_iter().next()?;
+        Some(Box::new(TelemetryStream(session)))
+    }
+}
+
+/// A gRPC producer's Telemetry stream: it gets a `RecoverOrphanedTransactionCommand` with the
+/// message (real topic and queue, as the proxy sends it), and answers with
+/// `EndTransaction{source = SOURCE_SERVER_CHECK}`. Never waits: a producer not reading its
+/// stream misses this check.
+struct TelemetryStream(Arc<Session>);
+
+impl CheckProducer for TelemetryStream {
+    fn ask(&self, s: &Shared, half: &HalfCheck<'_>) -> bool {
+        let d = &half.record;
+        let p = d.properties;
+        let real_topic = properties::find(p, properties::REAL_TOPIC).unwrap_or_default();
+        let queue_id = properties::find(p, properties::REAL_QID)
+            .and_then(|q| q.trim().parse().ok())
+            .unwrap_or(0);
+        let transaction_id =
+            properties::find(p, properties::UNIQ_KEY).unwrap_or_default().to_owned();
+        let at = super::convert::Placement {
+            topic: real_topic,
+            queue_id,
+            queue_offset: i64::try_from(half.offset).unwrap_or(i64::MAX),
+            store_timestamp_ms: i64::try_from(half.stored_at).unwrap_or(i64::MAX),
+            store_host: s.store_host,
+            receipt_handle: None,
+            invisible_ms: None,
+            reconsume_times: d.reconsume_times,
+        };
+        let message = super::convert::to_message(d, &at);
+        let cmd = pb::TelemetryCommand {
+            status: None,
+            command: Some(pb::telemetry_command::Command::RecoverOrphanedTransactionCommand(
+                pb::RecoverOrphanedTransactionCommand { message: Some(message), transaction_id },
+            )),
+        };
+        self.0.push(cmd)
+    }
 }

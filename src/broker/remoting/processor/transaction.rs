@@ -1,15 +1,31 @@
-//! `END_TRANSACTION` (37): a producer commits or rolls back a half message. Producers send it
+//! `END_TRANSACTION` (37): a producer commits or rolls back a half message; and
+//! `CHECK_TRANSACTION_STATE` (39), the check the broker sends a remoting producer about a half
+//! message nobody decided ([`RemotingProducers`], the remoting face's [`ProducerCheck`]).
+//!
+//! Producers send it
 //! one-way, so they never see a refusal: every refusal is logged and counted
 //! ([`TransactionStats::end_refused`](crate::broker::TransactionStats::end_refused)); a
 //! request that does ask for an answer gets RocketMQ's.
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
+use tokio::sync::mpsc;
+
 use super::bad_header;
-use crate::broker::core::transaction::{self, Ended};
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
-use crate::remoting::header::{EndTransactionRequestHeader, FromExtFields};
-use crate::remoting::{ExtFields, RemotingCommand};
+use crate::broker::core::delay::rewrite_properties;
+use crate::broker::core::record::physical_offset;
+use crate::broker::core::transaction::{
+    self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_TIMES, HALF_TOPIC,
+};
+use crate::broker::{ok, reply_error, ConnCtx, Outgoing, Reply, Shared};
+use crate::remoting::code::request_code;
+use crate::remoting::header::{
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, FromExtFields, ToExtFields,
+};
+use crate::remoting::message::{encode_record, StoredRecord};
+use crate::remoting::msgid::encode_offset_msg_id;
+use crate::remoting::{properties, ExtFields, RemotingCommand};
 
 /// `END_TRANSACTION` (37).
 pub(crate) fn end_transaction(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
@@ -53,4 +69,80 @@ pub(crate) fn end_transaction(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingComma
             }
         }
     }
+}
+
+/// The remoting face's producers, as the transaction checker reaches them: the connection of a
+/// live producer of the group (the one that sent a heartbeat last).
+#[derive(Debug, Default)]
+pub(crate) struct RemotingProducers;
+
+impl ProducerCheck for RemotingProducers {
+    fn producer(&self, s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>> {
+        let tx = s.clients.producer_channel(group)?;
+        Some(Box::new(ProducerConnection(tx)))
+    }
+}
+
+/// A remoting producer's connection: it gets a one-way `CHECK_TRANSACTION_STATE`.
+struct ProducerConnection(mpsc::Sender<Outgoing>);
+
+impl CheckProducer for ProducerConnection {
+    fn ask(&self, s: &Shared, half: &HalfCheck<'_>) -> bool {
+        check_request(s, half).is_some_and(|cmd| self.0.try_send(cmd).is_ok())
+    }
+}
+
+/// The `CHECK_TRANSACTION_STATE` request for one half message: header as RocketMQ's
+/// `AbstractTransactionalMessageCheckListener.sendCheckMessage`, body the message as a pull
+/// returns it, with its real topic and queue restored and `TRANSACTION_CHECK_TIMES` set.
+fn check_request(s: &Shared, c: &HalfCheck<'_>) -> Option<RemotingCommand> {
+    let d = &c.record;
+    let topic_uid = c.topic_uid;
+    let real_topic = properties::find(d.properties, properties::REAL_TOPIC).unwrap_or(HALF_TOPIC);
+    let real_queue: i32 = properties::find(d.properties, properties::REAL_QID)
+        .and_then(|q| q.trim().parse().ok())
+        .unwrap_or(0);
+    let n = c.checks.to_string();
+    let props = rewrite_properties(d.properties, &[], &[(CHECK_TIMES, &n)]);
+    let phys = physical_offset(topic_uid, 0, c.offset);
+    let offset = i64::try_from(c.offset).ok()?;
+    let mut body = BytesMut::new();
+    let written = encode_record(
+        &StoredRecord {
+            queue_id: real_queue,
+            flag: d.flag,
+            queue_offset: offset,
+            physical_offset: phys,
+            sys_flag: d.sys_flag,
+            born_timestamp: d.born_timestamp,
+            born_host: d.born_host,
+            store_timestamp: i64::try_from(c.stored_at).unwrap_or(i64::MAX),
+            store_host: s.store_host,
+            reconsume_times: d.reconsume_times,
+            prepared_tx_offset: 0,
+            body: d.body,
+            topic: real_topic,
+            properties: &props,
+            extra_properties: &s.cluster_property,
+        },
+        &mut body,
+    );
+    if let Err(e) = written {
+        tracing::warn!(error = %e, offset = c.offset, "a half message cannot be encoded for its check");
+        return None;
+    }
+    let header = CheckTransactionStateRequestHeader {
+        topic: HALF_TOPIC.to_owned(),
+        tran_state_table_offset: offset,
+        commit_log_offset: phys,
+        msg_id: c.uniq.to_owned(),
+        transaction_id: c.uniq.to_owned(),
+        offset_msg_id: encode_offset_msg_id(s.store_host, phys),
+        broker_name: s.config.broker_name.clone(),
+    };
+    Some(
+        RemotingCommand::oneway_request(request_code::CHECK_TRANSACTION_STATE, s.next_opaque())
+            .with_ext_fields(header.to_ext_fields())
+            .with_body(body.freeze()),
+    )
 }
