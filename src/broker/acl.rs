@@ -36,7 +36,7 @@ use hmac::{KeyInit, Mac};
 use tokio::sync::watch;
 
 use super::remoting::table::Role;
-use super::{reply_error, ConnCtx, Reply, Shared};
+use super::remoting::{reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{HeartbeatData, JsonBody};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -664,8 +664,8 @@ impl Acl {
 const RELOAD_POLL: Duration = Duration::from_millis(500);
 
 /// Reloads the broker's ACL file when it changes, until shutdown.
-pub(crate) async fn watch_file(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let Some(acl) = &shared.acl else { return };
+pub(crate) async fn watch_file(face: Arc<RemotingState>, mut shutdown: watch::Receiver<bool>) {
+    let Some(acl) = &face.acl else { return };
     loop {
         tokio::select! {
             _ = tokio::time::sleep(RELOAD_POLL) => acl.reload_if_changed(),

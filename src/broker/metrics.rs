@@ -22,212 +22,20 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::core::counters::Histogram;
 use super::core::topics::{is_system_topic, RETRY_PREFIX};
-use super::remoting::table::{Role, BROKER, NAMESRV};
-use super::Shared;
+use super::core::Core;
+use super::remoting::table::{BROKER, NAMESRV};
+use super::remoting::RemotingState;
 use crate::remoting::code::response_code;
-use crate::sync::{AtomicU64, Ordering};
-
-/// Most groups whose out counters one topic keeps (see the module docs).
-pub(crate) const MAX_GROUPS_PER_TOPIC: usize = 1024;
-
-/// RocketMQ's `rocketmq_message_size` buckets, bytes: 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB.
-const SIZE_BOUNDS: &[u64] = &[1 << 10, 4 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20];
-/// RocketMQ's `rocketmq_rpc_latency` buckets, milliseconds (kept in microseconds here).
-const LATENCY_BOUNDS_US: &[u64] = &[1_000, 3_000, 5_000, 10_000, 100_000, 1_000_000, 3_000_000];
-
-/// A histogram with fixed upper bounds: one relaxed counter per bucket (the last one is
-/// `+Inf`) and the sum. The count is not stored: the renderer adds the buckets it read, so
-/// `le="+Inf"` always equals `_count` in one scrape, even while observations race it.
-#[derive(Debug)]
-pub(crate) struct Histogram {
-    bounds: &'static [u64],
-    buckets: Box<[AtomicU64]>,
-    sum: AtomicU64,
-}
-
-impl Histogram {
-    fn new(bounds: &'static [u64]) -> Self {
-        Histogram {
-            bounds,
-            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0),
-        }
-    }
-
-    /// Records one value.
-    pub(crate) fn observe(&self, v: u64) {
-        let i = self.bounds.iter().position(|&b| v <= b).unwrap_or(self.bounds.len());
-        // Relaxed: statistics; each counter is read on its own by the renderer, nothing is
-        // published through them, and a scrape racing an observation may see either state.
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(v, Ordering::Relaxed);
-    }
-
-    /// Per-bucket counts (not cumulative) and the sum.
-    fn snapshot(&self) -> (Vec<u64>, u64) {
-        // Relaxed: see `observe`.
-        let b = self.buckets.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-        (b, self.sum.load(Ordering::Relaxed))
-    }
-
-    fn is_empty(&self) -> bool {
-        // Relaxed: see `observe`.
-        self.buckets.iter().all(|c| c.load(Ordering::Relaxed) == 0)
-    }
-}
-
-/// One group's consumption of one topic.
-#[derive(Debug)]
-pub(crate) struct OutCounters {
-    messages: AtomicU64,
-    bytes: AtomicU64,
-    /// Per queue, the offset after the last message a pull of the group delivered (0: none):
-    /// what RocketMQ calls the pulled offset, for in-flight and queueing latency.
-    pulled: Box<[AtomicU64]>,
-}
-
-impl OutCounters {
-    fn new(queues: u32) -> Self {
-        OutCounters {
-            messages: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            pulled: (0..queues).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    /// The pulled offset of `queue` (0 if it never delivered or the queue is unknown).
-    fn pulled(&self, queue: usize) -> u64 {
-        // Relaxed: a statistic.
-        self.pulled.get(queue).map_or(0, |p| p.load(Ordering::Relaxed))
-    }
-}
-
-/// What one pull delivered.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Pulled {
-    /// The queue.
-    pub(crate) queue: u32,
-    /// The offset after the last message looked at.
-    pub(crate) next: u64,
-    /// Messages delivered.
-    pub(crate) messages: usize,
-    /// Bytes of the response body.
-    pub(crate) bytes: usize,
-}
-
-impl OutCounters {
-    fn add(&self, p: Pulled) {
-        // Relaxed: statistics; each counter is read on its own by the renderer.
-        self.messages.fetch_add(p.messages as u64, Ordering::Relaxed);
-        self.bytes.fetch_add(p.bytes as u64, Ordering::Relaxed);
-        if let Some(o) = self.pulled.get(p.queue as usize) {
-            o.fetch_max(p.next, Ordering::Relaxed);
-        }
-    }
-}
-
-/// One topic's request-path counters, held in its topic-table entry. Messages and bytes in
-/// are the size histogram's count and sum (two atomic adds per stored message, not four).
-#[derive(Debug)]
-pub(crate) struct TopicCounters {
-    size: Histogram,
-    out: RwLock<HashMap<Box<str>, OutCounters>>,
-}
-
-impl Default for TopicCounters {
-    fn default() -> Self {
-        TopicCounters { size: Histogram::new(SIZE_BOUNDS), out: RwLock::new(HashMap::new()) }
-    }
-}
-
-impl TopicCounters {
-    /// A stored message whose body has `body_len` bytes.
-    pub(crate) fn message_in(&self, body_len: usize) {
-        self.size.observe(body_len as u64);
-    }
-
-    /// One pull delivered `pulled.messages` messages of `pulled.bytes` bytes of queue
-    /// `pulled.queue` (of `queues`) to `group`, up to offset `pulled.next`.
-    pub(crate) fn messages_out(&self, group: &str, queues: u32, pulled: Pulled) {
-        let read = self.out.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = read.get(group) {
-            c.add(pulled);
-            return;
-        }
-        drop(read);
-        let mut out = self.out.write().unwrap_or_else(|p| p.into_inner());
-        if out.len() >= MAX_GROUPS_PER_TOPIC && !out.contains_key(group) {
-            return;
-        }
-        out.entry(group.into()).or_insert_with(|| OutCounters::new(queues)).add(pulled);
-    }
-}
-
-impl TopicCounters {
-    /// Messages stored in this topic since the broker started.
-    pub(crate) fn stored_total(&self) -> u64 {
-        self.size.snapshot().0.iter().sum()
-    }
-
-    /// Messages pulls delivered from this topic since the broker started, every group.
-    pub(crate) fn delivered_total(&self) -> u64 {
-        let out = self.out.read().unwrap_or_else(|p| p.into_inner());
-        // Relaxed: statistics.
-        out.values().map(|o| o.messages.load(Ordering::Relaxed)).sum()
-    }
-
-    /// The offset after the last message a pull of `group` delivered from `queue` (0: none).
-    pub(crate) fn pulled_offset(&self, group: &str, queue: usize) -> u64 {
-        let out = self.out.read().unwrap_or_else(|p| p.into_inner());
-        out.get(group).map_or(0, |o| o.pulled(queue))
-    }
-}
-
-/// Slots of [`RpcLatency`]: one per response code RocketMQ names, one for any other code.
-fn response_slot(code: i32) -> usize {
-    response_code::ALL.iter().position(|(c, _)| *c == code).unwrap_or(response_code::ALL.len())
-}
-
-/// `rocketmq_rpc_latency` per (request code of the dispatch tables, response code), for the
-/// requests answered inline (a suspended pull's later answer is not timed).
-#[derive(Debug)]
-pub(crate) struct RpcLatency {
-    broker: Box<[Box<[Histogram]>]>,
-    namesrv: Box<[Box<[Histogram]>]>,
-}
-
-impl Default for RpcLatency {
-    fn default() -> Self {
-        let slots = || -> Box<[Histogram]> {
-            (0..=response_code::ALL.len()).map(|_| Histogram::new(LATENCY_BOUNDS_US)).collect()
-        };
-        RpcLatency {
-            broker: BROKER.iter().map(|_| slots()).collect(),
-            namesrv: NAMESRV.iter().map(|_| slots()).collect(),
-        }
-    }
-}
-
-impl RpcLatency {
-    /// A request of the `index`-th code of `role`'s table answered with `code` after `took`.
-    pub(crate) fn observe(&self, role: Role, index: usize, code: i32, took: Duration) {
-        let table = match role {
-            Role::Broker => &self.broker,
-            Role::NameServer => &self.namesrv,
-        };
-        if let Some(h) = table.get(index).and_then(|t| t.get(response_slot(code))) {
-            h.observe(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
-        }
-    }
-}
+use crate::sync::Ordering;
 
 /// Appends `v` escaped as a Prometheus label value (backslash, double quote, newline).
 pub(crate) fn escape_label(v: &str, out: &mut String) {
@@ -321,15 +129,15 @@ fn is_system_group(g: &str) -> bool {
 }
 
 /// Renders every metric (a scrape).
-pub(crate) fn render(s: &Shared) -> String {
+pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     let mut common = String::new();
     common.push_str("cluster=\"");
-    escape_label(&s.config.cluster_name, &mut common);
+    escape_label(&core.config.cluster_name, &mut common);
     common.push_str("\",node_type=\"broker\",node_id=\"");
-    escape_label(&s.config.broker_name, &mut common);
+    escape_label(&core.config.broker_name, &mut common);
     common.push('"');
     let mut t = Text { out: String::with_capacity(16 * 1024), common };
-    let entries = s.topics.counters_all();
+    let entries = core.topics.counters_all();
     let now = crate::time::now_ms();
 
     // Request-path counters.
@@ -410,7 +218,7 @@ pub(crate) fn render(s: &Shared) -> String {
         "histogram",
         "Time to answer a request inline, milliseconds, per request and response code.",
     );
-    for (table, hists) in [(BROKER, &s.rpc.broker), (NAMESRV, &s.rpc.namesrv)] {
+    for (table, hists) in [(BROKER, &face.rpc.broker), (NAMESRV, &face.rpc.namesrv)] {
         for ((_, req_name, _), slots) in table.iter().zip(hists.iter()) {
             let req = req_name.to_ascii_lowercase();
             for (i, h) in slots.iter().enumerate() {
@@ -432,12 +240,12 @@ pub(crate) fn render(s: &Shared) -> String {
     }
 
     // Gauges from the store, the topic table and the client registry.
-    let topics = s.store.topic_figures();
-    let groups = s.store.group_figures();
+    let topics = core.store.topic_figures();
+    let groups = core.store.group_figures();
     t.family("rocketmq_topic_number", "gauge", "Topics this broker serves.");
     t.sample("rocketmq_topic_number", &[], entries.len());
     let mut group_names: Vec<&str> = groups.iter().map(|g| g.group.as_str()).collect();
-    let connected = s.clients.consumer_group_members();
+    let connected = core.clients.consumer_group_members();
     group_names.extend(connected.iter().map(|(g, _)| g.as_str()));
     group_names.sort_unstable();
     group_names.dedup();
@@ -447,7 +255,7 @@ pub(crate) fn render(s: &Shared) -> String {
     t.sample(
         "rocketmq_producer_connections",
         &[("protocol_type", "remoting")],
-        s.clients.producer_client_count(),
+        core.clients.producer_client_count(),
     );
     t.family("rocketmq_consumer_connections", "gauge", "Consumer clients connected, per group.");
     for (g, members) in &connected {
@@ -472,7 +280,7 @@ pub(crate) fn render(s: &Shared) -> String {
         .map(|g| {
             let mut l = Lag { lag: 0, inflight: 0, queueing_ms: 0 };
             let (Some(f), Some(store_topic)) =
-                (by_topic.get(g.topic.as_str()), s.store.topic(&g.topic))
+                (by_topic.get(g.topic.as_str()), core.store.topic(&g.topic))
             else {
                 return l;
             };
@@ -481,7 +289,7 @@ pub(crate) fn render(s: &Shared) -> String {
             let out = outs.as_ref().and_then(|o| o.get(g.group.as_str()));
             let mut oldest: Option<u64> = None;
             for (q, qf) in f.queues.iter().enumerate() {
-                let committed = s
+                let committed = core
                     .store
                     .committed(&g.group, &g.topic, q as u32)
                     .unwrap_or(qf.min_offset)
@@ -490,7 +298,7 @@ pub(crate) fn render(s: &Shared) -> String {
                 l.lag += qf.max_offset - committed;
                 l.inflight += pulled - committed;
                 if pulled < qf.max_offset {
-                    if let Some((_, ts)) = s.store.get(store_topic.as_ref(), q as u32, pulled) {
+                    if let Some((_, ts)) = core.store.get(store_topic.as_ref(), q as u32, pulled) {
                         oldest = Some(oldest.map_or(ts, |o: u64| o.min(ts)));
                     }
                 }
@@ -536,7 +344,7 @@ pub(crate) fn render(s: &Shared) -> String {
     }
 
     // baiji's own.
-    let mem = s.store.memory();
+    let mem = core.store.memory();
     t.family("baiji_memory_used_bytes", "gauge", "Bytes of the memory budget in use.");
     t.sample("baiji_memory_used_bytes", &[], mem.bytes_used);
     t.family("baiji_memory_limit_bytes", "gauge", "The memory budget, bytes.");
@@ -562,7 +370,7 @@ pub(crate) fn render(s: &Shared) -> String {
         t.sample("baiji_group_held_bytes", &labels, g.held_bytes);
     }
     // The policy in force now (`updateBrokerConfig` may have changed the configured one).
-    let policy = super::config::policy_name(s.store.settings().policy);
+    let policy = super::config::policy_name(core.store.settings().policy);
     t.family(
         "baiji_dropped_messages_total",
         "counter",
@@ -587,7 +395,7 @@ pub(crate) fn render(s: &Shared) -> String {
         "Sends answered SYSTEM_BUSY for lack of memory.",
     );
     // Relaxed: statistics.
-    let busy = s.counters.sends_rejected.load(Ordering::Relaxed);
+    let busy = core.counters.sends_rejected.load(Ordering::Relaxed);
     t.sample("baiji_sends_refused_total", &[("policy", policy)], busy);
     t.family(
         "baiji_oneway_sends_refused_total",
@@ -595,7 +403,7 @@ pub(crate) fn render(s: &Shared) -> String {
         "One-way sends refused (the producer cannot be told).",
     );
     // Relaxed: statistics.
-    let oneway = s.counters.oneway_rejected.load(Ordering::Relaxed);
+    let oneway = face.counters.oneway_rejected.load(Ordering::Relaxed);
     t.sample("baiji_oneway_sends_refused_total", &[], oneway);
     t.family(
         "baiji_reaper_lag_seconds",
@@ -620,7 +428,8 @@ const MAX_SCRAPES: usize = 16;
 
 /// Serves `GET /metrics` on `listener` until shutdown.
 pub(crate) async fn serve(
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    face: Arc<RemotingState>,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -632,9 +441,9 @@ pub(crate) async fn serve(
                     let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
                         continue; // dropped: closed at once
                     };
-                    let shared = Arc::clone(&shared);
+                    let (core, face) = (Arc::clone(&core), Arc::clone(&face));
                     tokio::spawn(async move {
-                        let _ = tokio::time::timeout(READ_DEADLINE * 2, answer(&shared, stream))
+                        let _ = tokio::time::timeout(READ_DEADLINE * 2, answer(&core, &face, stream))
                             .await;
                         drop(permit);
                     });
@@ -650,7 +459,7 @@ pub(crate) async fn serve(
 }
 
 /// Reads one request head and answers it.
-async fn answer(shared: &Shared, mut stream: TcpStream) -> std::io::Result<()> {
+async fn answer(core: &Core, face: &RemotingState, mut stream: TcpStream) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let complete = tokio::time::timeout(READ_DEADLINE, async {
@@ -682,7 +491,7 @@ async fn answer(shared: &Shared, mut stream: TcpStream) -> std::io::Result<()> {
         let path = target.split(|&b| b == b'?').next().unwrap_or(&[]);
         match (method, path) {
             (b"GET", b"/metrics") => {
-                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(shared))
+                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(core, face))
             }
             (b"GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
             _ => ("405 Method Not Allowed", "text/plain", "GET only\n".to_string()),
@@ -715,16 +524,5 @@ mod tests {
         assert_eq!(fmt_scaled(1_500, 1000), "1.5");
         assert_eq!(fmt_scaled(7, 1000), "0.007");
         assert_eq!(fmt_scaled(42, 1), "42");
-    }
-
-    #[test]
-    fn given_observations_when_snapshotting_should_land_in_their_buckets() {
-        let h = Histogram::new(SIZE_BOUNDS);
-        for v in [0, 1024, 1025, 5 << 20] {
-            h.observe(v);
-        }
-        let (b, sum) = h.snapshot();
-        assert_eq!(b, [2, 1, 0, 0, 0, 0, 1]);
-        assert_eq!(sum, 1024 + 1025 + (5 << 20));
     }
 }

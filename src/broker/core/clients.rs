@@ -8,21 +8,31 @@
 //! each get a store member whose read position acknowledges for them.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::filter::SqlFilter;
 use super::topics::{is_internal_group, is_internal_topic, RETRY_PREFIX};
-use crate::broker::{ConnId, Outgoing, Shared};
+use super::Core;
 use crate::remoting::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData,
 };
-use crate::remoting::code::request_code;
 use crate::remoting::subscription::TagMatcher;
-use crate::remoting::{ExtFields, LanguageCode, RemotingCommand};
+use crate::remoting::LanguageCode;
 use crate::store::{Filter, MemberId};
+use crate::sync::{read, write, Arc, RwLock};
+
+/// Identifies one client connection of a face (the registry never sees the connection itself).
+pub(crate) type ConnId = u64;
+
+/// The face whose connections the registry knows, told when a group's members change (the
+/// remoting face sends `NOTIFY_CONSUMER_IDS_CHANGED` to each, and clients rebalance).
+pub(crate) trait ClientNotify: Send + Sync {
+    /// The members of `group` changed; `conns` are the connections of those that remain.
+    fn members_changed(&self, group: &str, conns: &[ConnId]);
+}
 
 /// The engine filter for a broker-side tag matcher.
 pub(crate) fn filter_of(m: &TagMatcher) -> Filter {
@@ -65,7 +75,6 @@ struct ConsumerGroup {
 
 #[derive(Debug)]
 struct Conn {
-    tx: mpsc::Sender<Outgoing>,
     /// The peer's address (admin answers).
     peer: std::net::SocketAddr,
     /// Language and version of the client's last heartbeat (admin answers).
@@ -100,16 +109,24 @@ struct Registry {
 }
 
 /// The registry (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct ClientRegistry {
     inner: RwLock<Registry>,
+    /// Told of membership changes (see [`ClientNotify`]); set once the face starts.
+    notify: OnceLock<Arc<dyn ClientNotify>>,
+}
+
+impl std::fmt::Debug for ClientRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientRegistry").finish_non_exhaustive()
+    }
 }
 
 /// What a membership change requires afterwards (done outside the registry lock).
 #[derive(Debug, Default)]
 struct Effects {
     /// Groups whose member set changed: notify these connections.
-    notify: Vec<(String, Vec<mpsc::Sender<Outgoing>>)>,
+    notify: Vec<(String, Vec<ConnId>)>,
     /// Store members of broadcasting clients that left.
     broadcast_left: Vec<(String, String, MemberId)>,
     /// `(group, client)` pairs that left: their orderly locks are released.
@@ -117,16 +134,22 @@ struct Effects {
 }
 
 impl ClientRegistry {
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    fn write(&self) -> crate::sync::RwLockWriteGuard<'_, Registry> {
+        write(&self.inner)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> crate::sync::RwLockReadGuard<'_, Registry> {
+        read(&self.inner)
     }
 
-    pub(crate) fn open(&self, id: ConnId, peer: std::net::SocketAddr, tx: mpsc::Sender<Outgoing>) {
-        let conn = Conn { tx, peer, language: LanguageCode::Java, version: 0 };
+    /// Sets the face told of membership changes (once; later calls change nothing).
+    pub(crate) fn set_notify(&self, notify: Arc<dyn ClientNotify>) {
+        let _ = self.notify.set(notify);
+    }
+
+    /// A connection opened (from `peer`).
+    pub(crate) fn open(&self, id: ConnId, peer: std::net::SocketAddr) {
+        let conn = Conn { peer, language: LanguageCode::Java, version: 0 };
         self.write().conns.insert(id, conn);
     }
 
@@ -177,9 +200,9 @@ impl ClientRegistry {
             .unwrap_or_default()
     }
 
-    /// The outgoing channels of a consumer group's live members (one per connection).
-    pub(crate) fn member_channels(&self, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
-        member_txs(&self.read(), group)
+    /// The connections of a consumer group's live members (one per connection).
+    pub(crate) fn member_conns(&self, group: &str) -> Vec<ConnId> {
+        member_conns(&self.read(), group)
     }
 
     /// Topics a consumer group subscribes to (its heartbeats' subscriptions).
@@ -208,7 +231,7 @@ impl ClientRegistry {
     }
 
     /// A connection closed: every client on it leaves its groups.
-    pub(crate) fn close(&self, s: &Shared, id: ConnId) {
+    pub(crate) fn close(&self, core: &Core, id: ConnId) {
         let effects = {
             let mut r = self.write();
             r.conns.remove(&id);
@@ -218,11 +241,11 @@ impl ClientRegistry {
             r.producers.retain(|_, p| !p.is_empty());
             remove_members(&mut r, |_, _, m| m.conn == id)
         };
-        apply(s, effects);
+        apply(core, effects);
     }
 
     /// Registers what a heartbeat says. Returns nothing; notifications are sent from here.
-    pub(crate) fn heartbeat(&self, s: &Shared, conn: ConnId, hb: &HeartbeatData) {
+    pub(crate) fn heartbeat(&self, core: &Core, conn: ConnId, hb: &HeartbeatData) {
         let now = Instant::now();
         let mut subscribe: Vec<(String, String)> = Vec::new();
         let mut broadcast_join: Vec<(String, String, String)> = Vec::new();
@@ -273,8 +296,8 @@ impl ClientRegistry {
                     &mut broadcast_join,
                 );
                 if changed {
-                    let txs = member_txs(&r, &c.group_name);
-                    effects.notify.push((c.group_name.clone(), txs));
+                    let conns = member_conns(&r, &c.group_name);
+                    effects.notify.push((c.group_name.clone(), conns));
                 }
             }
             effects
@@ -282,16 +305,16 @@ impl ClientRegistry {
         // After the registry's lock: the checker takes the transaction table's lock, then this
         // registry's (producer_channel), so the reverse order here could deadlock.
         for group in joined {
-            s.transactions.producer_joined(group);
+            core.transactions.producer_joined(group);
         }
         for (group, topic) in subscribe {
-            let _ = s.store.subscribe(&group, &topic);
+            let _ = core.store.subscribe(&group, &topic);
         }
         for (group, topic, client) in broadcast_join {
-            if s.store.topic(&topic).is_none() {
+            if core.store.topic(&topic).is_none() {
                 continue;
             }
-            if let Ok(id) = s.store.add_broadcast_member(&group, &topic) {
+            if let Ok(id) = core.store.add_broadcast_member(&group, &topic) {
                 let mut r = self.write();
                 let stale = r
                     .groups
@@ -300,17 +323,17 @@ impl ClientRegistry {
                     .and_then(|m| m.broadcast.insert(topic.clone(), id));
                 drop(r);
                 if let Some(old) = stale {
-                    s.store.remove_broadcast_member(&group, &topic, old);
+                    core.store.remove_broadcast_member(&group, &topic, old);
                 }
             }
         }
-        apply(s, effects);
+        apply(core, effects);
     }
 
     /// `UNREGISTER_CLIENT`: the client leaves the named groups.
     pub(crate) fn unregister(
         &self,
-        s: &Shared,
+        core: &Core,
         client_id: &str,
         producer: Option<&str>,
         consumer: Option<&str>,
@@ -330,12 +353,12 @@ impl ClientRegistry {
                 None => Effects::default(),
             }
         };
-        apply(s, effects);
+        apply(core, effects);
     }
 
     /// Drops clients whose last heartbeat is older than `ttl`; releases clustering groups that
     /// have had no member for `idle` (if non-zero).
-    fn expire(&self, s: &Shared, ttl: Duration, idle: Duration) {
+    fn expire(&self, core: &Core, ttl: Duration, idle: Duration) {
         let now = Instant::now();
         let (effects, released) = {
             let mut r = self.write();
@@ -359,19 +382,19 @@ impl ClientRegistry {
         };
         for (group, topic) in released {
             tracing::info!(%group, %topic, "group idle: its messages are no longer held");
-            s.store.unsubscribe(&group, &topic);
+            core.store.unsubscribe(&group, &topic);
         }
-        apply(s, effects);
+        apply(core, effects);
     }
 
-    /// The outgoing channel of one live connection of producer group `group` (the one that
-    /// heartbeated last), for `CHECK_TRANSACTION_STATE`.
-    pub(crate) fn producer_channel(&self, group: &str) -> Option<mpsc::Sender<Outgoing>> {
+    /// One live connection of producer group `group` (the one that heartbeated last), for
+    /// `CHECK_TRANSACTION_STATE`.
+    pub(crate) fn producer_conn(&self, group: &str) -> Option<ConnId> {
         let r = self.read();
         let members = r.producers.get(group)?;
         let mut live: Vec<&(ConnId, Instant)> = members.values().collect();
         live.sort_by_key(|(_, seen)| std::cmp::Reverse(*seen));
-        live.iter().find_map(|(conn, _)| r.conns.get(conn).map(|c| c.tx.clone()))
+        live.iter().find(|(conn, _)| r.conns.contains_key(conn)).map(|(conn, _)| *conn)
     }
 
     /// Client ids of a consumer group's live members, sorted.
@@ -448,12 +471,13 @@ impl ClientRegistry {
     }
 }
 
-fn member_txs(r: &Registry, group: &str) -> Vec<mpsc::Sender<Outgoing>> {
+fn member_conns(r: &Registry, group: &str) -> Vec<ConnId> {
     let Some(g) = r.groups.get(group) else { return Vec::new() };
     let mut conns: Vec<ConnId> = g.members.values().map(|m| m.conn).collect();
     conns.sort_unstable();
     conns.dedup();
-    conns.iter().filter_map(|c| r.conns.get(c).map(|c| c.tx.clone())).collect()
+    conns.retain(|c| r.conns.contains_key(c));
+    conns
 }
 
 /// Inserts or refreshes one consumer of a heartbeat; returns whether the group's member set
@@ -534,46 +558,37 @@ fn remove_members(r: &mut Registry, gone: impl Fn(&str, &str, &Member) -> bool) 
         if g.members.is_empty() {
             g.empty_since = Some(now);
         }
-        let txs = member_txs(r, &name);
-        effects.notify.push((name, txs));
+        let conns = member_conns(r, &name);
+        effects.notify.push((name, conns));
     }
     effects
 }
 
-fn apply(s: &Shared, effects: Effects) {
+fn apply(core: &Core, effects: Effects) {
     for (group, client) in &effects.left {
-        s.locks.release(group, client);
+        core.locks.release(group, client);
     }
     for (group, topic, member) in effects.broadcast_left {
-        s.store.remove_broadcast_member(&group, &topic, member);
+        core.store.remove_broadcast_member(&group, &topic, member);
     }
-    for (group, txs) in effects.notify {
-        for tx in txs {
-            let mut ext = ExtFields::new();
-            ext.insert("consumerGroup", &group);
-            let cmd = RemotingCommand::oneway_request(
-                request_code::NOTIFY_CONSUMER_IDS_CHANGED,
-                s.next_opaque(),
-            )
-            .with_ext_fields(ext);
-            // A connection whose channel is full (it does not read) misses this hint; its
-            // client rebalances on its own timer as well.
-            let _ = tx.try_send(cmd);
+    if let Some(notify) = core.clients.notify.get() {
+        for (group, conns) in effects.notify {
+            notify.members_changed(&group, &conns);
         }
     }
 }
 
 /// Expires silent clients every few seconds until shutdown.
-pub(crate) async fn housekeeping(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let ttl = Duration::from_secs(s.config.client_expiry_secs.max(1));
-    let idle = Duration::from_secs(s.config.group_idle_secs);
+pub(crate) async fn housekeeping(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
+    let ttl = Duration::from_secs(core.config.client_expiry_secs.max(1));
+    let idle = Duration::from_secs(core.config.group_idle_secs);
     let period = Duration::from_secs(5).min(ttl / 2).max(Duration::from_millis(100));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = shutdown.changed() => return,
         }
-        s.clients.expire(&s, ttl, idle);
-        s.locks.purge(Instant::now());
+        core.clients.expire(&core, ttl, idle);
+        core.locks.purge(Instant::now());
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 
 use super::record::{self, NewRecord, PutError};
-use crate::broker::Shared;
+use super::Core;
 use crate::remoting::properties;
 use crate::store::{Filter, MemoryPolicy, StoreError, StoredRef, TopicStore};
 use crate::time::now_ms;
@@ -78,10 +78,10 @@ const DELIVERY_ROOM_DIVISOR: u64 = 16;
 ///
 /// # Errors
 /// [`StoreError::Full`] as a [`PutError::Store`].
-pub(crate) fn ensure_delivery_room(s: &Shared) -> Result<(), PutError> {
+pub(crate) fn ensure_delivery_room(core: &Core) -> Result<(), PutError> {
     // The policy in force now, not the one configured at the start (`updateBrokerConfig`).
-    if s.store.settings().policy == MemoryPolicy::Reject {
-        let (used, budget) = s.store.used_and_budget();
+    if core.store.settings().policy == MemoryPolicy::Reject {
+        let (used, budget) = core.store.used_and_budget();
         if used.saturating_add(budget / DELIVERY_ROOM_DIVISOR) > budget {
             return Err(PutError::Store(StoreError::Full { used, budget }));
         }
@@ -98,24 +98,24 @@ pub(crate) fn ensure_delivery_room(s: &Shared) -> Result<(), PutError> {
 /// when less than a sixteenth of the budget is free (see [`ensure_delivery_room`]), or the
 /// store's error.
 pub(crate) fn schedule(
-    s: &Shared,
+    core: &Core,
     level: u32,
     real_topic: &str,
     real_queue: u32,
     rec: &NewRecord<'_>,
 ) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
-    ensure_delivery_room(s)?;
+    ensure_delivery_room(core)?;
     let queue = level.clamp(1, MAX_LEVEL) - 1;
     let level_str = level.to_string();
-    let topic = s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;
+    let topic = core.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL)?;
     let offset = park(
-        s,
+        core,
         topic.as_ref(),
         queue,
         Parked { real_topic, real_queue, add: &[(properties::DELAY, &level_str)], reserve: 0 },
         rec,
     )?;
-    s.scheduler.wake.notify_one();
+    core.scheduler.wake.notify_one();
     Ok((topic, queue, offset))
 }
 
@@ -140,7 +140,7 @@ pub(crate) struct Parked<'a> {
 /// [`PutError::Record`] when the properties with what is added (and `reserve`) would not fit
 /// a record (checked before anything is stored), or the store's error.
 pub(crate) fn park(
-    s: &Shared,
+    core: &Core,
     topic: &dyn TopicStore,
     queue: u32,
     p: Parked<'_>,
@@ -152,7 +152,7 @@ pub(crate) fn park(
     let props = rewrite_properties(rec.properties, &[], &add);
     let stored = record::encode(
         &NewRecord { properties: &props, ..*rec },
-        s.cluster_property.len().saturating_add(p.reserve),
+        core.cluster_property.len().saturating_add(p.reserve),
     )?;
     let tag = properties::tags_code(&props);
     Ok(topic.append(queue, stored, tag, now_ms())?)
@@ -166,7 +166,7 @@ pub(crate) fn park(
 /// # Errors
 /// The store's error other than a full budget.
 pub(crate) fn deliver_record(
-    s: &Shared,
+    core: &Core,
     stored: &bytes::Bytes,
     seed: u64,
     drop: &[&str],
@@ -178,13 +178,13 @@ pub(crate) fn deliver_record(
         return Ok(true);
     };
     let props = rewrite_properties(d.properties, drop, add);
-    let topic = match s.store.topic(real_topic) {
+    let topic = match core.store.topic(real_topic) {
         Some(t) => t,
         None if real_topic.starts_with(super::topics::RETRY_PREFIX) => {
             let mut c = crate::remoting::body::TopicConfig::new(real_topic, 1, 1);
             c.perm = super::topics::perm::RW;
-            s.create_topic(c)?;
-            match s.store.topic(real_topic) {
+            core.create_topic(c)?;
+            match core.store.topic(real_topic) {
                 Some(t) => t,
                 None => return Ok(true),
             }
@@ -212,7 +212,7 @@ pub(crate) fn deliver_record(
             body: d.body,
             properties: &props,
         },
-        s.cluster_property.len(),
+        core.cluster_property.len(),
     ) {
         Ok(rec) => rec,
         Err(e) => {
@@ -229,20 +229,20 @@ pub(crate) fn deliver_record(
 }
 
 /// Delivers one due delay-level message to its real topic, without `DELAY`.
-fn deliver(s: &Shared, m: StoredRef<'_>) -> Result<bool, StoreError> {
-    deliver_record(s, m.record, m.offset, &[properties::DELAY], &[])
+fn deliver(core: &Core, m: StoredRef<'_>) -> Result<bool, StoreError> {
+    deliver_record(core, m.record, m.offset, &[properties::DELAY], &[])
 }
 
 /// Delivers delayed messages when due until shutdown.
-pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let topic = match s.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL) {
+pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
+    let topic = match core.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL) {
         Ok(t) => t,
         Err(e) => {
             tracing::error!(error = %e, "cannot create the schedule topic: delayed messages are not delivered");
             return;
         }
     };
-    let _ = s.store.subscribe(SCHEDULE_GROUP, SCHEDULE_TOPIC);
+    let _ = core.store.subscribe(SCHEDULE_GROUP, SCHEDULE_TOPIC);
     let mut next: Vec<u64> =
         (0..MAX_LEVEL).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
     loop {
@@ -260,7 +260,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
                         due_at = Some(due);
                         return false;
                     }
-                    outcome = deliver(&s, m);
+                    outcome = deliver(&core, m);
                     matches!(outcome, Ok(true))
                 };
                 let out = match topic.read(q, *next_offset, 1, &Filter::All, &mut visit) {
@@ -284,7 +284,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
                     break;
                 }
                 *next_offset = out.next_offset;
-                let _ = s.store.commit(SCHEDULE_GROUP, SCHEDULE_TOPIC, q, *next_offset);
+                let _ = core.store.commit(SCHEDULE_GROUP, SCHEDULE_TOPIC, q, *next_offset);
             }
         }
         let wait = earliest.map_or(Duration::from_secs(3600), |due| {
@@ -292,7 +292,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         });
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = s.scheduler.wake.notified() => {}
+            _ = core.scheduler.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
     }

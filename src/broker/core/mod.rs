@@ -1,12 +1,208 @@
-//! The broker's protocol-free core.
+//! The broker's core: its state and rules, with no protocol in it.
+//!
+//! Topics, consumer groups and their clients, orderly locks, sends, pops, transactions, timers,
+//! delay levels, retries and dead letters, the name server's routes and the counters live
+//! here, in one [`Core`]. Both faces stand on it (the remoting face in
+//! [`broker::remoting`](crate::broker::remoting), the gRPC face in `broker::grpc`), each with
+//! its own state; the core names neither. It answers in its own error enums
+//! ([`send::SendError`], [`pop::PopError`], …), which each face maps to its own codes, and it
+//! reaches back to the faces only through the traits they register: [`ProducerCheck`]
+//! (transaction checks) and [`ClientNotify`] (membership changes of a group's connections).
+//!
+//! # One door for state changes
+//!
+//! Every change of the broker's state goes through a `Core` method or one of its services:
+//! sends ([`send`]), topic creation and deletion ([`Core::create_topic`],
+//! [`Core::delete_topic`]), commits, pops, acks and invisible-time changes ([`pop`], the
+//! store's group handle), transaction decisions ([`transaction`]), timer and delay releases
+//! ([`timer`], [`delay`]), heartbeats and departures ([`clients`]). That is the one place a later
+//! journal or replication hooks into.
+//!
+//! [`ProducerCheck`]: transaction::ProducerCheck
+//! [`ClientNotify`]: clients::ClientNotify
 
 pub(crate) mod clients;
+pub(crate) mod counters;
 pub(crate) mod delay;
 pub(crate) mod filter;
+pub(crate) mod groups;
 pub(crate) mod locks;
 pub(crate) mod pop;
 pub(crate) mod rates;
 pub(crate) mod record;
+pub(crate) mod retry;
+pub(crate) mod routes;
 pub(crate) mod timer;
 pub(crate) mod topics;
 pub(crate) mod transaction;
+pub(crate) mod wait;
+
+use std::net::SocketAddr;
+
+use tokio::sync::watch;
+
+use crate::broker::BrokerConfig;
+use crate::remoting::body::TopicConfig;
+use crate::remoting::msgid::UniqKeyGenerator;
+use crate::store::{Store, StoreError};
+use crate::sync::{lock, Arc, Mutex};
+
+/// The broker's state, shared by both faces and the core's own tasks.
+pub(crate) struct Core {
+    pub(crate) config: BrokerConfig,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) topics: topics::TopicTable,
+    pub(crate) clients: clients::ClientRegistry,
+    pub(crate) locks: locks::LockManager,
+    pub(crate) scheduler: delay::Scheduler,
+    pub(crate) transactions: transaction::Transactions,
+    pub(crate) timers: timer::Timers,
+    /// The name server's table: the embedded one's routes (both faces route from it), or a
+    /// standalone name server's.
+    pub(crate) routes: routes::RouteTable,
+    /// The address clients reach this broker's remoting port at (routes, message ids).
+    pub(crate) store_host: SocketAddr,
+    /// The address clients reach this broker's gRPC port at (`None`: no gRPC port); reported
+    /// to peers as `grpcServerPort` in GET_BROKER_CONFIG, from which baiji brokers of one
+    /// cluster learn each other's gRPC endpoints for `QueryRoute`.
+    pub(crate) grpc_endpoint: Option<SocketAddr>,
+    pub(crate) counters: counters::Counters,
+    /// Sampled message rates (admin codes).
+    pub(crate) rates: rates::Rates,
+    /// Subscription-group configs admins created.
+    pub(crate) groups: groups::SubscriptionGroups,
+    /// When the broker started, ms since the Unix epoch.
+    pub(crate) boot_ms: u64,
+    uniq: Mutex<UniqKeyGenerator>,
+    /// `CLUSTER` property appended to every message read out.
+    pub(crate) cluster_property: Vec<u8>,
+    /// Tells the registrar that topics changed.
+    pub(crate) topics_changed: watch::Sender<u64>,
+    /// Bumped when a popped message may have become visible again without an append (a change
+    /// of invisible time, an ack that unblocks an ordered queue): parked pops look again.
+    pub(crate) pop_changes: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("store_host", &self.store_host).finish_non_exhaustive()
+    }
+}
+
+/// A process-unique value for message-id generation (no `rand` dependency needed).
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::time::now_ms());
+    h.finish() as u32
+}
+
+impl Core {
+    /// The core of a broker over `store`, whose clients reach it at `store_host`.
+    pub(crate) fn new(config: BrokerConfig, store: Arc<dyn Store>, store_host: SocketAddr) -> Self {
+        let ip = match store_host.ip() {
+            std::net::IpAddr::V4(ip) => ip,
+            std::net::IpAddr::V6(_) => std::net::Ipv4Addr::LOCALHOST,
+        };
+        let uniq =
+            UniqKeyGenerator::new(ip, std::process::id(), rand_u32(), crate::time::now_ms() as i64);
+        let mut cluster_property = Vec::new();
+        let _ = crate::remoting::properties::write_pair(
+            &mut cluster_property,
+            crate::remoting::properties::CLUSTER,
+            &config.cluster_name,
+        );
+        Core {
+            topics: topics::TopicTable::new(config.default_queues, config.auto_create_topic),
+            clients: clients::ClientRegistry::default(),
+            locks: locks::LockManager::default(),
+            scheduler: delay::Scheduler::default(),
+            transactions: transaction::Transactions::default(),
+            timers: timer::Timers::default(),
+            routes: routes::RouteTable::default(),
+            grpc_endpoint: None,
+            store_host,
+            counters: counters::Counters::default(),
+            rates: rates::Rates::default(),
+            groups: groups::SubscriptionGroups::default(),
+            boot_ms: crate::time::now_ms(),
+            uniq: Mutex::new(uniq),
+            cluster_property,
+            topics_changed: watch::channel(0).0,
+            pop_changes: watch::channel(0).0,
+            config,
+            store,
+        }
+    }
+
+    /// A new `UNIQ_KEY` for a message whose producer sent none.
+    pub(crate) fn new_uniq_key(&self) -> String {
+        let now = crate::time::now_ms() as i64;
+        lock(&self.uniq).next_key(now)
+    }
+
+    /// Publishes this broker's topics: straight into the embedded name server, and to the
+    /// registrar for external ones.
+    pub(crate) fn publish_topics(&self) {
+        if self.config.namesrv_addr.is_none() {
+            let _ = self.routes.register(routes::Registration {
+                cluster: self.config.cluster_name.clone(),
+                broker_name: self.config.broker_name.clone(),
+                broker_id: 0,
+                addr: self.store_host.to_string(),
+                topics: self.topics.all(),
+                conn: None,
+                replace_topics: true,
+            });
+        }
+        self.topics_changed.send_modify(|v| *v += 1);
+    }
+
+    /// Creates a topic in the store and the topic table (if needed), subscribes the groups
+    /// that already asked for it, and publishes the change. Returns its config.
+    pub(crate) fn create_topic(&self, config: TopicConfig) -> Result<TopicConfig, StoreError> {
+        let queues = config.read_queue_nums.max(config.write_queue_nums).max(1);
+        let t = self.store.ensure_topic(&config.topic_name, queues)?;
+        let mut config = config;
+        // The store decides the real queue count (an existing topic keeps its own).
+        if t.queue_count() != queues {
+            config.read_queue_nums = t.queue_count();
+            config.write_queue_nums = t.queue_count();
+        }
+        self.topics.put(config.clone());
+        for group in self.clients.clustering_groups_of(&config.topic_name) {
+            let _ = self.store.subscribe(&group, &config.topic_name);
+        }
+        self.publish_topics();
+        Ok(config)
+    }
+
+    /// Deletes a topic and everything in it, and publishes the change.
+    pub(crate) fn delete_topic(&self, topic: &str) {
+        self.topics.remove(topic);
+        let _ = self.store.delete_topic(topic);
+        self.publish_topics();
+    }
+
+    /// Creates the store's topics for the topic table's configs (at start) and publishes them.
+    pub(crate) fn open(&self) {
+        for t in self.topics.all() {
+            let _ = self.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
+        }
+        self.publish_topics();
+    }
+}
+
+/// Starts the core's own tasks (client expiry, delay levels, transaction checks, timers,
+/// rates) on `tasks`, each until `shutdown`.
+pub(crate) fn spawn_tasks(
+    core: &Arc<Core>,
+    tasks: &mut tokio::task::JoinSet<()>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    tasks.spawn(clients::housekeeping(Arc::clone(core), shutdown.clone()));
+    tasks.spawn(delay::run(Arc::clone(core), shutdown.clone()));
+    tasks.spawn(transaction::run(Arc::clone(core), shutdown.clone()));
+    tasks.spawn(timer::run(Arc::clone(core), shutdown.clone()));
+    tasks.spawn(rates::run(Arc::clone(core), shutdown.clone()));
+}

@@ -23,12 +23,12 @@ use std::task::{Context, Poll};
 use super::clients::filter_of;
 use super::delay::rewrite_properties;
 use super::filter::{self, SQL92};
+use super::groups::GroupError;
 use super::record::{self, physical_offset, NewRecord};
 use super::topics::{perm, DLQ_PREFIX};
-use crate::broker::metrics::TopicCounters;
-use crate::broker::remoting::processor::pull::AppendWait;
-use crate::broker::remoting::processor::MAX_GROUP_LEN;
-use crate::broker::Shared;
+use super::wait::AppendWait;
+use super::Core;
+use crate::broker::core::counters::TopicCounters;
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::properties;
 use crate::remoting::sql92::Sql92;
@@ -98,12 +98,9 @@ pub(crate) enum PopError {
     /// The topic is not readable.
     #[error("the topic[{0}] peeking message is forbidden")]
     NoPermission(String),
-    /// A blank group name or one longer than RocketMQ allows.
-    #[error("the consumer group name is blank or longer than {MAX_GROUP_LEN} characters")]
-    BadGroup,
-    /// No client announced the group.
-    #[error("subscription group [{0}] does not exist")]
-    UnknownGroup(String),
+    /// A group that may not be used (a bad name, or unknown).
+    #[error(transparent)]
+    Group(#[from] GroupError),
     /// A queue id the topic does not have.
     #[error("queueId[{queue}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{queues}]")]
     BadQueue {
@@ -145,18 +142,8 @@ pub(crate) struct PopBatch {
 /// Tells parked pops that a popped message may be visible again although nothing was
 /// appended: its invisible time changed, or an ack unblocked an ordered queue. They all pop
 /// once more (one counter per broker: cheap, and a pop that finds nothing parks again).
-pub(crate) fn note_change(s: &Shared) {
-    s.pop_changes.send_modify(|v| *v = v.wrapping_add(1));
-}
-
-fn check_group(s: &Shared, group: &str, announced: bool) -> Result<(), PopError> {
-    if group.is_empty() || group.chars().count() > MAX_GROUP_LEN {
-        return Err(PopError::BadGroup);
-    }
-    if !announced && !s.clients.knows_group(group) {
-        return Err(PopError::UnknownGroup(group.to_owned()));
-    }
-    Ok(())
+pub(crate) fn note_change(core: &Core) {
+    core.pop_changes.send_modify(|v| *v = v.wrapping_add(1));
 }
 
 /// The engine's tag filter and the SQL92 expression, if any.
@@ -177,18 +164,18 @@ fn compile(f: FilterExpr<'_>) -> Result<(Filter, Option<Arc<Sql92>>), PopError> 
 /// # Errors
 /// [`PopError`] for an unknown or unreadable topic, an unknown group, a bad queue or filter,
 /// or a store that refused.
-pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBatch, PopError> {
-    let changes = *s.pop_changes.borrow();
-    let routed = s.topics.get_perm_counted(call.topic);
+pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopBatch, PopError> {
+    let changes = *core.pop_changes.borrow();
+    let routed = core.topics.get_perm_counted(call.topic);
     let Some(((perm_bits, counters), topic)) =
-        routed.and_then(|r| Some((r, s.store.topic(call.topic)?)))
+        routed.and_then(|r| Some((r, core.store.topic(call.topic)?)))
     else {
         return Err(PopError::UnknownTopic(call.topic.to_owned()));
     };
     if perm_bits & perm::READ == 0 {
         return Err(PopError::NoPermission(call.topic.to_owned()));
     }
-    check_group(s, call.group, call.announced)?;
+    core.check_group(call.group, call.announced)?;
     let count = topic.queue_count();
     let queues: Vec<u32> = match call.queue {
         None => {
@@ -225,20 +212,20 @@ pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBa
         if out.messages.len() >= req.max {
             break;
         }
-        s.store.pop(call.group, call.topic, q, &req, &mut out)?;
+        core.store.pop(call.group, call.topic, q, &req, &mut out)?;
     }
     for d in &out.dead {
-        dead_letter(s, call.group, topic.as_ref(), d);
+        dead_letter(core, call.group, topic.as_ref(), d);
     }
     let pop_time = if out.messages.is_empty() && out.dead.is_empty() { now } else { out.pop_time };
     let mut messages = out.messages;
     if let Some(sql) = &sql {
         messages.retain(|m| {
             let d = &m.delivery;
-            let keep = filter::matches(sql, &d.payload, &s.cluster_property);
+            let keep = filter::matches(sql, &d.payload, &core.cluster_property);
             if !keep {
                 // RocketMQ acknowledges what the expression rejects.
-                let _ = s.store.pop_ack(call.group, call.topic, d.queue, d.offset, pop_time);
+                let _ = core.store.pop_ack(call.group, call.topic, d.queue, d.offset, pop_time);
             }
             keep
         });
@@ -250,7 +237,7 @@ pub(crate) fn pop_once(s: &Shared, call: &PopCall<'_>, now: u64) -> Result<PopBa
 /// in-flight message becomes visible again (`batch.wake_at`, or [`note_change`] since the pop),
 /// or `deadline`. Returns whether it was woken before the deadline.
 pub(crate) async fn wait_for_more(
-    s: &Shared,
+    core: &Core,
     batch: &PopBatch,
     deadline: tokio::time::Instant,
 ) -> bool {
@@ -258,7 +245,7 @@ pub(crate) async fn wait_for_more(
         let ms = at.saturating_sub(now_ms());
         deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(ms))
     });
-    let mut changes = s.pop_changes.subscribe();
+    let mut changes = core.pop_changes.subscribe();
     let changed = async {
         while *changes.borrow_and_update() == batch.changes {
             if changes.changed().await.is_err() {
@@ -317,8 +304,8 @@ impl Future for AnyAppend {
 /// already did), as `CONSUMER_SEND_MSG_BACK` does past the maximum: the DLQ copy keeps the
 /// body and properties, records the original message id and topic, and its reconsume times
 /// is the number of deliveries.
-pub(crate) fn dead_letter(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) {
-    match copy_to_dlq(s, group, topic, p) {
+pub(crate) fn dead_letter(core: &Core, group: &str, topic: &dyn TopicStore, p: &Popped) {
+    match copy_to_dlq(core, group, topic, p) {
         Ok(()) => {
             tracing::info!(%group, topic = %topic.name(), attempts = p.attempts, "popped message moved to the dead-letter queue")
         }
@@ -328,7 +315,7 @@ pub(crate) fn dead_letter(s: &Shared, group: &str, topic: &dyn TopicStore, p: &P
     }
 }
 
-fn copy_to_dlq(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) -> Result<(), String> {
+fn copy_to_dlq(core: &Core, group: &str, topic: &dyn TopicStore, p: &Popped) -> Result<(), String> {
     let d = &p.delivery;
     let Some(rec) = record::decode(&d.payload) else {
         return Err("the stored record is malformed".into());
@@ -336,7 +323,7 @@ fn copy_to_dlq(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) -> R
     let phys = physical_offset(topic.uid(), d.queue, d.offset);
     let origin = properties::find(rec.properties, properties::ORIGIN_MESSAGE_ID)
         .filter(|v| !v.trim().is_empty())
-        .map_or_else(|| encode_offset_msg_id(s.store_host, phys), str::to_owned);
+        .map_or_else(|| encode_offset_msg_id(core.store_host, phys), str::to_owned);
     let retry_topic = properties::find(rec.properties, properties::RETRY_TOPIC)
         .unwrap_or(topic.name())
         .to_owned();
@@ -355,10 +342,9 @@ fn copy_to_dlq(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) -> R
         body: rec.body,
         properties: &props,
     };
-    let encoded = record::encode(&new, s.cluster_property.len()).map_err(|e| e.to_string())?;
-    let dlq =
-        crate::broker::remoting::processor::retry::group_topic(s, &format!("{DLQ_PREFIX}{group}"))
-            .map_err(|e| e.to_string())?;
+    let encoded = record::encode(&new, core.cluster_property.len()).map_err(|e| e.to_string())?;
+    let dlq = super::retry::group_topic(core, &format!("{DLQ_PREFIX}{group}"))
+        .map_err(|e| e.to_string())?;
     dlq.append(0, encoded, properties::tags_code(&props), now_ms()).map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -372,7 +358,7 @@ fn copy_to_dlq(s: &Shared, group: &str, topic: &dyn TopicStore, p: &Popped) -> R
 /// copied), [`StoreError::UnknownTopic`], or the store's refusal.
 #[cfg_attr(not(feature = "grpc"), allow(dead_code))] // only the gRPC face forwards
 pub(crate) fn forward_to_dlq(
-    s: &Shared,
+    core: &Core,
     group: &str,
     topic: &str,
     queue: u32,
@@ -380,21 +366,21 @@ pub(crate) fn forward_to_dlq(
     pop_time: u64,
     attempts: u32,
 ) -> Result<(), StoreError> {
-    let Some(t) = s.store.topic(topic) else {
+    let Some(t) = core.store.topic(topic) else {
         return Err(StoreError::UnknownTopic(topic.to_owned()));
     };
     // Acknowledged first: only the holder of the latest receipt moves the message, once.
-    match s.store.pop_ack(group, topic, queue, offset, pop_time)? {
-        AckOutcome::Acked => note_change(s),
+    match core.store.pop_ack(group, topic, queue, offset, pop_time)? {
+        AckOutcome::Acked => note_change(core),
         // Already done by an earlier call (a client retrying): nothing more to copy.
         AckOutcome::AlreadyAcked => return Ok(()),
     }
-    let Some((payload, timestamp)) = s.store.get(t.as_ref(), queue, offset) else {
+    let Some((payload, timestamp)) = core.store.get(t.as_ref(), queue, offset) else {
         tracing::warn!(%group, %topic, queue, offset, "message to dead-letter already evicted");
         return Ok(());
     };
     let delivery = crate::store::Delivery { queue, offset, timestamp, tag: 0, payload };
-    dead_letter(s, group, t.as_ref(), &Popped { delivery, attempts });
+    dead_letter(core, group, t.as_ref(), &Popped { delivery, attempts });
     Ok(())
 }
 
@@ -408,20 +394,20 @@ mod tests {
     const TOPIC: &str = "PopperTopic";
     const GROUP: &str = "popper_group";
 
-    fn shared() -> Shared {
+    fn shared() -> Core {
         let config = BrokerConfig::default();
         let store: Arc<dyn crate::store::Store> = Arc::new(
             MemoryStore::new(config.engine_config().expect("a valid engine config"))
                 .expect("a store"),
         );
-        let s = Shared::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let core = Core::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
         let mut c = TopicConfig::new(TOPIC, 1, 1);
         c.perm = perm::RW;
-        s.create_topic(c).expect("the topic is created");
-        s
+        core.create_topic(c).expect("the topic is created");
+        core
     }
 
-    fn append(s: &Shared, id: &str, color: &str) {
+    fn append(core: &Core, id: &str, color: &str) {
         let mut props = Vec::new();
         for (k, v) in [(properties::UNIQ_KEY, id), ("color", color)] {
             properties::write_pair(&mut props, k, v).expect("a property");
@@ -436,7 +422,7 @@ mod tests {
             properties: &props,
         };
         let bytes = record::encode(&rec, 0).expect("a record");
-        let t = s.store.topic(TOPIC).expect("the topic");
+        let t = core.store.topic(TOPIC).expect("the topic");
         t.append(0, bytes, 0, now_ms()).expect("appended");
     }
 
@@ -457,8 +443,8 @@ mod tests {
         }
     }
 
-    fn dead_letters(s: &Shared) -> u64 {
-        s.store
+    fn dead_letters(core: &Core) -> u64 {
+        core.store
             .topic(&format!("{DLQ_PREFIX}{GROUP}"))
             .and_then(|t| t.offsets(0).ok())
             .map_or(0, |(first, end)| end - first)
@@ -466,64 +452,64 @@ mod tests {
 
     #[test]
     fn given_a_message_whose_attempts_ran_out_when_popped_again_should_move_it_to_the_dlq() {
-        let s = shared();
-        append(&s, "ID1", "blue");
+        let core = shared();
+        append(&core, "ID1", "blue");
         let c = call(2, FilterExpr::Tag("*"));
         let t0 = 1_000_000;
-        let first = pop_once(&s, &c, t0).expect("pops");
+        let first = pop_once(&core, &c, t0).expect("pops");
         assert_eq!(first.messages.len(), 1);
-        let second = pop_once(&s, &c, t0 + 1_000).expect("pops");
+        let second = pop_once(&core, &c, t0 + 1_000).expect("pops");
         assert_eq!(second.messages.first().map(|m| m.attempts), Some(2), "redelivered");
-        let third = pop_once(&s, &c, t0 + 2_000).expect("pops");
+        let third = pop_once(&core, &c, t0 + 2_000).expect("pops");
         assert!(third.messages.is_empty(), "not delivered a third time");
-        assert_eq!(dead_letters(&s), 1, "moved to %DLQ%<group>");
+        assert_eq!(dead_letters(&core), 1, "moved to %DLQ%<group>");
     }
 
     #[test]
     fn given_a_receipt_when_forwarding_to_the_dlq_should_need_the_latest_and_move_it_once() {
-        let s = shared();
-        append(&s, "ID2", "blue");
+        let core = shared();
+        append(&core, "ID2", "blue");
         let c = call(16, FilterExpr::Tag("*"));
-        let b = pop_once(&s, &c, 1_000_000).expect("pops");
+        let b = pop_once(&core, &c, 1_000_000).expect("pops");
         let m = b.messages.first().expect("a message");
         let (q, off) = (m.delivery.queue, m.delivery.offset);
-        let stale = forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time + 1, 1);
+        let stale = forward_to_dlq(&core, GROUP, TOPIC, q, off, b.pop_time + 1, 1);
         assert!(matches!(stale, Err(StoreError::StaleReceipt { .. })), "{stale:?}");
-        assert_eq!(dead_letters(&s), 0, "a stale receipt moves nothing");
-        forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time, 1).expect("forwarded");
-        forward_to_dlq(&s, GROUP, TOPIC, q, off, b.pop_time, 1).expect("a retry is fine");
-        assert_eq!(dead_letters(&s), 1, "moved once");
-        let after = pop_once(&s, &c, 1_000_000 + 5_000).expect("pops");
+        assert_eq!(dead_letters(&core), 0, "a stale receipt moves nothing");
+        forward_to_dlq(&core, GROUP, TOPIC, q, off, b.pop_time, 1).expect("forwarded");
+        forward_to_dlq(&core, GROUP, TOPIC, q, off, b.pop_time, 1).expect("a retry is fine");
+        assert_eq!(dead_letters(&core), 1, "moved once");
+        let after = pop_once(&core, &c, 1_000_000 + 5_000).expect("pops");
         assert!(after.messages.is_empty(), "a dead-lettered message is not redelivered");
     }
 
     #[test]
     fn given_a_sql92_filter_when_popping_should_hand_out_matches_and_acknowledge_the_rest() {
-        let s = shared();
-        append(&s, "ID3", "red");
-        append(&s, "ID4", "blue");
+        let core = shared();
+        append(&core, "ID3", "red");
+        append(&core, "ID4", "blue");
         let c = call(16, FilterExpr::Sql("color = 'blue'"));
-        let b = pop_once(&s, &c, 1_000_000).expect("pops");
+        let b = pop_once(&core, &c, 1_000_000).expect("pops");
         assert_eq!(b.messages.len(), 1, "only the match");
-        let later = pop_once(&s, &c, 1_000_000 + 5_000).expect("pops");
+        let later = pop_once(&core, &c, 1_000_000 + 5_000).expect("pops");
         assert_eq!(later.messages.len(), 1, "the match comes back, the rejected one never");
         assert_eq!(later.messages.first().map(|m| m.attempts), Some(2));
     }
 
     #[test]
     fn given_bad_names_when_popping_should_refuse_with_the_reason() {
-        let s = shared();
+        let core = shared();
         let mut c = call(16, FilterExpr::Tag("*"));
         c.announced = false;
-        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::UnknownGroup(_))));
+        assert!(matches!(pop_once(&core, &c, 1), Err(PopError::Group(GroupError::Unknown(_)))));
         c.announced = true;
         c.topic = "NoSuchTopic";
-        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::UnknownTopic(_))));
+        assert!(matches!(pop_once(&core, &c, 1), Err(PopError::UnknownTopic(_))));
         c.topic = TOPIC;
         c.filter = FilterExpr::Sql("color = ");
-        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::BadFilter(_))));
+        assert!(matches!(pop_once(&core, &c, 1), Err(PopError::BadFilter(_))));
         c.filter = FilterExpr::Tag("*");
         c.queue = Some(7);
-        assert!(matches!(pop_once(&s, &c, 1), Err(PopError::BadQueue { .. })));
+        assert!(matches!(pop_once(&core, &c, 1), Err(PopError::BadQueue { .. })));
     }
 }

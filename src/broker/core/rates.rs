@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::broker::Shared;
+use super::Core;
 
 /// Broker totals kept: 10 minutes of one-second samples, plus the newest.
 const TOTALS: usize = 601;
@@ -54,8 +54,8 @@ fn rate(
 
 impl Rates {
     /// Takes one sample of the counters at `now_ms`.
-    pub(crate) fn sample(&self, s: &Shared, now_ms: u64) {
-        let counters = s.topics.counters_all();
+    pub(crate) fn sample(&self, core: &Core, now_ms: u64) {
+        let counters = core.topics.counters_all();
         let mut total_in = 0;
         let mut total_out = 0;
         let mut per_topic = HashMap::with_capacity(counters.len());
@@ -109,9 +109,9 @@ impl Rates {
 }
 
 /// Samples once a second until shutdown.
-pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     loop {
-        s.rates.sample(&s, crate::time::now_ms());
+        core.rates.sample(&core, crate::time::now_ms());
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.changed() => return,

@@ -35,7 +35,7 @@ use tokio::sync::{watch, Notify};
 
 use super::delay::{self, Parked};
 use super::record::{NewRecord, PutError};
-use crate::broker::Shared;
+use super::Core;
 use crate::remoting::properties;
 use crate::store::{StoreError, TopicStore};
 use crate::time::now_ms;
@@ -267,15 +267,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Runs `f` on the timer state, creating the topic (one queue per band, held by the timer
 /// group before anything is stored in it) on first use.
-fn with_state<R>(s: &Shared, f: impl FnOnce(&mut State) -> R) -> Result<R, StoreError> {
-    let mut g = lock(&s.timers.state);
+fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, StoreError> {
+    let mut g = lock(&core.timers.state);
     if let Some(st) = g.as_mut() {
         return Ok(f(st));
     }
-    let bounds = band_bounds(s.config.timer_max_delay_sec.saturating_mul(1000));
+    let bounds = band_bounds(core.config.timer_max_delay_sec.saturating_mul(1000));
     let queues = u32::try_from(bounds.len() + 1).unwrap_or(u32::MAX);
-    let topic = s.store.ensure_topic(TIMER_TOPIC, queues)?;
-    s.store.subscribe(TIMER_GROUP, TIMER_TOPIC)?;
+    let topic = core.store.ensure_topic(TIMER_TOPIC, queues)?;
+    core.store.subscribe(TIMER_GROUP, TIMER_TOPIC)?;
     let starts: Vec<u64> =
         (0..topic.queue_count()).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
     let st = g.insert(State { topic, bounds, index: TimerIndex::new(starts), in_flight: 0 });
@@ -287,7 +287,7 @@ fn with_state<R>(s: &Shared, f: impl FnOnce(&mut State) -> R) -> Result<R, Store
 /// copy's topic uid, queue and offset (what the message id names). The one place a send and
 /// a transaction commit store a message they may have to delay.
 pub(crate) fn store(
-    s: &Shared,
+    core: &Core,
     wait: Wait,
     topic: &Arc<dyn TopicStore>,
     queue: u32,
@@ -295,13 +295,13 @@ pub(crate) fn store(
 ) -> Result<(u32, u32, u64), PutError> {
     match wait {
         Wait::Level(level) => {
-            delay::schedule(s, level, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
+            delay::schedule(core, level, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
         }
         Wait::Until(due) => {
-            schedule(s, due, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
+            schedule(core, due, topic.name(), queue, rec).map(|(t, q, o)| (t.uid(), q, o))
         }
         Wait::No => {
-            let encoded = super::record::encode(rec, s.cluster_property.len())?;
+            let encoded = super::record::encode(rec, core.cluster_property.len())?;
             let tag = properties::tags_code(rec.properties);
             Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
         }
@@ -316,15 +316,15 @@ pub(crate) fn store(
 /// (checked before anything is stored), [`StoreError::Full`] under `reject` when less than a
 /// sixteenth of the budget is free (room kept for deliveries), or the store's error.
 pub(crate) fn schedule(
-    s: &Shared,
+    core: &Core,
     due: u64,
     real_topic: &str,
     real_queue: u32,
     rec: &NewRecord<'_>,
 ) -> Result<(Arc<dyn TopicStore>, u32, u64), PutError> {
-    delay::ensure_delivery_room(s)?;
+    delay::ensure_delivery_room(core)?;
     let now = now_ms();
-    let (topic, queue) = with_state(s, |st| {
+    let (topic, queue) = with_state(core, |st| {
         let q =
             band(&st.bounds, due.saturating_sub(now)).min(st.topic.queue_count().saturating_sub(1));
         (Arc::clone(&st.topic), q)
@@ -333,32 +333,32 @@ pub(crate) fn schedule(
     let add =
         [(properties::TIMER_OUT_MS, due_str.as_str()), (properties::TIMER_ENQUEUE_MS, &now_str)];
     let offset = delay::park(
-        s,
+        core,
         topic.as_ref(),
         queue,
         Parked { real_topic, real_queue, add: &add, reserve: DELIVERY_RESERVE },
         rec,
     )?;
-    let first = with_state(s, |st| {
+    let first = with_state(core, |st| {
         let first = st.index.next_due().map_or(true, |next| due < next);
         st.index.insert(Entry { due, queue, offset });
         first
     })?;
     if first {
-        s.timers.wake.notify_one();
+        core.timers.wake.notify_one();
     }
     Ok((topic, queue, offset))
 }
 
 /// Delivers one due timer message. `Ok(false)`: no room, try again later.
-fn deliver(s: &Shared, topic: &dyn TopicStore, e: Entry) -> Result<bool, StoreError> {
-    let Some((stored, _)) = s.store.get(topic, e.queue, e.offset) else {
+fn deliver(core: &Core, topic: &dyn TopicStore, e: Entry) -> Result<bool, StoreError> {
+    let Some((stored, _)) = core.store.get(topic, e.queue, e.offset) else {
         // Evicted by `drop-oldest` (counted there): nothing left to deliver.
         return Ok(true);
     };
     let now = now_ms().to_string();
     delay::deliver_record(
-        s,
+        core,
         &stored,
         e.offset,
         &[properties::REAL_TOPIC, properties::REAL_QID],
@@ -367,11 +367,11 @@ fn deliver(s: &Shared, topic: &dyn TopicStore, e: Entry) -> Result<bool, StoreEr
 }
 
 /// Delivers timer messages when due until shutdown.
-pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let mut due = Vec::with_capacity(BATCH);
     loop {
         let now = now_ms();
-        let taken = with_state(&s, |st| {
+        let taken = with_state(&core, |st| {
             while due.len() < BATCH {
                 match st.index.pop_due(now) {
                     Some(e) => due.push(e),
@@ -400,7 +400,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
                 waiting.push(e);
                 continue;
             }
-            match deliver(&s, topic.as_ref(), e) {
+            match deliver(&core, topic.as_ref(), e) {
                 Ok(true) => released.push(e),
                 Ok(false) => waiting.push(e),
                 Err(err) => {
@@ -411,7 +411,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         }
         let no_room = !waiting.is_empty();
         let mut commits = Vec::new();
-        let next = with_state(&s, |st| {
+        let next = with_state(&core, |st| {
             st.in_flight = 0;
             for e in waiting {
                 st.index.insert(e);
@@ -426,7 +426,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         .ok()
         .flatten();
         for (q, c) in commits {
-            let _ = s.store.commit(TIMER_GROUP, TIMER_TOPIC, q, c);
+            let _ = core.store.commit(TIMER_GROUP, TIMER_TOPIC, q, c);
         }
         let wait = if no_room {
             RETRY_FULL
@@ -439,7 +439,7 @@ pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = s.timers.wake.notified() => {}
+            _ = core.timers.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::broker::metrics::TopicCounters;
+use crate::broker::core::counters::TopicCounters;
 
 use crate::remoting::body::{DataVersion, TopicConfig};
 

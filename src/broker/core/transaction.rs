@@ -67,7 +67,7 @@ use tokio::sync::{watch, Notify};
 use super::delay::rewrite_properties;
 use super::record::{self, split_physical_offset, Decoded, NewRecord, PutError};
 use super::timer::{self, Wait};
-use crate::broker::Shared;
+use super::Core;
 use crate::remoting::code::response_code;
 use crate::remoting::header::EndTransactionRequestHeader;
 use crate::remoting::message::sys_flag;
@@ -245,13 +245,13 @@ fn immunity(props: &[u8], timeout_ms: u64) -> (u64, bool) {
 
 /// The half topic, created and held by the internal group on first use. Called with the
 /// table locked, so no half message is appended before the group holds the topic.
-fn half_topic(s: &Shared, pending: &mut Table) -> Result<Arc<dyn TopicStore>, StoreError> {
-    let t = match s.store.topic(HALF_TOPIC) {
+fn half_topic(core: &Core, pending: &mut Table) -> Result<Arc<dyn TopicStore>, StoreError> {
+    let t = match core.store.topic(HALF_TOPIC) {
         Some(t) => t,
-        None => s.store.ensure_topic(HALF_TOPIC, 1)?,
+        None => core.store.ensure_topic(HALF_TOPIC, 1)?,
     };
     if !pending.held {
-        s.store.subscribe(HALF_GROUP, HALF_TOPIC)?;
+        core.store.subscribe(HALF_GROUP, HALF_TOPIC)?;
         pending.held = true;
     }
     Ok(t)
@@ -259,12 +259,12 @@ fn half_topic(s: &Shared, pending: &mut Table) -> Result<Arc<dyn TopicStore>, St
 
 /// Moves the internal group's committed offset to the lowest undecided record (or the end of
 /// the queue), releasing every decided one below it. Called with the table locked.
-fn release(s: &Shared, topic: &dyn TopicStore, pending: &Table) {
+fn release(core: &Core, topic: &dyn TopicStore, pending: &Table) {
     let upto = match pending.positions.first() {
         Some(first) => *first,
         None => topic.offsets(0).map_or(0, |(_, max)| max),
     };
-    if let Err(e) = s.store.commit(HALF_GROUP, HALF_TOPIC, 0, upto) {
+    if let Err(e) = core.store.commit(HALF_GROUP, HALF_TOPIC, 0, upto) {
         tracing::warn!(error = %e, "cannot release decided half messages");
     }
 }
@@ -276,7 +276,7 @@ fn release(s: &Shared, topic: &dyn TopicStore, pending: &Table) {
 /// [`PutError::Record`] when the properties with what the broker adds would not fit a record,
 /// or the store's error.
 pub(crate) fn prepare(
-    s: &Shared,
+    core: &Core,
     real_topic: &str,
     real_queue: u32,
     rec: &NewRecord<'_>,
@@ -293,20 +293,20 @@ pub(crate) fn prepare(
             (properties::TRANSACTION_ID, uniq),
         ],
     );
-    let (immune_ms, immunity_set) = immunity(&props, s.config.transaction_time_out);
+    let (immune_ms, immunity_set) = immunity(&props, core.config.transaction_time_out);
     let stored = record::encode(
         &NewRecord {
             sys_flag: rec.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK,
             properties: &props,
             ..*rec
         },
-        s.cluster_property.len() + CHECK_TIMES_ROOM,
+        core.cluster_property.len() + CHECK_TIMES_ROOM,
     )?;
     let tag = properties::tags_code(&props);
     let uniq = uniq.to_owned();
     let now = now_ms();
-    let mut pending = s.transactions.lock();
-    let topic = half_topic(s, &mut pending)?;
+    let mut pending = core.transactions.lock();
+    let topic = half_topic(core, &mut pending)?;
     let offset = topic.append(0, stored, tag, now)?;
     pending.insert(
         offset,
@@ -334,13 +334,13 @@ pub(crate) enum Ended {
 /// Returns `None` when no undecided half message has that id.
 #[cfg(feature = "grpc")]
 pub(crate) fn end_by_transaction_id(
-    s: &Shared,
+    core: &Core,
     uniq: &str,
     commit: bool,
     from_transaction_check: bool,
 ) -> Option<Ended> {
-    let uid = s.store.topic(HALF_TOPIC)?.uid();
-    let (id, group) = s
+    let uid = core.store.topic(HALF_TOPIC)?.uid();
+    let (id, group) = core
         .transactions
         .lock()
         .halves
@@ -361,7 +361,7 @@ pub(crate) fn end_by_transaction_id(
         msg_id: uniq,
         transaction_id: Some(uniq),
     };
-    Some(end(s, &h))
+    Some(end(core, &h))
 }
 
 /// A record with the fields of a decoded one, `sys_flag` and `props`.
@@ -379,12 +379,12 @@ fn renewed<'a>(d: &Decoded<'a>, sys_flag: i32, props: &'a [u8]) -> NewRecord<'a>
 
 /// Appends the committed copy of a half message to its real topic and queue: `REAL_TOPIC`,
 /// `REAL_QID` and `TRAN_MSG` removed, the sys flag's transaction type COMMIT.
-fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
+fn deliver_committed(core: &Core, half: &[u8]) -> Result<(), Ended> {
     let refuse = |remark: String| Ended::Refused(response_code::SYSTEM_ERROR, remark);
     let d = record::decode(half).ok_or_else(|| refuse("the half message is malformed".into()))?;
     let real_topic = properties::find(d.properties, properties::REAL_TOPIC)
         .ok_or_else(|| refuse("the half message has no REAL_TOPIC".into()))?;
-    let topic = s
+    let topic = core
         .store
         .topic(real_topic)
         .ok_or_else(|| refuse(format!("the topic {real_topic} of the half message is gone")))?;
@@ -402,9 +402,9 @@ fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
     // a timer on the committed copy makes it wait, not the half message. A timer that became
     // illegal (the maximum changed since) is delivered at once rather than lost.
     let wait =
-        timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec).unwrap_or(Wait::No);
+        timer::wait_of(&mut props, now_ms(), core.config.timer_max_delay_sec).unwrap_or(Wait::No);
     let rec = renewed(&d, flag, &props);
-    let stored = timer::store(s, wait, &topic, queue, &rec).map(|_| ());
+    let stored = timer::store(core, wait, &topic, queue, &rec).map(|_| ());
     match stored {
         Ok(()) => Ok(()),
         Err(PutError::Store(e @ StoreError::Full { .. })) => {
@@ -420,32 +420,32 @@ fn deliver_committed(s: &Shared, half: &[u8]) -> Result<(), Ended> {
 /// offset equals `tranStateTableOffset`; and (`rejectCommitOrRollback`) a message with its own
 /// `CHECK_IMMUNITY_TIME_IN_SECONDS` is past it only decided by a check's answer. Refusals are
 /// counted; the caller logs them.
-pub(crate) fn end(s: &Shared, h: &EndTransactionRequestHeader<'_>) -> Ended {
+pub(crate) fn end(core: &Core, h: &EndTransactionRequestHeader<'_>) -> Ended {
     let commit = match h.commit_or_rollback {
         sys_flag::TRANSACTION_COMMIT => true,
         sys_flag::TRANSACTION_ROLLBACK => false,
         _ => return Ended::Undecided,
     };
-    let outcome = decide(s, h, commit);
+    let outcome = decide(core, h, commit);
     if let Ended::Refused(..) = outcome {
-        s.transactions.refused();
+        core.transactions.refused();
     }
     outcome
 }
 
-fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ended {
+fn decide(core: &Core, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ended {
     let not_found = || {
         Ended::Refused(
             response_code::SYSTEM_ERROR,
             "Find prepared transaction message failed".into(),
         )
     };
-    let Some(topic) = s.store.topic(HALF_TOPIC) else { return not_found() };
+    let Some(topic) = core.store.topic(HALF_TOPIC) else { return not_found() };
     let offset = match split_physical_offset(h.commit_log_offset) {
         Some((uid, 0, offset)) if uid == topic.uid() => offset,
         _ => return not_found(),
     };
-    let mut pending = s.transactions.lock();
+    let mut pending = core.transactions.lock();
     let Some(half) = pending.halves.get(&offset) else { return not_found() };
     if half.group != h.producer_group {
         return Ended::Refused(response_code::SYSTEM_ERROR, "The producer group wrong".into());
@@ -467,9 +467,9 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
             "the message is past its CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for the check".into(),
         );
     }
-    match s.store.get(topic.as_ref(), 0, half.at) {
+    match core.store.get(topic.as_ref(), 0, half.at) {
         Some((rec, _)) if commit => {
-            if let Err(refused) = deliver_committed(s, &rec) {
+            if let Err(refused) = deliver_committed(core, &rec) {
                 // Still undecided: the producer is asked again at the next check.
                 return refused;
             }
@@ -478,14 +478,15 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
         None => {
             // Evicted under `drop-oldest`: nothing left to decide.
             pending.remove(offset);
-            release(s, topic.as_ref(), &pending);
+            release(core, topic.as_ref(), &pending);
             return not_found();
         }
     }
     pending.remove(offset);
-    release(s, topic.as_ref(), &pending);
+    release(core, topic.as_ref(), &pending);
     drop(pending);
-    let counter = if commit { &s.transactions.committed } else { &s.transactions.rolled_back };
+    let counter =
+        if commit { &core.transactions.committed } else { &core.transactions.rolled_back };
     // Relaxed: a statistic.
     counter.fetch_add(1, Ordering::Relaxed);
     Ended::Done
@@ -499,7 +500,7 @@ fn decide(s: &Shared, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ende
 pub(crate) trait ProducerCheck: Send + Sync {
     /// A live producer of `group` this face can reach, if any. Called with the half-message
     /// table locked: it must neither block nor call back into the transactions.
-    fn producer(&self, s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>>;
+    fn producer(&self, core: &Core, group: &str) -> Option<Box<dyn CheckProducer>>;
 }
 
 /// One producer a check goes to (see [`ProducerCheck`]).
@@ -507,7 +508,7 @@ pub(crate) trait CheckProducer: Send {
     /// Sends it the check of `half`, without waiting. Returns whether the check was queued (a
     /// producer that does not read its connection or stream misses it; the next pass asks
     /// again).
-    fn ask(&self, s: &Shared, half: &HalfCheck<'_>) -> bool;
+    fn ask(&self, core: &Core, half: &HalfCheck<'_>) -> bool;
 }
 
 /// An undecided half message a producer is asked about.
@@ -538,27 +539,27 @@ struct Check {
 }
 
 /// Stores a copy of a half message, checked `checks` times, in `TRANS_CHECK_MAX_TIME_TOPIC`.
-fn move_to_check_max(s: &Shared, half: &[u8], checks: u32) -> Result<(), PutError> {
+fn move_to_check_max(core: &Core, half: &[u8], checks: u32) -> Result<(), PutError> {
     let Some(d) = record::decode(half) else { return Ok(()) };
     let n = checks.to_string();
     let props = rewrite_properties(d.properties, &[], &[(CHECK_TIMES, &n)]);
-    let rec = record::encode(&renewed(&d, d.sys_flag, &props), s.cluster_property.len())?;
-    let topic = s.store.ensure_topic(CHECK_MAX_TOPIC, 1)?;
+    let rec = record::encode(&renewed(&d, d.sys_flag, &props), core.cluster_property.len())?;
+    let topic = core.store.ensure_topic(CHECK_MAX_TOPIC, 1)?;
     topic.set_retention(Retention {
-        time: Duration::from_secs(s.config.dlq_retention_secs),
-        bytes: s.config.dlq_retention_bytes,
+        time: Duration::from_secs(core.config.dlq_retention_secs),
+        bytes: core.config.dlq_retention_bytes,
     });
     topic.append(0, rec, properties::tags_code(&props), now_ms())?;
     Ok(())
 }
 
 /// One pass of the checker (see the module docs).
-fn check_pass(s: &Shared) {
-    let Some(topic) = s.store.topic(HALF_TOPIC) else { return };
+fn check_pass(core: &Core) {
+    let Some(topic) = core.store.topic(HALF_TOPIC) else { return };
     let now = now_ms();
-    let max = s.config.transaction_check_max;
+    let max = core.config.transaction_check_max;
     let mut checks = Vec::new();
-    let mut pending = s.transactions.lock();
+    let mut pending = core.transactions.lock();
     let mut end = topic.offsets(0).map_or(0, |(_, end)| end);
     let mut gone = Vec::new();
     let Table { halves, positions, .. } = &mut *pending;
@@ -566,17 +567,17 @@ fn check_pass(s: &Shared) {
         if now.saturating_sub(half.stored_at) < half.immune_ms {
             continue;
         }
-        let Some((record, _)) = s.store.get(topic.as_ref(), 0, half.at) else {
+        let Some((record, _)) = core.store.get(topic.as_ref(), 0, half.at) else {
             tracing::warn!(id, "an undecided half message was evicted");
             gone.push(id);
             continue;
         };
         if half.checks >= max {
-            match move_to_check_max(s, &record, half.checks) {
+            match move_to_check_max(core, &record, half.checks) {
                 Ok(()) => {
                     tracing::info!(id, group = %half.group, checks = half.checks, "a half message checked too often moved to {CHECK_MAX_TOPIC}");
                     // Relaxed: a statistic.
-                    s.transactions.moved.fetch_add(1, Ordering::Relaxed);
+                    core.transactions.moved.fetch_add(1, Ordering::Relaxed);
                     gone.push(id);
                     continue;
                 }
@@ -584,7 +585,7 @@ fn check_pass(s: &Shared) {
                     tracing::warn!(id, error = ?e, "cannot move a half message to {CHECK_MAX_TOPIC}; trying again later");
                 }
             }
-        } else if let Some(to) = check_target(s, &half.group) {
+        } else if let Some(to) = check_target(core, &half.group) {
             half.checks += 1;
             checks.push(Check {
                 to,
@@ -615,7 +616,7 @@ fn check_pass(s: &Shared) {
     for id in gone {
         pending.remove(id);
     }
-    release(s, topic.as_ref(), &pending);
+    release(core, topic.as_ref(), &pending);
     drop(pending);
     for c in checks {
         let Some(record) = record::decode(&c.record) else { continue };
@@ -628,30 +629,30 @@ fn check_pass(s: &Shared) {
             checks: c.checks,
         };
         // Counted when queued, as RocketMQ counts checks whatever their fate.
-        if c.to.ask(s, &half) {
+        if c.to.ask(core, &half) {
             // Relaxed: a statistic.
-            s.transactions.checks_sent.fetch_add(1, Ordering::Relaxed);
+            core.transactions.checks_sent.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
 /// A live producer of `group` to check with: the first registered face that knows one.
-fn check_target(s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>> {
-    let checkers = read(&s.transactions.checkers).clone();
-    checkers.iter().find_map(|c| c.producer(s, group))
+fn check_target(core: &Core, group: &str) -> Option<Box<dyn CheckProducer>> {
+    let checkers = read(&core.transactions.checkers).clone();
+    checkers.iter().find_map(|c| c.producer(core, group))
 }
 
 /// Checks undecided half messages every `transaction-check-interval`, and when a producer of a
 /// group with undecided ones joins, until shutdown.
-pub(crate) async fn run(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let period = Duration::from_millis(s.config.transaction_check_interval.max(1));
+pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
+    let period = Duration::from_millis(core.config.transaction_check_interval.max(1));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
-            _ = s.transactions.wake.notified() => {}
+            _ = core.transactions.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
-        check_pass(&s);
+        check_pass(&core);
     }
 }
 

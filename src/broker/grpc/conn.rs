@@ -15,7 +15,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::Stream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use crate::broker::Shared;
+use super::GrpcState;
+use crate::broker::core::Core;
 
 /// An accepted connection holding one of the listener's connection slots until it closes.
 #[derive(Debug)]
@@ -29,7 +30,7 @@ pub(crate) struct Counted {
 pub(crate) struct Incoming {
     listener: TcpListener,
     slots: Arc<Semaphore>,
-    shared: Arc<Shared>,
+    grpc: Arc<GrpcState>,
     /// Set after a failed accept: the next one waits, so a listener out of file descriptors
     /// does not spin (as the remoting server waits 50 ms).
     backoff: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -39,10 +40,10 @@ pub(crate) struct Incoming {
 const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Incoming {
-    /// The connections `listener` accepts for the broker `shared`.
-    pub(crate) fn new(shared: Arc<Shared>, listener: TcpListener) -> Self {
-        let slots = Arc::new(Semaphore::new(shared.config.max_connections.max(1)));
-        Incoming { listener, slots, shared, backoff: None }
+    /// The connections `listener` accepts for the broker `core`, counted in `grpc`.
+    pub(crate) fn new(core: &Core, grpc: Arc<GrpcState>, listener: TcpListener) -> Self {
+        let slots = Arc::new(Semaphore::new(core.config.max_connections.max(1)));
+        Incoming { listener, slots, grpc, backoff: None }
     }
 }
 
@@ -63,7 +64,7 @@ impl Stream for Incoming {
                     }
                     Err(_) => {
                         // Relaxed: a statistic.
-                        self.shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        self.grpc.connections_refused.fetch_add(1, Ordering::Relaxed);
                         // Dropped here: the connection closes at once.
                     }
                 },

@@ -41,11 +41,13 @@ use super::service::{Messaging, ReceiveStream};
 use super::session::Session;
 use super::settings::retry_max_times;
 use super::status::{ok, status};
+use super::GrpcState;
+use crate::broker::core::counters;
+use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopCall, PopError};
 use crate::broker::core::record;
+use crate::broker::core::Core;
 use crate::broker::grpc::receipt::{ReceiptHandle, DEFAULT_INVISIBLE_MS, RENEW_TICK};
-use crate::broker::metrics;
-use crate::broker::Shared;
 use crate::store::{AckOutcome, PopInit, StoreError};
 use crate::time::now_ms;
 
@@ -84,12 +86,12 @@ fn remaining(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
 
 /// Whether `group` consumes in order: the client's Settings as the server answered them,
 /// else the group's config.
-fn fifo(s: &Shared, session: &Session, group: &str) -> bool {
+fn fifo(core: &Core, session: &Session, group: &str) -> bool {
     let from_settings = match session.settings().and_then(|st| st.pub_sub) {
         Some(pb::settings::PubSub::Subscription(sub)) => sub.fifo,
         _ => None,
     };
-    from_settings.unwrap_or_else(|| s.groups.orderly(group))
+    from_settings.unwrap_or_else(|| core.groups.orderly(group))
 }
 
 fn one_status(st: pb::Status) -> Result<Response<ReceiveStream>, tonic::Status> {
@@ -103,8 +105,8 @@ fn pop_status(e: &PopError) -> pb::Status {
     let code = match e {
         PopError::UnknownTopic(_) => Code::TopicNotFound,
         PopError::NoPermission(_) => Code::Forbidden,
-        PopError::BadGroup => Code::IllegalConsumerGroup,
-        PopError::UnknownGroup(_) => Code::ConsumerGroupNotFound,
+        PopError::Group(GroupError::BadName) => Code::IllegalConsumerGroup,
+        PopError::Group(GroupError::Unknown(_)) => Code::ConsumerGroupNotFound,
         PopError::BadQueue { .. } => Code::BadRequest,
         PopError::BadFilter(_) => Code::IllegalFilterExpression,
         PopError::Store(e) => return store_status(e),
@@ -167,7 +169,7 @@ pub(crate) async fn receive_message(
     };
     let left = remaining(request.metadata());
     let req = request.into_inner();
-    let s = &svc.shared;
+    let core = &svc.core;
     let client = session.client_id().to_owned();
     let group = name(req.group.as_ref()).to_owned();
     let topic = name(req.message_queue.as_ref().and_then(|q| q.topic.as_ref())).to_owned();
@@ -214,11 +216,11 @@ pub(crate) async fn receive_message(
         queue: None,
         max: usize::try_from(req.batch_size).unwrap_or(1).clamp(1, MAX_BATCH),
         invisible_ms,
-        order: fifo(s, &session, &group),
+        order: fifo(core, &session, &group),
         attempt_id: req.attempt_id.as_deref().filter(|a| !a.is_empty()),
         filter,
         init: PopInit::Max,
-        max_attempts: retry_max_times(s, &group).saturating_add(1),
+        max_attempts: retry_max_times(core, &group).saturating_add(1),
         seed: rand_seed(&client),
         // The request names its group, and RocketMQ creates a subscription group on first use
         // (`autoCreateSubscriptionGroup`, on by default): a SimpleConsumer may receive before
@@ -228,11 +230,11 @@ pub(crate) async fn receive_message(
     let deadline = tokio::time::Instant::now() + Duration::from_millis(poll_ms);
     let mut last = false;
     let mut items = loop {
-        let batch = match popper::pop_once(s, &call, now_ms()) {
+        let batch = match popper::pop_once(core, &call, now_ms()) {
             Ok(b) => b,
             Err(e) => return one_status(pop_status(&e)),
         };
-        let items = deliver(s, &client, &group, req.auto_renew, invisible_ms, &batch);
+        let items = deliver(svc, &client, &group, req.auto_renew, invisible_ms, &batch);
         if !items.is_empty() {
             let mut all = vec![ReceiveMessageResponse { content: Some(Content::Status(ok())) }];
             all.extend(items);
@@ -244,7 +246,7 @@ pub(crate) async fn receive_message(
             }];
         }
         // Cancelled with the request when the client goes away.
-        last = !popper::wait_for_more(s, &batch, deadline).await;
+        last = !popper::wait_for_more(core, &batch, deadline).await;
     };
     items.push(ReceiveMessageResponse {
         content: Some(Content::DeliveryTimestamp(timestamp(
@@ -264,21 +266,22 @@ fn rand_seed(client: &str) -> u32 {
 /// ones for renewal and counting them out. A record that cannot be read is acknowledged
 /// (it would come back forever).
 fn deliver(
-    s: &Shared,
+    svc: &Messaging,
     client: &str,
     group: &str,
     auto_renew: bool,
     invisible_ms: u64,
     batch: &popper::PopBatch,
 ) -> Vec<ReceiveMessageResponse> {
+    let core = &svc.core;
     let topic = &batch.topic;
     let mut items = Vec::with_capacity(batch.messages.len());
-    let mut per_queue: Vec<metrics::Pulled> = Vec::new();
+    let mut per_queue: Vec<counters::Pulled> = Vec::new();
     for m in &batch.messages {
         let d = &m.delivery;
         let Some(rec) = record::decode(&d.payload) else {
             tracing::warn!(topic = %topic.name(), queue = d.queue, offset = d.offset, "a stored message cannot be received; skipped");
-            let _ = s.store.pop_ack(group, topic.name(), d.queue, d.offset, batch.pop_time);
+            let _ = core.store.pop_ack(group, topic.name(), d.queue, d.offset, batch.pop_time);
             continue;
         };
         let handle = ReceiptHandle {
@@ -292,14 +295,14 @@ fn deliver(
             queue_id: i32::try_from(d.queue).unwrap_or(i32::MAX),
             queue_offset: i64::try_from(d.offset).unwrap_or(i64::MAX),
             store_timestamp_ms: i64::try_from(d.timestamp).unwrap_or(i64::MAX),
-            store_host: s.store_host,
+            store_host: core.store_host,
             receipt_handle: Some(handle.encode()),
             invisible_ms: Some(invisible_ms),
             reconsume_times: i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX),
         };
         let message = to_message(&rec, &at);
         if auto_renew
-            && !s.renewals.track(
+            && !svc.grpc.renewals.track(
                 client,
                 group,
                 topic.name(),
@@ -318,7 +321,7 @@ fn deliver(
                 p.messages += 1;
                 p.bytes += bytes;
             }
-            None => per_queue.push(metrics::Pulled {
+            None => per_queue.push(counters::Pulled {
                 queue: d.queue,
                 next: d.offset + 1,
                 messages: 1,
@@ -340,24 +343,31 @@ struct Resolved {
 }
 
 fn resolve(
-    s: &Shared,
+    svc: &Messaging,
     client: &str,
     group: &str,
     topic: &str,
     text: &str,
 ) -> Result<Resolved, pb::Status> {
+    let core = &svc.core;
     let invalid = |why: &str| status(Code::InvalidReceiptHandle, format!("{why}: {text:?}"));
     let Some(handle) = ReceiptHandle::parse(text.trim()) else {
         return Err(invalid("malformed receipt handle"));
     };
-    let Some(t) = s.store.topic(topic) else {
+    let Some(t) = core.store.topic(topic) else {
         return Err(status(Code::TopicNotFound, format!("topic {topic} does not exist")));
     };
     if t.uid() != handle.topic_uid {
         return Err(invalid("the receipt handle is not of this topic"));
     }
-    let pop_time =
-        s.renewals.resolve(client, group, topic, handle.queue, handle.offset, handle.pop_time);
+    let pop_time = svc.grpc.renewals.resolve(
+        client,
+        group,
+        topic,
+        handle.queue,
+        handle.offset,
+        handle.pop_time,
+    );
     Ok(Resolved { handle, pop_time })
 }
 
@@ -385,7 +395,7 @@ pub(crate) async fn ack_message(
         Err(st) => return answer(st),
     };
     let req = request.into_inner();
-    let s = &svc.shared;
+    let core = &svc.core;
     let client = session.client_id();
     let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
     if let Err(st) = check_names(group, topic) {
@@ -397,13 +407,15 @@ pub(crate) async fn ack_message(
     let mut entries = Vec::with_capacity(req.entries.len());
     let mut unblocks = false;
     for e in &req.entries {
-        let st = match resolve(s, client, group, topic, &e.receipt_handle) {
+        let st = match resolve(svc, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
             Ok(r) => {
                 let h = r.handle;
-                match s.store.pop_ack(group, topic, h.queue, h.offset, r.pop_time) {
+                match core.store.pop_ack(group, topic, h.queue, h.offset, r.pop_time) {
                     Ok(outcome) => {
-                        s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+                        svc.grpc
+                            .renewals
+                            .settle(client, group, topic, h.queue, h.offset, h.pop_time);
                         unblocks |= outcome == AckOutcome::Acked;
                         ok()
                     }
@@ -417,9 +429,9 @@ pub(crate) async fn ack_message(
             status: Some(st),
         });
     }
-    if unblocks && fifo(s, &session, group) {
+    if unblocks && fifo(core, &session, group) {
         // The rest of an ordered queue may be unblocked now.
-        popper::note_change(s);
+        popper::note_change(core);
     }
     let first = entries.first().and_then(|e| e.status.clone()).unwrap_or_else(ok);
     let overall = if entries.iter().all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code)) {
@@ -447,7 +459,7 @@ pub(crate) async fn change_invisible_duration(
         Err(st) => return answer(st, String::new()),
     };
     let req = request.into_inner();
-    let s = &svc.shared;
+    let core = &svc.core;
     let client = session.client_id();
     let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
     if let Err(st) = check_names(group, topic) {
@@ -465,12 +477,12 @@ pub(crate) async fn change_invisible_duration(
             )
         }
     };
-    let r = match resolve(s, client, group, topic, &req.receipt_handle) {
+    let r = match resolve(svc, client, group, topic, &req.receipt_handle) {
         Ok(r) => r,
         Err(st) => return answer(st, String::new()),
     };
     let h = r.handle;
-    match s.store.change_invisible(
+    match core.store.change_invisible(
         group,
         topic,
         h.queue,
@@ -480,10 +492,10 @@ pub(crate) async fn change_invisible_duration(
         now_ms(),
     ) {
         Ok(renewed) => {
-            popper::note_change(s);
+            popper::note_change(core);
             // The client handles the message itself from now on (a nack, or a simple
             // consumer's explicit time): no more server-side renewal.
-            s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+            svc.grpc.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
             let new = ReceiptHandle { pop_time: renewed, ..h };
             answer(ok(), new.encode())
         }
@@ -505,21 +517,21 @@ pub(crate) async fn forward_message_to_dead_letter_queue(
         Err(st) => return answer(st),
     };
     let req = request.into_inner();
-    let s = &svc.shared;
+    let core = &svc.core;
     let client = session.client_id();
     let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
     if let Err(st) = check_names(group, topic) {
         return answer(st);
     }
-    let r = match resolve(s, client, group, topic, &req.receipt_handle) {
+    let r = match resolve(svc, client, group, topic, &req.receipt_handle) {
         Ok(r) => r,
         Err(st) => return answer(st),
     };
     let h = r.handle;
     let attempts = u32::try_from(req.delivery_attempt).unwrap_or(1).max(1);
-    match popper::forward_to_dlq(s, group, topic, h.queue, h.offset, r.pop_time, attempts) {
+    match popper::forward_to_dlq(core, group, topic, h.queue, h.offset, r.pop_time, attempts) {
         Ok(()) => {
-            s.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+            svc.grpc.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
             answer(ok())
         }
         Err(e) => answer(store_status(&e)),
@@ -539,7 +551,7 @@ pub(crate) async fn query_assignment(
         Err(st) => return answer(st, Vec::new()),
     };
     let req = request.get_ref();
-    let s = &svc.shared;
+    let core = &svc.core;
     let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
     if let Err(st) = check_names(group, topic) {
         return answer(st, Vec::new());
@@ -558,7 +570,7 @@ pub(crate) async fn query_assignment(
     if readable.is_empty() {
         return answer(status(Code::Forbidden, "no readable queue"), Vec::new());
     }
-    let queues = if fifo(s, &session, group) {
+    let queues = if fifo(core, &session, group) {
         readable
     } else {
         // One "broker acting queue" per broker: a receive pops all that broker's queues.
@@ -578,16 +590,20 @@ pub(crate) async fn query_assignment(
 
 /// Renews the `auto_renew` deliveries of live clients every [`RENEW_TICK`] until shutdown
 /// (see [`crate::broker::grpc::receipt`]); a client is live while its gRPC session is.
-pub(crate) async fn renew(s: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn renew(
+    core: Arc<Core>,
+    grpc: Arc<GrpcState>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(RENEW_TICK) => {}
             _ = shutdown.changed() => return,
         }
         let now = now_ms();
-        let alive = |client: &str| s.grpc_sessions.get(client).is_some();
-        let n = s.renewals.renew_due(now, alive, |group, topic, queue, offset, current| {
-            s.store
+        let alive = |client: &str| grpc.sessions.get(client).is_some();
+        let n = grpc.renewals.renew_due(now, alive, |group, topic, queue, offset, current| {
+            core.store
                 .change_invisible(group, topic, queue, offset, current, DEFAULT_INVISIBLE_MS, now)
                 .ok()
         });

@@ -27,13 +27,13 @@ pub(crate) mod settings;
 pub(crate) mod status;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::broker::Shared;
+use crate::broker::core::Core;
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// The generated protobuf messages and the server trait of `apache.rocketmq.v2`.
 #[allow(
@@ -46,6 +46,27 @@ use crate::broker::Shared;
 )]
 pub(crate) mod pb {
     tonic::include_proto!("apache.rocketmq.v2");
+}
+
+/// The gRPC face's own state: its clients' sessions, the deliveries it renews for them, and
+/// what its listener refused.
+#[derive(Debug, Default)]
+pub(crate) struct GrpcState {
+    /// The gRPC face's clients (Settings, Telemetry streams), keyed by client id; the
+    /// transaction checker reaches gRPC producers through it.
+    pub(crate) sessions: session::Sessions,
+    /// `auto_renew` deliveries of gRPC consumers, renewed per client id.
+    pub(crate) renewals: receipt::Renewals,
+    /// Connections closed on accept because `max-connections` were open.
+    pub(crate) connections_refused: AtomicU64,
+}
+
+impl GrpcState {
+    /// Connections refused so far.
+    pub(crate) fn connections_refused(&self) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        self.connections_refused.load(Ordering::Relaxed)
+    }
 }
 
 /// Room above the broker's `max-message-size` for a request's or response's other fields.
@@ -63,25 +84,31 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Serves `MessagingService` on `listener` until `shutdown`; `endpoint` is the address routes
 /// advertise for it.
 pub(crate) async fn serve(
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    grpc: Arc<GrpcState>,
     listener: TcpListener,
     endpoint: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let limit = shared.config.max_message_size.saturating_add(MESSAGE_SIZE_HEADROOM);
-    let svc = service::Messaging { shared: Arc::clone(&shared), endpoint, peers: Arc::default() };
+    let limit = core.config.max_message_size.saturating_add(MESSAGE_SIZE_HEADROOM);
+    let svc = service::Messaging {
+        core: Arc::clone(&core),
+        grpc: Arc::clone(&grpc),
+        endpoint,
+        peers: Arc::default(),
+    };
     let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
-    let incoming = conn::Incoming::new(Arc::clone(&shared), listener);
+    let incoming = conn::Incoming::new(&core, Arc::clone(&grpc), listener);
     let (stopping_tx, mut stopping) = watch::channel(false);
     let signal = {
-        let shared = Arc::clone(&shared);
+        let grpc = Arc::clone(&grpc);
         async move {
             wait_for(&mut shutdown).await;
             // Telemetry streams last as long as their clients: end them, or the graceful stop
             // would wait for every client to go away.
-            shared.grpc_sessions.close_all();
+            grpc.sessions.close_all();
             let _ = stopping_tx.send(true);
         }
     };
@@ -92,7 +119,7 @@ pub(crate) async fn serve(
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .add_service(server)
         .serve_with_incoming_shutdown(incoming, signal);
-    let expiry = expire_sessions(Arc::clone(&shared));
+    let expiry = expire_sessions(&core, &grpc);
     tokio::select! {
         result = serving => {
             if let Err(e) = result {
@@ -116,11 +143,11 @@ async fn wait_for(rx: &mut watch::Receiver<bool>) {
 }
 
 /// Forgets clients not heard from for `client-expiry-secs` that have no Telemetry stream open.
-async fn expire_sessions(shared: Arc<Shared>) {
-    let ttl = Duration::from_secs(shared.config.client_expiry_secs.max(1));
+async fn expire_sessions(core: &Core, grpc: &GrpcState) {
+    let ttl = Duration::from_secs(core.config.client_expiry_secs.max(1));
     loop {
         tokio::time::sleep(Duration::from_secs(10)).await;
-        for id in shared.grpc_sessions.expire(ttl) {
+        for id in grpc.sessions.expire(ttl) {
             tracing::debug!(client = %id, "gRPC client expired");
         }
     }

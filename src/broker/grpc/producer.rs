@@ -22,12 +22,13 @@ use super::pb::{
 use super::service::Messaging;
 use super::session::Session;
 use super::status::{from_remoting_status, ok, status};
+use super::GrpcState;
 use crate::broker::core::topics;
 use crate::broker::core::transaction::{
     self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_IMMUNITY,
 };
+use crate::broker::core::Core;
 use crate::broker::remoting::processor::send::{store_message, Incoming, QueueChoice};
-use crate::broker::Shared;
 use crate::remoting::message::sys_flag;
 use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
 use crate::time::now_ms;
@@ -128,7 +129,7 @@ fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, p
     }
     if let Some(at) = &sys.delivery_timestamp {
         let due = timestamp_ms(at);
-        let max_ms = i64::try_from(svc.shared.config.timer_max_delay_sec.saturating_mul(1000))
+        let max_ms = i64::try_from(svc.core.config.timer_max_delay_sec.saturating_mul(1000))
             .unwrap_or(i64::MAX);
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
         if due.saturating_sub(now) > max_ms {
@@ -186,7 +187,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
     if m.body.is_empty() {
         return failed(refuse(Code::MessageBodyEmpty, "the message body is empty"));
     }
-    let max = svc.shared.config.max_message_size;
+    let max = svc.core.config.max_message_size;
     if m.body.len() > max {
         return failed(refuse(
             Code::MessageBodyTooLarge,
@@ -200,7 +201,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
     let incoming = Incoming {
         topic,
         default_topic: "",
-        default_queues: i32::try_from(svc.shared.config.default_queues).unwrap_or(8),
+        default_queues: i32::try_from(svc.core.config.default_queues).unwrap_or(8),
         queue: match &c.group {
             Some(g) => QueueChoice::Group(g),
             None => QueueChoice::Any,
@@ -214,7 +215,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
         body: &m.body,
         properties: &c.properties,
     };
-    match store_message(&svc.shared, &incoming) {
+    match store_message(&svc.core, &incoming) {
         Ok(stored) => SendResultEntry {
             status: Some(ok()),
             message_id: stored.uniq_key.clone(),
@@ -225,10 +226,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
         Err(r) => {
             if r.code == crate::remoting::code::response_code::SYSTEM_BUSY {
                 // Relaxed: a statistic.
-                svc.shared
-                    .counters
-                    .sends_rejected
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                svc.core.counters.sends_rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             failed(from_remoting_status(r.code, r.remark))
         }
@@ -281,7 +279,7 @@ pub(crate) fn end_transaction(
         _ => return answer(ok()),
     };
     let from_check = req.source == TransactionSource::SourceServerCheck as i32;
-    match transaction::end_by_transaction_id(&svc.shared, &req.transaction_id, commit, from_check) {
+    match transaction::end_by_transaction_id(&svc.core, &req.transaction_id, commit, from_check) {
         Some(Ended::Done | Ended::Undecided) => answer(ok()),
         Some(Ended::Refused(code, remark)) => {
             // The client sees the status (unlike remoting's one-way END_TRANSACTION): debug only.
@@ -289,7 +287,7 @@ pub(crate) fn end_transaction(
             answer(from_remoting_status(code, remark))
         }
         None => {
-            svc.shared.transactions.refused();
+            svc.core.transactions.refused();
             answer(status(
                 Code::InvalidTransactionId,
                 format!("no undecided transaction {}", req.transaction_id),
@@ -301,12 +299,12 @@ pub(crate) fn end_transaction(
 /// The gRPC face's producers, as the transaction checker reaches them: a producer publishing
 /// to the topic the half message's group names (gRPC producers' group is the topic, as the
 /// proxy names them), with a Telemetry stream open.
-#[derive(Debug, Default)]
-pub(crate) struct GrpcProducers;
+#[derive(Debug)]
+pub(crate) struct GrpcProducers(pub(crate) Arc<GrpcState>);
 
 impl ProducerCheck for GrpcProducers {
-    fn producer(&self, s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>> {
-        let session = s.grpc_sessions.producers_of(group).into_iter().next()?;
+    fn producer(&self, _core: &Core, group: &str) -> Option<Box<dyn CheckProducer>> {
+        let session = self.0.sessions.producers_of(group).into_iter().next()?;
         Some(Box::new(TelemetryStream(session)))
     }
 }
@@ -318,7 +316,7 @@ impl ProducerCheck for GrpcProducers {
 struct TelemetryStream(Arc<Session>);
 
 impl CheckProducer for TelemetryStream {
-    fn ask(&self, s: &Shared, half: &HalfCheck<'_>) -> bool {
+    fn ask(&self, core: &Core, half: &HalfCheck<'_>) -> bool {
         let d = &half.record;
         let p = d.properties;
         let real_topic = properties::find(p, properties::REAL_TOPIC).unwrap_or_default();
@@ -332,7 +330,7 @@ impl CheckProducer for TelemetryStream {
             queue_id,
             queue_offset: i64::try_from(half.offset).unwrap_or(i64::MAX),
             store_timestamp_ms: i64::try_from(half.stored_at).unwrap_or(i64::MAX),
-            store_host: s.store_host,
+            store_host: core.store_host,
             receipt_handle: None,
             invisible_ms: None,
             reconsume_times: d.reconsume_times,

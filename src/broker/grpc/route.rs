@@ -25,8 +25,8 @@ use super::pb::{
 use super::service::Messaging;
 use super::status::{from_remoting_status, ok, status};
 use crate::broker::core::topics::{self, perm};
+use crate::broker::core::Core;
 use crate::broker::remoting::processor::send::resolve_topic;
-use crate::broker::Shared;
 use crate::remoting::body::{JsonBody, TopicConfig, TopicRouteData};
 use crate::remoting::client::request_once;
 use crate::remoting::code::{request_code, response_code};
@@ -109,10 +109,10 @@ async fn ask_grpc_port(remoting: &str) -> Option<u16> {
 
 /// The route of `topic` as this broker's name server has it: the embedded table, or the first
 /// external name server that answers (`None`: no route, or none answered).
-async fn cluster_route(s: &Shared, topic: &str) -> Option<TopicRouteData> {
-    let external = s.config.namesrv_addrs().unwrap_or_default();
+async fn cluster_route(core: &Core, topic: &str) -> Option<TopicRouteData> {
+    let external = core.config.namesrv_addrs().unwrap_or_default();
     if external.is_empty() {
-        return s.routes.route(topic);
+        return core.routes.route(topic);
     }
     for ns in external {
         let h = GetRouteInfoRequestHeader { topic, accept_standard_json_only: true };
@@ -143,8 +143,8 @@ pub(crate) async fn cluster_queues(
         Err(_) => Vec::new(),
     };
     if topics::validate_topic(topic).is_ok() {
-        let own = svc.shared.config.broker_name.as_str();
-        if let Some(route) = cluster_route(&svc.shared, topic).await {
+        let own = svc.core.config.broker_name.as_str();
+        if let Some(route) = cluster_route(&svc.core, topic).await {
             for q in route.queue_datas.iter().filter(|q| q.broker_name != own) {
                 let Some(addr) = route
                     .broker_datas
@@ -180,15 +180,15 @@ pub(crate) fn topic_config(svc: &Messaging, name: &str) -> Result<TopicConfig, s
     if let Err(remark) = topics::validate_topic(name) {
         return Err(status(Code::IllegalTopic, remark));
     }
-    let s = &svc.shared;
-    if let Some(c) = s.topics.get(name) {
+    let core = &svc.core;
+    if let Some(c) = core.topics.get(name) {
         return Ok(c);
     }
-    if topics::is_system_topic(name) || !s.config.auto_create_topic {
+    if topics::is_system_topic(name) || !core.config.auto_create_topic {
         return Err(status(Code::TopicNotFound, format!("topic {name} does not exist")));
     }
-    match resolve_topic(s, name, "", i32::try_from(s.config.default_queues).unwrap_or(8)) {
-        Ok(_) => s
+    match resolve_topic(core, name, "", i32::try_from(core.config.default_queues).unwrap_or(8)) {
+        Ok(_) => core
             .topics
             .get(name)
             .ok_or_else(|| status(Code::TopicNotFound, format!("topic {name} does not exist"))),
@@ -200,7 +200,7 @@ pub(crate) fn topic_config(svc: &Messaging, name: &str) -> Result<TopicConfig, s
 pub(crate) fn message_queues(svc: &Messaging, c: &TopicConfig) -> Vec<MessageQueue> {
     queues_of(
         &c.topic_name,
-        &svc.shared.config.broker_name,
+        &svc.core.config.broker_name,
         endpoints(svc),
         c.read_queue_nums,
         c.write_queue_nums,

@@ -23,8 +23,8 @@ use super::pb::{
 };
 use super::session::{self, Session, TelemetryItem, TELEMETRY_CHANNEL};
 use super::status::{ok, status};
-use super::{consumer, producer, route, settings};
-use crate::broker::Shared;
+use super::{consumer, producer, route, settings, GrpcState};
+use crate::broker::core::Core;
 
 /// What `ReceiveMessage` answers with: a stream of status, messages and a delivery timestamp.
 pub(crate) type ReceiveStream = BoxStream<ReceiveMessageResponse>;
@@ -32,8 +32,10 @@ pub(crate) type ReceiveStream = BoxStream<ReceiveMessageResponse>;
 /// The service: the broker's shared state and the gRPC endpoint routes advertise.
 #[derive(Debug, Clone)]
 pub(crate) struct Messaging {
-    /// The broker's state (store, topics, groups, transactions, gRPC sessions).
-    pub(crate) shared: Arc<Shared>,
+    /// The broker's core (store, topics, groups, transactions).
+    pub(crate) core: Arc<Core>,
+    /// The gRPC face's own state (sessions, renewals).
+    pub(crate) grpc: Arc<GrpcState>,
     /// The address clients reach this broker's gRPC port at (routes name it).
     pub(crate) endpoint: SocketAddr,
     /// The other brokers' gRPC ports, for routes that span the cluster.
@@ -47,8 +49,8 @@ impl Messaging {
     pub(crate) fn session<T>(&self, request: &Request<T>) -> Result<Arc<Session>, pb::Status> {
         match session::client_id(request.metadata()) {
             Some(id) => {
-                let cap = self.shared.config.max_connections.max(1);
-                self.shared.grpc_sessions.get_or_create_within(&id, cap).ok_or_else(|| {
+                let cap = self.core.config.max_connections.max(1);
+                self.grpc.sessions.get_or_create_within(&id, cap).ok_or_else(|| {
                     status(
                         Code::TooManyRequests,
                         format!("this broker serves at most {cap} gRPC clients at once"),
@@ -165,8 +167,8 @@ impl MessagingService for Messaging {
     ) -> Result<Response<NotifyClientTerminationResponse>, tonic::Status> {
         match session::client_id(request.metadata()) {
             Some(id) => {
-                self.shared.grpc_sessions.remove(&id);
-                self.shared.renewals.forget_client(&id);
+                self.grpc.sessions.remove(&id);
+                self.grpc.renewals.forget_client(&id);
                 Ok(Response::new(NotifyClientTerminationResponse { status: Some(ok()) }))
             }
             None => Ok(Response::new(NotifyClientTerminationResponse {
@@ -203,7 +205,7 @@ async fn read_telemetry(
         session.touch();
         match cmd.command {
             Some(telemetry_command::Command::Settings(client)) => {
-                let reply = match settings::merge(&svc.shared, client) {
+                let reply = match settings::merge(&svc.core, client) {
                     Ok(merged) => {
                         session.state().settings = Some(merged.clone());
                         if let Some(pb::settings::PubSub::Publishing(_)) = &merged.pub_sub {
@@ -211,7 +213,7 @@ async fn read_telemetry(
                             for topic in session.topics() {
                                 // A producer of a topic with undecided half messages joined:
                                 // the checker asks it now (gRPC producers' group is the topic).
-                                svc.shared.transactions.producer_joined(&topic);
+                                svc.core.transactions.producer_joined(&topic);
                             }
                         }
                         TelemetryCommand {

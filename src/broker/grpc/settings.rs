@@ -18,7 +18,7 @@ use super::pb::{
     ExponentialBackoff, Metric, RetryPolicy, Settings, Status,
 };
 use super::status::status;
-use crate::broker::Shared;
+use crate::broker::core::Core;
 
 /// Producer send attempts (the proxy's value).
 pub(crate) const PRODUCER_MAX_ATTEMPTS: i32 = 3;
@@ -35,8 +35,8 @@ const DELAY_LEVELS_MS: [u64; 18] = [
 
 /// The retries of `group` before a message goes to its dead-letter queue: the admin's
 /// `retryMaxTimes`, else the broker's `pop-retry-max-times`.
-pub(crate) fn retry_max_times(s: &Shared, group: &str) -> u32 {
-    s.groups.retry_max_times(group).unwrap_or(s.config.pop_retry_max_times)
+pub(crate) fn retry_max_times(core: &Core, group: &str) -> u32 {
+    core.groups.retry_max_times(group).unwrap_or(core.config.pop_retry_max_times)
 }
 
 /// The server's side of the Settings: what the broker's configuration and the consumer
@@ -50,7 +50,7 @@ struct ServerValues {
 
 /// `client`'s Settings with the server's values, or the status to answer with when it names
 /// neither publishing nor subscription.
-pub(crate) fn merge(s: &Shared, client: Settings) -> Result<Settings, Status> {
+pub(crate) fn merge(core: &Core, client: Settings) -> Result<Settings, Status> {
     let group = match client.pub_sub.as_ref() {
         Some(PubSub::Subscription(sub)) => {
             sub.group.as_ref().map(|g| g.name.clone()).unwrap_or_default()
@@ -58,9 +58,9 @@ pub(crate) fn merge(s: &Shared, client: Settings) -> Result<Settings, Status> {
         _ => String::new(),
     };
     let values = ServerValues {
-        max_body_size: s.config.max_message_size,
-        fifo: s.groups.orderly(&group),
-        retry_max_times: retry_max_times(s, &group),
+        max_body_size: core.config.max_message_size,
+        fifo: core.groups.orderly(&group),
+        retry_max_times: retry_max_times(core, &group),
     };
     merge_with(values, client)
 }

@@ -1,7 +1,171 @@
-//! The remoting face.
+//! The remoting face: RocketMQ's remoting protocol over the [core](crate::broker::core).
+//!
+//! One task per connection ([`server`]) reads frames and answers each request through one
+//! code → processor table ([`table`]); most requests are answered inline, a pull or pop that
+//! must wait (long polling) moves to its own task and answers later through the connection's
+//! outgoing channel, so responses may leave out of order, matched by `opaque`. The processors
+//! ([`processor`], one file per RocketMQ request family, and [`namesrv`] for the name server's
+//! codes) turn requests into calls on the core and the core's answers and error enums into
+//! RocketMQ's response codes and remarks. The [`registrar`] keeps the broker registered with
+//! external name servers.
+//!
+//! What only this face keeps is in [`RemotingState`]: the ACL, the `SET_MESSAGE_REQUEST_MODE`
+//! table, the RPC latencies, its connections' outgoing channels and its counters.
 
 pub(crate) mod namesrv;
 pub(crate) mod processor;
 pub(crate) mod registrar;
+pub(crate) mod rpc;
 pub(crate) mod server;
 pub(crate) mod table;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::broker::acl::Acl;
+use crate::broker::core::clients::{ClientNotify, ConnId};
+use crate::remoting::code::{request_code, response_code};
+use crate::remoting::{ExtFields, RemotingCommand};
+use crate::sync::{read, write, Arc, AtomicU32, AtomicU64, Ordering, RwLock};
+
+/// What the connection task sends on a connection's outgoing channel.
+pub(crate) type Outgoing = RemotingCommand;
+
+/// The connection a request arrived on.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnCtx {
+    pub(crate) id: ConnId,
+    pub(crate) peer: SocketAddr,
+    /// Responses that complete later, and broker → client requests. Bounded: a suspended pull
+    /// reserves its slot before it waits; notifications that find it full are dropped.
+    pub(crate) tx: mpsc::Sender<Outgoing>,
+    /// Fires when the broker shuts down (long polls answer at once).
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Permits for suspended pulls (`max-suspended-pulls-per-connection`).
+    pub(crate) suspended: Arc<tokio::sync::Semaphore>,
+}
+
+/// What a processor did with a request.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// Send this response now (boxed: responses are large, results carrying them should not be).
+    Now(Box<RemotingCommand>),
+    /// No response (one-way request, or one a spawned task will send).
+    Nothing,
+}
+
+impl Reply {
+    /// A response to send now.
+    pub(crate) fn now(cmd: RemotingCommand) -> Reply {
+        Reply::Now(Box::new(cmd))
+    }
+}
+
+/// A success response carrying `ext`.
+pub(crate) fn ok(req: &RemotingCommand, ext: ExtFields) -> RemotingCommand {
+    RemotingCommand::response_to(req, response_code::SUCCESS, None).with_ext_fields(ext)
+}
+
+/// An error response with RocketMQ's code and a remark saying what was wrong.
+pub(crate) fn reply_error(req: &RemotingCommand, code: i32, remark: String) -> Reply {
+    Reply::now(RemotingCommand::response_to(req, code, Some(remark)))
+}
+
+/// Counters of what the remoting face did that neither the core nor the store sees.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// One-way sends refused (they cannot be told): nothing disappears uncounted.
+    pub(crate) oneway_rejected: AtomicU64,
+    /// Frames that could not be parsed (their connection was closed) or whose header was
+    /// refused (answered with an error).
+    pub(crate) bad_frames: AtomicU64,
+    /// Connections closed on accept because `max-connections` were open, or because their
+    /// first byte was plaintext under `tls-mode` enforcing (under `disabled` nothing is
+    /// sniffed: a TLS handshake is a bad frame there).
+    pub(crate) connections_refused: AtomicU64,
+    /// Times a connection stopped reading because its unwritten answers reached
+    /// `write-buffer-high-water-mark`.
+    pub(crate) reads_paused: AtomicU64,
+    /// The most bytes one connection has had queued for writing.
+    pub(crate) max_queued_write_bytes: AtomicU64,
+}
+
+impl Counters {
+    /// A statistic's value now.
+    pub(crate) fn get(c: &AtomicU64) -> u64 {
+        // Relaxed: a statistic, read on its own.
+        c.load(Ordering::Relaxed)
+    }
+}
+
+/// The remoting face's own state (its listeners share it: the broker port and the embedded
+/// name server's).
+#[derive(Debug)]
+pub(crate) struct RemotingState {
+    /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
+    pub(crate) acl: Option<Acl>,
+    /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
+    pub(crate) request_modes: processor::pop::RequestModes,
+    /// `rocketmq_rpc_latency` (the metrics endpoint).
+    pub(crate) rpc: rpc::RpcLatency,
+    pub(crate) counters: Counters,
+    next_opaque: AtomicU32,
+    /// The outgoing channel of every open connection, for the requests the broker sends on
+    /// its own (`NOTIFY_CONSUMER_IDS_CHANGED`, `CHECK_TRANSACTION_STATE`,
+    /// `RESET_CONSUMER_CLIENT_OFFSET`).
+    links: RwLock<HashMap<ConnId, mpsc::Sender<Outgoing>>>,
+}
+
+impl RemotingState {
+    /// The state of a remoting face with `acl`.
+    pub(crate) fn new(acl: Option<Acl>) -> Self {
+        RemotingState {
+            acl,
+            request_modes: processor::pop::RequestModes::default(),
+            rpc: rpc::RpcLatency::default(),
+            counters: Counters::default(),
+            next_opaque: AtomicU32::new(1),
+            links: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// An id for a request the broker sends.
+    pub(crate) fn next_opaque(&self) -> i32 {
+        // Relaxed: request ids only need to differ.
+        self.next_opaque.fetch_add(1, Ordering::Relaxed) as i32
+    }
+
+    /// Notes an open connection's outgoing channel.
+    pub(crate) fn link(&self, id: ConnId, tx: mpsc::Sender<Outgoing>) {
+        write(&self.links).insert(id, tx);
+    }
+
+    /// Forgets a closed connection's channel.
+    pub(crate) fn unlink(&self, id: ConnId) {
+        write(&self.links).remove(&id);
+    }
+
+    /// The outgoing channel of connection `id`, while it is open.
+    pub(crate) fn channel(&self, id: ConnId) -> Option<mpsc::Sender<Outgoing>> {
+        read(&self.links).get(&id).cloned()
+    }
+}
+
+impl ClientNotify for RemotingState {
+    fn members_changed(&self, group: &str, conns: &[ConnId]) {
+        for tx in conns.iter().filter_map(|c| self.channel(*c)) {
+            let mut ext = ExtFields::new();
+            ext.insert("consumerGroup", group);
+            let cmd = RemotingCommand::oneway_request(
+                request_code::NOTIFY_CONSUMER_IDS_CHANGED,
+                self.next_opaque(),
+            )
+            .with_ext_fields(ext);
+            // A connection whose channel is full (it does not read) misses this hint; its
+            // client rebalances on its own timer as well.
+            let _ = tx.try_send(cmd);
+        }
+    }
+}

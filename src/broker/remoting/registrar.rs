@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::broker::Shared;
+use super::RemotingState;
+use crate::broker::core::Core;
 use crate::remoting::body::{JsonBody, RegisterBrokerBody, TopicConfigAndMappingSerializeWrapper};
 use crate::remoting::client::{ClientError, Connection};
 use crate::remoting::code::{request_code, response_code};
@@ -24,10 +25,15 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(3);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The `REGISTER_BROKER` request for the broker's current topics.
-pub(crate) fn register_request(s: &Shared) -> RemotingCommand {
+pub(crate) fn register_request(core: &Core, face: &RemotingState) -> RemotingCommand {
     let wrapper = TopicConfigAndMappingSerializeWrapper {
-        topic_config_table: s.topics.all().into_iter().map(|t| (t.topic_name.clone(), t)).collect(),
-        data_version: s.topics.data_version(),
+        topic_config_table: core
+            .topics
+            .all()
+            .into_iter()
+            .map(|t| (t.topic_name.clone(), t))
+            .collect(),
+        data_version: core.topics.data_version(),
         ..Default::default()
     };
     let body = RegisterBrokerBody {
@@ -36,30 +42,30 @@ pub(crate) fn register_request(s: &Shared) -> RemotingCommand {
     };
     let body = body.to_json_bytes().unwrap_or_default();
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF) as i64;
-    let mut ext = broker_ext(s);
-    ext.insert("haServerAddr", &s.store_host.to_string());
+    let mut ext = broker_ext(core);
+    ext.insert("haServerAddr", &core.store_host.to_string());
     ext.insert_bool("compressed", false);
     ext.insert_i64("bodyCrc32", crc);
     ext.insert_bool("enableActingMaster", false);
     ext.insert_i64("heartbeatTimeoutMillis", 120_000);
-    RemotingCommand::request(request_code::REGISTER_BROKER, s.next_opaque())
+    RemotingCommand::request(request_code::REGISTER_BROKER, face.next_opaque())
         .with_ext_fields(ext)
         .with_body(body)
 }
 
 /// `req` signed with the broker's credentials, if it has any.
-fn signed(s: &Shared, mut req: RemotingCommand) -> RemotingCommand {
-    if let Some(c) = &s.config.inner_client_authentication_credentials {
+fn signed(core: &Core, mut req: RemotingCommand) -> RemotingCommand {
+    if let Some(c) = &core.config.inner_client_authentication_credentials {
         c.sign(&mut req);
     }
     req
 }
 
-fn broker_ext(s: &Shared) -> ExtFields {
+fn broker_ext(core: &Core) -> ExtFields {
     let mut ext = ExtFields::new();
-    ext.insert("brokerName", &s.config.broker_name);
-    ext.insert("brokerAddr", &s.store_host.to_string());
-    ext.insert("clusterName", &s.config.cluster_name);
+    ext.insert("brokerName", &core.config.broker_name);
+    ext.insert("brokerAddr", &core.store_host.to_string());
+    ext.insert("clusterName", &core.config.cluster_name);
     ext.insert_i64("brokerId", 0);
     ext
 }
@@ -103,9 +109,14 @@ fn lost(e: ClientError) -> String {
 }
 
 /// Keeps this broker registered with the name server at `addr` until shutdown.
-pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Receiver<bool>) {
-    let mut changed = s.topics_changed.subscribe();
-    let interval = Duration::from_secs(s.config.register_interval_secs.clamp(1, 60));
+pub(crate) async fn run(
+    core: Arc<Core>,
+    face: Arc<RemotingState>,
+    addr: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut changed = core.topics_changed.subscribe();
+    let interval = Duration::from_secs(core.config.register_interval_secs.clamp(1, 60));
     // Retries stay within one interval, so a name server that comes back has the broker again
     // within an interval.
     let max_backoff = MAX_BACKOFF.min(interval);
@@ -134,7 +145,7 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
         };
         // Registered (again): everything below runs on this connection until it fails.
         let reason = loop {
-            match link.call(signed(&s, register_request(&s))).await {
+            match link.call(signed(&core, register_request(&core, &face))).await {
                 Ok(resp) if resp.code == response_code::SUCCESS => {
                     if !was_up {
                         tracing::info!(namesrv = %addr, "registered with the name server");
@@ -159,9 +170,12 @@ pub(crate) async fn run(s: Arc<Shared>, addr: String, mut shutdown: watch::Recei
                 Idle::Lost(e) => break e,
                 Idle::Shutdown => {
                     let req = signed(
-                        &s,
-                        RemotingCommand::request(request_code::UNREGISTER_BROKER, s.next_opaque())
-                            .with_ext_fields(broker_ext(&s)),
+                        &core,
+                        RemotingCommand::request(
+                            request_code::UNREGISTER_BROKER,
+                            face.next_opaque(),
+                        )
+                        .with_ext_fields(broker_ext(&core)),
                     );
                     match link.call(req).await {
                         Ok(_) => {

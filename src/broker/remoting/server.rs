@@ -33,8 +33,10 @@ use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
 use super::table::{self, Role};
+use super::{ConnCtx, Outgoing, RemotingState, Reply};
+use crate::broker::core::clients::ConnId;
+use crate::broker::core::Core;
 use crate::broker::tls::{self, Gate, TlsMode};
-use crate::broker::{ConnCtx, ConnId, Outgoing, Reply, Shared};
 use crate::remoting::code::response_code;
 use crate::remoting::codec::{CodecError, RemotingCodec};
 use crate::remoting::error::quote;
@@ -51,14 +53,15 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Accepts connections until shutdown; each gets its own task. Waits for them on shutdown.
 pub(crate) async fn serve(
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    face: Arc<RemotingState>,
     listener: TcpListener,
     role: Role,
     gate: Arc<Gate>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
-    let max = shared.config.max_connections.max(1);
+    let max = core.config.max_connections.max(1);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -67,13 +70,21 @@ pub(crate) async fn serve(
                     while conns.try_join_next().is_some() {}
                     if conns.len() >= max {
                         // Relaxed: a statistic.
-                        shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        face.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(%peer, max, "connection refused: max-connections reached");
                         drop(stream);
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
-                    conns.spawn(admit(Arc::clone(&shared), stream, peer, role, Arc::clone(&gate), shutdown.clone()));
+                    conns.spawn(admit(
+                        Arc::clone(&core),
+                        Arc::clone(&face),
+                        stream,
+                        peer,
+                        role,
+                        Arc::clone(&gate),
+                        shutdown.clone(),
+                    ));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -94,8 +105,10 @@ pub(crate) async fn serve(
 /// `max-connections` counts connections still being admitted, a client that never sends is
 /// closed after the idle time as any other, and a TLS handshake that stalls after its first
 /// byte is closed after `tls-handshake-timeout-ms`.
+#[allow(clippy::too_many_arguments)] // the connection's state, passed on as it is
 async fn admit(
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    face: Arc<RemotingState>,
     stream: TcpStream,
     peer: SocketAddr,
     role: Role,
@@ -106,10 +119,10 @@ async fn admit(
         // Nothing to tell apart: no peek (a syscall per connection). A TLS ClientHello read as
         // a frame declares a length of about 369 MB (`16 03 0x ..`), over the frame limit: the
         // connection is closed as any unparseable frame's, and counted in `bad_frames`.
-        connection(shared, stream.into_split(), peer, role, shutdown).await;
+        connection(core, face, stream.into_split(), peer, role, shutdown).await;
         return;
     }
-    let idle = idle_time(&shared);
+    let idle = idle_time(&core);
     let first = tokio::select! {
         first = tokio::time::timeout(idle, tls::first_byte(&stream)) => match first {
             Ok(Some(b)) => b,
@@ -125,7 +138,7 @@ async fn admit(
     match (gate.mode, tls_hello, &gate.acceptor) {
         (TlsMode::Enforcing, false, _) => {
             // Relaxed: a statistic.
-            shared.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
+            face.counters.connections_refused.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, "connection closed: plaintext while tls-mode is enforcing");
         }
         (_, true, Some(acceptor)) => {
@@ -145,16 +158,16 @@ async fn admit(
                 _ = shutdown.changed() => return,
             };
             // A TLS session reads and writes one state: its halves share it behind a lock.
-            connection(shared, tokio::io::split(tls_stream), peer, role, shutdown).await;
+            connection(core, face, tokio::io::split(tls_stream), peer, role, shutdown).await;
         }
         // A TCP stream splits into owned halves with no lock between them (the hot path).
-        _ => connection(shared, stream.into_split(), peer, role, shutdown).await,
+        _ => connection(core, face, stream.into_split(), peer, role, shutdown).await,
     }
 }
 
 /// The idle bound of a connection (`Duration::MAX` for never).
-fn idle_time(shared: &Shared) -> Duration {
-    match shared.config.server_channel_max_idle_time_seconds {
+fn idle_time(core: &Core) -> Duration {
+    match core.config.server_channel_max_idle_time_seconds {
         0 => Duration::MAX,
         s => Duration::from_secs(s),
     }
@@ -163,15 +176,17 @@ fn idle_time(shared: &Shared) -> Duration {
 /// Runs a closed connection's clean-up when dropped: its clients leave their groups and the
 /// brokers it registered leave the routes, also when the task unwinds from a panic.
 struct Cleanup {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    face: Arc<RemotingState>,
     id: ConnId,
     peer: SocketAddr,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        self.shared.clients.close(&self.shared, self.id);
-        for broker in self.shared.routes.connection_closed(self.id) {
+        self.face.unlink(self.id);
+        self.core.clients.close(&self.core, self.id);
+        for broker in self.core.routes.connection_closed(self.id) {
             tracing::info!(%broker, peer = %self.peer, "broker dropped: the connection that registered it closed");
         }
     }
@@ -261,7 +276,8 @@ fn unencodable(resp: RemotingCommand, why: &str) -> RemotingCommand {
 /// Serves one connection, plaintext or TLS alike: its read and write halves are anything
 /// readable and writable, so both share this loop and its bounds.
 async fn connection<R, W>(
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    face: Arc<RemotingState>,
     (mut reader, mut writer): (R, W),
     peer: SocketAddr,
     role: Role,
@@ -272,7 +288,7 @@ async fn connection<R, W>(
 {
     // Relaxed: ids only need to be unique.
     let id = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-    let max_suspended = shared.config.suspended_pull_cap();
+    let max_suspended = core.config.suspended_pull_cap();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(max_suspended + NOTIFY_SLOTS);
     let ctx = ConnCtx {
         id,
@@ -281,11 +297,12 @@ async fn connection<R, W>(
         shutdown: shutdown.clone(),
         suspended: Arc::new(Semaphore::new(max_suspended)),
     };
-    shared.clients.open(id, peer, ctx.tx.clone());
-    let _cleanup = Cleanup { shared: Arc::clone(&shared), id, peer };
+    face.link(id, ctx.tx.clone());
+    core.clients.open(id, peer);
+    let _cleanup = Cleanup { core: Arc::clone(&core), face: Arc::clone(&face), id, peer };
     tracing::debug!(conn = id, %peer, ?role, "connection opened");
-    let high_water = shared.config.write_buffer_high_water_mark.max(1);
-    let idle = idle_time(&shared);
+    let high_water = core.config.write_buffer_high_water_mark.max(1);
+    let idle = idle_time(&core);
     let mut codec = RemotingCodec::default();
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = Outbox::default();
@@ -298,12 +315,12 @@ async fn connection<R, W>(
         // Answer what is buffered, as long as the answers fit under the high-water mark.
         while fatal.is_none() && out.bytes < high_water {
             match codec.decode(&mut rbuf) {
-                Ok(Some(req)) => handle(&shared, &ctx, role, req, &mut out),
+                Ok(Some(req)) => handle(&core, &face, &ctx, role, req, &mut out),
                 Ok(None) => break,
                 Err(CodecError::Frame(FrameError::HeaderRefused(refused))) => {
                     // Consumed whole and still in step: answer it, keep the connection.
                     // Relaxed: a statistic.
-                    shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                    face.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(conn = id, %peer, reason = %refused.reason, "request header refused");
                     if let Some(resp) = refused.response() {
                         out.push(resp);
@@ -311,12 +328,12 @@ async fn connection<R, W>(
                 }
                 Err(e) => {
                     // Relaxed: a statistic.
-                    shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                    face.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
                     fatal = Some(format!("unparseable frame: {e}"));
                 }
             }
         }
-        note_queued(&shared, out.bytes);
+        note_queued(&face, out.bytes);
         if out.is_empty() && !unflushed {
             if let Some(reason) = fatal.take() {
                 tracing::warn!(conn = id, %peer, %reason, "closing connection");
@@ -326,7 +343,7 @@ async fn connection<R, W>(
         let open = out.bytes < high_water && fatal.is_none();
         if !open {
             // Relaxed: a statistic.
-            shared.counters.reads_paused.fetch_add(1, Ordering::Relaxed);
+            face.counters.reads_paused.fetch_add(1, Ordering::Relaxed);
         }
         let idle_at = last_active.checked_add(idle).unwrap_or_else(far_future);
         if open {
@@ -373,7 +390,7 @@ async fn connection<R, W>(
             }
         }
     };
-    note_queued(&shared, 0);
+    note_queued(&face, 0);
     drop((reader, writer));
     tracing::debug!(conn = id, %peer, %reason, "connection closed");
 }
@@ -384,9 +401,9 @@ fn far_future() -> Instant {
 }
 
 /// Records the bytes one connection has queued for writing (the broker keeps the largest).
-fn note_queued(shared: &Shared, bytes: usize) {
+fn note_queued(face: &RemotingState, bytes: usize) {
     // Relaxed: a statistic.
-    shared.counters.max_queued_write_bytes.fetch_max(bytes as u64, Ordering::Relaxed);
+    face.counters.max_queued_write_bytes.fetch_max(bytes as u64, Ordering::Relaxed);
 }
 
 /// One write of what is queued (`Some(bytes written)`), or, with nothing queued, a flush of
@@ -417,7 +434,14 @@ async fn flush<W: AsyncWrite + Unpin>(writer: &mut W, out: &mut Outbox) -> std::
 #[cfg(test)]
 pub(crate) const TEST_PANIC_CODE: i32 = -4242;
 
-fn handle(shared: &Arc<Shared>, ctx: &ConnCtx, role: Role, req: RemotingCommand, out: &mut Outbox) {
+fn handle(
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    role: Role,
+    req: RemotingCommand,
+    out: &mut Outbox,
+) {
     if req.is_response() {
         // Answers to our own requests (we send only one-way ones): nothing to do.
         return;
@@ -427,7 +451,7 @@ fn handle(shared: &Arc<Shared>, ctx: &ConnCtx, role: Role, req: RemotingCommand,
         panic!("test hook: a handler panics");
     }
     let oneway = req.is_oneway();
-    let reply = table::dispatch(shared, ctx, role, req);
+    let reply = table::dispatch(core, face, ctx, role, req);
     match reply {
         Reply::Now(resp) if !oneway => out.push(*resp),
         Reply::Now(_) | Reply::Nothing => {}
@@ -471,13 +495,13 @@ mod tests {
         while RemotingCommand::decode(&mut buf).unwrap().is_none() {
             assert!(stream.read_buf(&mut buf).await.unwrap() > 0, "the heartbeat is answered");
         }
-        let shared = Arc::clone(&broker.shared);
-        assert_eq!(shared.clients.consumer_ids("panic_group"), ["127.0.0.1@panic"]);
+        let core = Arc::clone(&broker.core);
+        assert_eq!(core.clients.consumer_ids("panic_group"), ["127.0.0.1@panic"]);
         let mut frame = BytesMut::new();
         RemotingCommand::request(TEST_PANIC_CODE, 2).encode(&mut frame).unwrap();
         stream.write_all(&frame).await.unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !shared.clients.consumer_ids("panic_group").is_empty() {
+        while !core.clients.consumer_ids("panic_group").is_empty() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the client of a connection whose handler panicked leaves its group"

@@ -7,7 +7,8 @@ use super::namesrv;
 use super::processor::{
     admin, client, config, group, lock, offset, pop, pull, query, retry, send, stats, transaction,
 };
-use crate::broker::{reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::{request_code as rc, response_code};
 use crate::remoting::RemotingCommand;
 
@@ -21,7 +22,7 @@ pub(crate) enum Role {
 }
 
 /// A request processor.
-pub(crate) type Handler = fn(&Arc<Shared>, &ConnCtx, RemotingCommand) -> Reply;
+pub(crate) type Handler = fn(&Arc<Core>, &Arc<RemotingState>, &ConnCtx, RemotingCommand) -> Reply;
 
 /// The broker's processors, sorted by code.
 pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
@@ -135,20 +136,26 @@ pub(crate) const NAMESRV: &[(i32, &str, Handler)] = &[
 ];
 
 /// Answers one request with the processor the table names for its code.
-pub(crate) fn dispatch(s: &Arc<Shared>, ctx: &ConnCtx, role: Role, req: RemotingCommand) -> Reply {
+pub(crate) fn dispatch(
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    role: Role,
+    req: RemotingCommand,
+) -> Reply {
     let table = match role {
         Role::Broker => BROKER,
         Role::NameServer => NAMESRV,
     };
     match table.binary_search_by_key(&req.code, |(code, _, _)| *code) {
         Ok(i) => {
-            if let Some(refused) = s.acl.as_ref().and_then(|acl| acl.check(role, ctx, &req)) {
+            if let Some(refused) = face.acl.as_ref().and_then(|acl| acl.check(role, ctx, &req)) {
                 return refused;
             }
             let start = std::time::Instant::now();
-            let reply = (table[i].2)(s, ctx, req);
+            let reply = (table[i].2)(core, face, ctx, req);
             if let Reply::Now(resp) = &reply {
-                s.rpc.observe(role, i, resp.code, start.elapsed());
+                face.rpc.observe(role, i, resp.code, start.elapsed());
             }
             reply
         }

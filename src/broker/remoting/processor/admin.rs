@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::{bad_header, store_error};
 use crate::broker::core::topics::{self, perm};
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{JsonBody, TopicConfig, TopicConfigAndMappingSerializeWrapper};
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
@@ -15,7 +16,8 @@ use crate::remoting::RemotingCommand;
 /// `UPDATE_AND_CREATE_TOPIC` (17). An in-memory topic cannot change its queue count once it
 /// exists; asking for another count keeps the existing one and says so.
 pub(crate) fn update_and_create_topic(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -45,7 +47,7 @@ pub(crate) fn update_and_create_topic(
     conf.perm = u32::try_from(h.perm).unwrap_or(perm::RW) & (perm::RW | perm::INHERIT);
     conf.topic_sys_flag = u32::try_from(h.topic_sys_flag).unwrap_or(0);
     conf.order = h.order;
-    match s.create_topic(conf) {
+    match core.create_topic(conf) {
         Ok(c) if c.read_queue_nums != read.max(write) && c.read_queue_nums != read => Reply::now(
             RemotingCommand::response_to(
                 &req,
@@ -60,7 +62,8 @@ pub(crate) fn update_and_create_topic(
 
 /// `DELETE_TOPIC_IN_BROKER` (215): the topic and everything in it.
 pub(crate) fn delete_topic_in_broker(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -75,17 +78,25 @@ pub(crate) fn delete_topic_in_broker(
             format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
         );
     }
-    s.topics.remove(h.topic);
-    let _ = s.store.delete_topic(h.topic);
-    s.publish_topics();
+    core.delete_topic(h.topic);
     Reply::now(ok(&req, Default::default()))
 }
 
 /// `GET_ALL_TOPIC_CONFIG` (21).
-pub(crate) fn get_all_topic_config(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn get_all_topic_config(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let wrapper = TopicConfigAndMappingSerializeWrapper {
-        topic_config_table: s.topics.all().into_iter().map(|t| (t.topic_name.clone(), t)).collect(),
-        data_version: s.topics.data_version(),
+        topic_config_table: core
+            .topics
+            .all()
+            .into_iter()
+            .map(|t| (t.topic_name.clone(), t))
+            .collect(),
+        data_version: core.topics.data_version(),
         ..Default::default()
     };
     match wrapper.to_json_bytes() {

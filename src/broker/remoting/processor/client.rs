@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::{bad_header, MAX_GROUP_LEN};
 use crate::broker::core::topics::{perm, RETRY_PREFIX};
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
     CheckClientConfigBody, ConsumerListBody, ExpressionType, HeartbeatData, JsonBody, TopicConfig,
 };
@@ -56,7 +57,12 @@ fn check_heartbeat(hb: &HeartbeatData) -> Result<(), String> {
 
 /// `HEART_BEAT` (34): registers producers, consumers and their subscriptions; creates each
 /// consumer group's `%RETRY%<group>` topic.
-pub(crate) fn heart_beat(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn heart_beat(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let hb = match HeartbeatData::from_json_slice(&req.body) {
         Ok(hb) => hb,
         Err(e) => {
@@ -75,36 +81,42 @@ pub(crate) fn heart_beat(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -
             continue;
         }
         let retry = format!("{RETRY_PREFIX}{}", c.group_name);
-        if s.topics.get(&retry).is_none()
+        if core.topics.get(&retry).is_none()
             && crate::broker::core::topics::validate_topic(&retry).is_ok()
         {
             let mut conf = TopicConfig::new(retry.clone(), 1, 1);
             conf.perm = perm::RW;
-            if let Err(e) = s.create_topic(conf) {
+            if let Err(e) = core.create_topic(conf) {
                 tracing::warn!(topic = %retry, error = %e, "cannot create the retry topic");
             }
         }
     }
-    s.clients.note_client(ctx.id, req.language, req.version);
-    s.clients.heartbeat(s, ctx.id, &hb);
+    core.clients.note_client(ctx.id, req.language, req.version);
+    core.clients.heartbeat(core, ctx.id, &hb);
     let mut ext = ExtFields::new();
     ext.insert("IS_SUPPORT_HEART_BEAT_V2", "false");
     Reply::now(ok(&req, ext))
 }
 
 /// `UNREGISTER_CLIENT` (35).
-pub(crate) fn unregister_client(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn unregister_client(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match UnregisterClientRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    s.clients.unregister(s, h.client_id, h.producer_group, h.consumer_group);
+    core.clients.unregister(core, h.client_id, h.producer_group, h.consumer_group);
     Reply::now(ok(&req, ExtFields::new()))
 }
 
 /// `GET_CONSUMER_LIST_BY_GROUP` (38): every live member of the group, sorted.
 pub(crate) fn get_consumer_list_by_group(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -112,7 +124,7 @@ pub(crate) fn get_consumer_list_by_group(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    let ids = s.clients.consumer_ids(h.consumer_group);
+    let ids = core.clients.consumer_ids(h.consumer_group);
     if ids.is_empty() {
         return reply_error(
             &req,
@@ -129,7 +141,12 @@ pub(crate) fn get_consumer_list_by_group(
 /// `CHECK_CLIENT_CONFIG` (46): tag subscriptions always pass; an SQL92 expression is compiled
 /// and refused with `SUBSCRIPTION_PARSE_FAILED` and the parse error as remark, as RocketMQ
 /// (with `enablePropertyFilter`) answers; other expression types are not supported.
-pub(crate) fn check_client_config(_s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn check_client_config(
+    _core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let body = match CheckClientConfigBody::from_json_slice(&req.body) {
         Ok(b) => b,
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, format!("bad body: {e}")),

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::broker::config::policy_name;
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::response_code;
 use crate::remoting::RemotingCommand;
 use crate::store::{MemoryPolicy, Settings};
@@ -20,22 +21,22 @@ pub(crate) const LIVE_KEYS: &[&str] =
     &["memoryBudget", "memoryPolicy", "retentionSecs", "retentionBytes"];
 
 /// Every setting as `(name, value)`, the live ones as in force now.
-pub(crate) fn properties(s: &Shared) -> Vec<(&'static str, String)> {
-    let c = &s.config;
-    let live = s.store.settings();
+pub(crate) fn properties(core: &Core) -> Vec<(&'static str, String)> {
+    let c = &core.config;
+    let live = core.store.settings();
     let opt = |v: Option<String>| v.unwrap_or_default();
     vec![
         ("brokerClusterName", c.cluster_name.clone()),
         ("brokerName", c.broker_name.clone()),
         ("brokerId", "0".into()),
         ("brokerRole", "ASYNC_MASTER".into()),
-        ("brokerIP1", s.store_host.ip().to_string()),
-        ("listenPort", s.store_host.port().to_string()),
+        ("brokerIP1", core.store_host.ip().to_string()),
+        ("listenPort", core.store_host.port().to_string()),
         ("namesrvAddr", opt(c.namesrv_addr.clone())),
         ("namesrvListen", opt(c.namesrv_listen.map(|a| a.to_string()))),
         ("metricsListen", opt(c.metrics_listen.map(|a| a.to_string()))),
         // The proxy's name for its gRPC port; peers read it to route gRPC clients here.
-        ("grpcServerPort", opt(s.grpc_endpoint.map(|a| a.port().to_string()))),
+        ("grpcServerPort", opt(core.grpc_endpoint.map(|a| a.port().to_string()))),
         ("defaultTopicQueueNums", c.default_queues.to_string()),
         ("autoCreateTopicEnable", c.auto_create_topic.to_string()),
         ("maxMessageSize", c.max_message_size.to_string()),
@@ -72,16 +73,21 @@ pub(crate) fn properties(s: &Shared) -> Vec<(&'static str, String)> {
 
 /// `GET_BROKER_CONFIG` (26): `key=value` lines, and the topic table's data version in
 /// the `version` header field.
-pub(crate) fn get_broker_config(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn get_broker_config(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let mut text = String::new();
-    for (k, v) in properties(s) {
+    for (k, v) in properties(core) {
         text.push_str(k);
         text.push('=');
         text.push_str(&v);
         text.push('\n');
     }
     let mut ext = crate::remoting::ExtFields::new();
-    if let Ok(v) = serde_json::to_string(&s.topics.data_version()) {
+    if let Ok(v) = serde_json::to_string(&core.topics.data_version()) {
         ext.insert("version", &v);
     }
     Reply::now(ok(&req, ext).with_body(text.into_bytes()))
@@ -140,16 +146,21 @@ pub(crate) fn updated(now: Settings, props: &[(&str, &str)]) -> Result<Settings,
 }
 
 /// `UPDATE_BROKER_CONFIG` (25).
-pub(crate) fn update_broker_config(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn update_broker_config(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let Ok(text) = std::str::from_utf8(&req.body) else {
         return reply_error(&req, response_code::SYSTEM_ERROR, "the body is not UTF-8".into());
     };
     let props = parse_properties(text);
-    let next = match updated(s.store.settings(), &props) {
+    let next = match updated(core.store.settings(), &props) {
         Ok(n) => n,
         Err(remark) => return reply_error(&req, response_code::NO_PERMISSION, remark),
     };
-    if let Err(e) = s.store.apply_settings(next) {
+    if let Err(e) = core.store.apply_settings(next) {
         return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
     }
     tracing::info!(

@@ -9,56 +9,22 @@
 //! `SubscriptionGroupConfig`, whatever version wrote it) and given back as it came; baiji
 //! itself needs none of it: a group exists once a heartbeat names it.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::bad_header;
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::groups::MAX_SUBSCRIPTION_GROUPS;
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{JsonBody, MessageQueue, ResetOffsetBody};
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
 
-/// Most subscription groups an admin may create (bounds the table).
-pub(crate) const MAX_SUBSCRIPTION_GROUPS: usize = 65_536;
-
-/// Subscription-group configs by name.
-#[derive(Debug, Default)]
-pub(crate) struct SubscriptionGroups {
-    table: RwLock<BTreeMap<String, Map<String, Value>>>,
-}
-
-impl SubscriptionGroups {
-    /// Whether an admin created `group`.
-    pub(crate) fn contains(&self, group: &str) -> bool {
-        self.table.read().unwrap_or_else(|p| p.into_inner()).contains_key(group)
-    }
-
-    /// Whether an admin made `group` consume in order (`consumeMessageOrderly`); the gRPC
-    /// face tells its consumers `fifo` from it, as the proxy does.
-    #[cfg(feature = "grpc")]
-    pub(crate) fn orderly(&self, group: &str) -> bool {
-        self.get(group)
-            .and_then(|c| c.get("consumeMessageOrderly").and_then(Value::as_bool))
-            .unwrap_or(false)
-    }
-
-    /// The `retryMaxTimes` an admin set for `group`, if any (negative values read as 0).
-    #[cfg(feature = "grpc")]
-    pub(crate) fn retry_max_times(&self, group: &str) -> Option<u32> {
-        let v = self.get(group)?.get("retryMaxTimes")?.as_i64()?;
-        Some(u32::try_from(v.max(0)).unwrap_or(u32::MAX))
-    }
-
-    fn get(&self, group: &str) -> Option<Map<String, Value>> {
-        self.table.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
-    }
-}
-
 /// `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` (200): the body is a `SubscriptionGroupConfig`.
 pub(crate) fn update_and_create_subscription_group(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -82,21 +48,20 @@ pub(crate) fn update_and_create_subscription_group(
             format!("the group name is blank or longer than {} characters", super::MAX_GROUP_LEN),
         );
     }
-    let mut t = s.groups.table.write().unwrap_or_else(|p| p.into_inner());
-    if t.len() >= MAX_SUBSCRIPTION_GROUPS && !t.contains_key(&name) {
+    if !core.groups.put(name, config) {
         return reply_error(
             &req,
             response_code::SYSTEM_ERROR,
             format!("at most {MAX_SUBSCRIPTION_GROUPS} subscription groups"),
         );
     }
-    t.insert(name, config);
     Reply::now(ok(&req, Default::default()))
 }
 
 /// `GET_SUBSCRIPTIONGROUP_CONFIG` (352).
 pub(crate) fn get_subscription_group_config(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -104,7 +69,7 @@ pub(crate) fn get_subscription_group_config(
         Ok(g) => g,
         Err(e) => return bad_header(&req, &e),
     };
-    match s.groups.get(group) {
+    match core.groups.get(group) {
         Some(c) => match serde_json::to_vec(&c) {
             Ok(b) => Reply::now(ok(&req, Default::default()).with_body(b)),
             Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
@@ -119,15 +84,16 @@ pub(crate) fn get_subscription_group_config(
 
 /// `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` (201): `{"subscriptionGroupTable":{...},"dataVersion":...}`.
 pub(crate) fn get_all_subscription_group_config(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    let table = s.groups.table.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let table = core.groups.all();
     let body = serde_json::json!({
         "subscriptionGroupTable": table,
         "forbiddenTable": {},
-        "dataVersion": s.topics.data_version(),
+        "dataVersion": core.topics.data_version(),
     });
     match serde_json::to_vec(&body) {
         Ok(b) => Reply::now(ok(&req, Default::default()).with_body(b)),
@@ -137,18 +103,19 @@ pub(crate) fn get_all_subscription_group_config(
 
 /// Forgets `group`'s config; with `clean`, a group without running members also stops
 /// holding messages (its offsets are forgotten).
-fn delete_group(s: &Shared, group: &str, clean: bool) {
-    s.groups.table.write().unwrap_or_else(|p| p.into_inner()).remove(group);
-    if clean && s.clients.consumer_ids(group).is_empty() {
-        for topic in super::stats::topics_of_group(s, group) {
-            s.store.unsubscribe(group, &topic);
+fn delete_group(core: &Core, group: &str, clean: bool) {
+    core.groups.remove(group);
+    if clean && core.clients.consumer_ids(group).is_empty() {
+        for topic in super::stats::topics_of_group(core, group) {
+            core.store.unsubscribe(group, &topic);
         }
     }
 }
 
 /// `DELETE_SUBSCRIPTIONGROUP` (207): see [`delete_group`].
 pub(crate) fn delete_subscription_group(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -160,14 +127,15 @@ pub(crate) fn delete_subscription_group(
         Ok(c) => c.unwrap_or(false),
         Err(e) => return bad_header(&req, &e),
     };
-    delete_group(s, group, clean);
+    delete_group(core, group, clean);
     Reply::now(ok(&req, Default::default()))
 }
 
 /// `DELETE_SUBSCRIPTIONGROUP_LIST` (5003, what rocketmq-admin-cli's `deleteSubGroup` sends):
 /// body `{"groupNameList":[…],"cleanOffset":…}`, each group as [`delete_group`].
 pub(crate) fn delete_subscription_group_list(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -190,7 +158,7 @@ pub(crate) fn delete_subscription_group_list(
         }
     };
     for group in &body.group_name_list {
-        delete_group(s, group, body.clean_offset);
+        delete_group(core, group, body.clean_offset);
     }
     Reply::now(ok(&req, Default::default()))
 }
@@ -202,7 +170,8 @@ pub(crate) fn delete_subscription_group_list(
 /// nothing changes and the answer is `CONSUMER_NOT_ONLINE`, as RocketMQ's (admin tools then
 /// commit the offsets themselves with `UPDATE_CONSUMER_OFFSET`).
 pub(crate) fn invoke_broker_to_reset_offset(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -218,10 +187,11 @@ pub(crate) fn invoke_broker_to_reset_offset(
             return bad_header(&req, &e)
         }
     };
-    let Some(t) = s.store.topic(topic) else {
+    let Some(t) = core.store.topic(topic) else {
         return reply_error(&req, response_code::SYSTEM_ERROR, format!("topic[{topic}] not exist"));
     };
-    let clients = s.clients.member_channels(group);
+    let clients: Vec<_> =
+        core.clients.member_conns(group).into_iter().filter_map(|c| face.channel(c)).collect();
     if clients.is_empty() {
         return reply_error(
             &req,
@@ -235,19 +205,19 @@ pub(crate) fn invoke_broker_to_reset_offset(
         let at = if timestamp < 0 {
             max
         } else {
-            s.store.offset_for_timestamp(t.as_ref(), q, timestamp as u64).unwrap_or(max)
+            core.store.offset_for_timestamp(t.as_ref(), q, timestamp as u64).unwrap_or(max)
         };
-        let committed = s.store.committed(group, topic, q);
+        let committed = core.store.committed(group, topic, q);
         let offset = match committed {
             Some(c) if !force && c <= at => c,
             _ => at,
         };
         if committed != Some(offset) {
-            let _ = s.store.commit(group, topic, q, offset);
+            let _ = core.store.commit(group, topic, q, offset);
         }
         let mq = MessageQueue {
             topic: topic.to_string(),
-            broker_name: s.config.broker_name.clone(),
+            broker_name: core.config.broker_name.clone(),
             queue_id: q as i32,
         };
         body.offset_table.push((mq, offset as i64));
@@ -264,7 +234,7 @@ pub(crate) fn invoke_broker_to_reset_offset(
         h.insert_bool("isForce", force);
         let cmd = RemotingCommand::oneway_request(
             request_code::RESET_CONSUMER_CLIENT_OFFSET,
-            s.next_opaque(),
+            face.next_opaque(),
         )
         .with_ext_fields(h)
         .with_body(bytes.clone());

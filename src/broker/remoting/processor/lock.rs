@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::MAX_GROUP_LEN;
 use crate::broker::core::locks::MAX_LOCK_BATCH;
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{JsonBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
 use crate::remoting::code::response_code;
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -34,11 +35,12 @@ fn body(req: &RemotingCommand) -> Result<LockBatchRequestBody, Reply> {
 
 /// The queues of `mqs` this broker has: its broker name, an existing topic, a queue id in
 /// range. Others cannot be consumed here, so they are never locked (and never stored).
-fn own_queues(s: &Shared, mqs: Vec<MessageQueue>) -> Vec<MessageQueue> {
+fn own_queues(core: &Core, mqs: Vec<MessageQueue>) -> Vec<MessageQueue> {
     mqs.into_iter()
         .filter(|mq| {
-            mq.broker_name == s.config.broker_name
-                && s.store
+            mq.broker_name == core.config.broker_name
+                && core
+                    .store
                     .topic(&mq.topic)
                     .is_some_and(|t| u32::try_from(mq.queue_id).is_ok_and(|q| q < t.queue_count()))
         })
@@ -46,13 +48,18 @@ fn own_queues(s: &Shared, mqs: Vec<MessageQueue>) -> Vec<MessageQueue> {
 }
 
 /// `LOCK_BATCH_MQ` (41): answers the subset of the queues now locked by the client.
-pub(crate) fn lock_batch_mq(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn lock_batch_mq(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let b = match body(&req) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let mqs = own_queues(s, b.mq_set);
-    let granted = s.locks.lock(&b.consumer_group, &b.client_id, &mqs);
+    let mqs = own_queues(core, b.mq_set);
+    let granted = core.locks.lock(&b.consumer_group, &b.client_id, &mqs);
     match (LockBatchResponseBody { lock_ok_mq_set: granted }).to_json_bytes() {
         Ok(body) => Reply::now(ok(&req, ExtFields::new()).with_body(body)),
         Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
@@ -60,11 +67,16 @@ pub(crate) fn lock_batch_mq(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingComman
 }
 
 /// `UNLOCK_BATCH_MQ` (42).
-pub(crate) fn unlock_batch_mq(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn unlock_batch_mq(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let b = match body(&req) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    s.locks.unlock(&b.consumer_group, &b.client_id, &b.mq_set);
+    core.locks.unlock(&b.consumer_group, &b.client_id, &b.mq_set);
     Reply::now(ok(&req, ExtFields::new()))
 }

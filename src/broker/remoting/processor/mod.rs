@@ -20,7 +20,10 @@ use crate::remoting::error::quote;
 use crate::remoting::{HeaderError, RemotingCommand};
 use crate::store::StoreError;
 
-use crate::broker::{reply_error, Reply};
+use crate::broker::core::groups::GroupError;
+pub(crate) use crate::broker::core::groups::MAX_GROUP_LEN;
+use crate::broker::core::Core;
+use crate::broker::remoting::{reply_error, Reply};
 
 /// The answer to a request whose custom header is missing a field or has a malformed one.
 pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> Reply {
@@ -90,32 +93,24 @@ pub(crate) fn put_refusal(e: &PutError) -> Refusal {
     }
 }
 
-/// RocketMQ's longest group name (`Validators.CHARACTER_MAX_LENGTH`).
-pub(crate) const MAX_GROUP_LEN: usize = 255;
-
 /// Whether `group` may store offsets: a name of at most [`MAX_GROUP_LEN`] characters, of a
 /// group a heartbeat made known (RocketMQ 5 refuses offsets of groups it has no subscription
 /// config for). Bounds the offsets a client can make the broker keep.
 pub(crate) fn check_offset_group(
-    s: &crate::broker::Shared,
+    core: &Core,
     req: &RemotingCommand,
     group: &str,
 ) -> Result<(), Reply> {
-    if group.is_empty() || group.chars().count() > MAX_GROUP_LEN {
-        return Err(reply_error(
-            req,
-            response_code::SYSTEM_ERROR,
-            format!("the consumer group name is blank or longer than {MAX_GROUP_LEN} characters"),
-        ));
-    }
-    if !s.clients.knows_group(group) {
-        return Err(reply_error(
-            req,
-            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!("subscription group [{group}] does not exist"),
-        ));
-    }
-    Ok(())
+    core.check_group(group, false).map_err(|e| group_error(req, &e))
+}
+
+/// The answer to a group the core refused.
+pub(crate) fn group_error(req: &RemotingCommand, e: &GroupError) -> Reply {
+    let code = match e {
+        GroupError::BadName => response_code::SYSTEM_ERROR,
+        GroupError::Unknown(_) => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+    };
+    reply_error(req, code, e.to_string())
 }
 
 /// A queue id from a header as `u32`, or the answer to send when it is negative.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::{bad_header, check_offset_group, queue_id, store_error};
 use crate::broker::core::topics;
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
 use crate::remoting::header::{
@@ -27,12 +28,12 @@ type TopicQueue = (Arc<dyn TopicStore>, u32);
 /// The topic and queue a metadata request names. An unknown topic reads as an empty queue
 /// (RocketMQ answers offset 0 there too), so `None` is not an error.
 fn topic_queue(
-    s: &Shared,
+    core: &Core,
     req: &RemotingCommand,
     topic: &str,
     q: i32,
 ) -> Result<Option<TopicQueue>, Reply> {
-    let Some(t) = s.store.topic(topic) else { return Ok(None) };
+    let Some(t) = core.store.topic(topic) else { return Ok(None) };
     let q = queue_id(req, q, topic, t.queue_count())?;
     Ok(Some((t, q)))
 }
@@ -41,7 +42,8 @@ fn topic_queue(
 /// queue that was never trimmed answers 0 (the group starts from the beginning), otherwise
 /// `QUERY_NOT_FOUND` and the client applies its consume-from-where.
 pub(crate) fn query_consumer_offset(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -49,12 +51,12 @@ pub(crate) fn query_consumer_offset(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    let tq = match topic_queue(s, &req, h.topic, h.queue_id) {
+    let tq = match topic_queue(core, &req, h.topic, h.queue_id) {
         Ok(tq) => tq,
         Err(r) => return r,
     };
     if let Some((_, q)) = &tq {
-        if let Some(o) = s.store.committed(h.consumer_group, h.topic, *q) {
+        if let Some(o) = core.store.committed(h.consumer_group, h.topic, *q) {
             return offset_reply(&req, o);
         }
     }
@@ -80,7 +82,8 @@ pub(crate) fn query_consumer_offset(
 /// `UPDATE_CONSUMER_OFFSET` (15), usually one-way. Committed offsets of clustering groups are
 /// what acknowledge messages, so memory is reclaimed as consumers commit.
 pub(crate) fn update_consumer_offset(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -88,10 +91,10 @@ pub(crate) fn update_consumer_offset(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    if let Err(r) = check_offset_group(s, &req, h.consumer_group) {
+    if let Err(r) = check_offset_group(core, &req, h.consumer_group) {
         return r;
     }
-    let Some(t) = s.store.topic(h.topic).filter(|_| !topics::is_internal_topic(h.topic)) else {
+    let Some(t) = core.store.topic(h.topic).filter(|_| !topics::is_internal_topic(h.topic)) else {
         return reply_error(
             &req,
             response_code::TOPIC_NOT_EXIST,
@@ -109,19 +112,24 @@ pub(crate) fn update_consumer_offset(
             format!("commitOffset {} is negative", h.commit_offset),
         );
     };
-    match s.store.commit(h.consumer_group, h.topic, q, offset) {
+    match core.store.commit(h.consumer_group, h.topic, q, offset) {
         Ok(()) => Reply::now(ok(&req, Default::default())),
         Err(e) => store_error(&req, &e),
     }
 }
 
 /// `GET_MAX_OFFSET` (30): the offset the next message will get.
-pub(crate) fn get_max_offset(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn get_max_offset(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match GetMaxOffsetRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    match topic_queue(s, &req, h.topic, h.queue_id) {
+    match topic_queue(core, &req, h.topic, h.queue_id) {
         Ok(Some((t, q))) => offset_reply(&req, t.offsets(q).map_or(0, |(_, max)| max)),
         Ok(None) => offset_reply(&req, 0),
         Err(r) => r,
@@ -129,12 +137,17 @@ pub(crate) fn get_max_offset(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingComma
 }
 
 /// `GET_MIN_OFFSET` (31): the oldest retained offset.
-pub(crate) fn get_min_offset(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn get_min_offset(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match TopicQueueRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    match topic_queue(s, &req, h.topic, h.queue_id) {
+    match topic_queue(core, &req, h.topic, h.queue_id) {
         Ok(Some((t, q))) => offset_reply(&req, t.offsets(q).map_or(0, |(min, _)| min)),
         Ok(None) => offset_reply(&req, 0),
         Err(r) => r,
@@ -143,7 +156,8 @@ pub(crate) fn get_min_offset(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingComma
 
 /// `SEARCH_OFFSET_BY_TIMESTAMP` (29): the first message stored at or after the time.
 pub(crate) fn search_offset_by_timestamp(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -151,10 +165,10 @@ pub(crate) fn search_offset_by_timestamp(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    match topic_queue(s, &req, h.topic, h.queue_id) {
+    match topic_queue(core, &req, h.topic, h.queue_id) {
         Ok(Some((t, q))) => {
             let ts = u64::try_from(h.timestamp).unwrap_or(0);
-            offset_reply(&req, s.store.offset_for_timestamp(t.as_ref(), q, ts).unwrap_or(0))
+            offset_reply(&req, core.store.offset_for_timestamp(t.as_ref(), q, ts).unwrap_or(0))
         }
         Ok(None) => offset_reply(&req, 0),
         Err(r) => r,
@@ -163,7 +177,8 @@ pub(crate) fn search_offset_by_timestamp(
 
 /// `GET_EARLIEST_MSG_STORETIME` (32).
 pub(crate) fn get_earliest_msg_storetime(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -171,8 +186,8 @@ pub(crate) fn get_earliest_msg_storetime(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    let ts = match topic_queue(s, &req, h.topic, h.queue_id) {
-        Ok(Some((t, q))) => s.store.earliest_timestamp(t.as_ref(), q).unwrap_or(0),
+    let ts = match topic_queue(core, &req, h.topic, h.queue_id) {
+        Ok(Some((t, q))) => core.store.earliest_timestamp(t.as_ref(), q).unwrap_or(0),
         Ok(None) => 0,
         Err(r) => return r,
     };

@@ -25,10 +25,13 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use super::{bad_header, store_error};
+use crate::broker::core::counters;
+use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopBatch, PopCall, PopError};
 use crate::broker::core::record::{self, Placement};
 use crate::broker::core::topics::RETRY_PREFIX;
-use crate::broker::{metrics, ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
     BatchAckMessageRequestBody, JsonBody, MessageModel, MessageQueue, MessageQueueAssignment,
     MessageRequestMode, QueryAssignmentRequestBody, QueryAssignmentResponseBody,
@@ -95,21 +98,26 @@ enum PopResult {
 }
 
 /// `POP_MESSAGE` (200050).
-pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    let parked = match pop(s, &req, Pass::First) {
+pub(crate) fn pop_message(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let parked = match pop(core, &req, Pass::First) {
         PopResult::Reply(r) => return r,
         PopResult::Park(batch) => batch,
     };
     let poll = PopMessageRequestHeader::from_ext_fields(&req.ext_fields)
         .map_or(0, |h| u64::try_from(h.poll_time).unwrap_or(0));
-    let hold = Duration::from_millis(poll.min(s.config.long_poll_max_ms));
+    let hold = Duration::from_millis(poll.min(core.config.long_poll_max_ms));
     // Over the connection's cap of parked requests (or with its channel full): POLLING_FULL.
     let slot = Arc::clone(&ctx.suspended).try_acquire_owned();
     let permit = ctx.tx.clone().try_reserve_owned();
     let (Ok(slot), Ok(permit)) = (slot, permit) else {
         return not_found(&req, response_code::POLLING_FULL, "polling full");
     };
-    let (s, ctx) = (Arc::clone(s), ctx.clone());
+    let (core, ctx) = (Arc::clone(core), ctx.clone());
     tokio::spawn(async move {
         let mut shutdown = ctx.shutdown.clone();
         let deadline = tokio::time::Instant::now() + hold;
@@ -121,7 +129,7 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
             // Woken by an append to a popped queue, or when an in-flight message of one
             // becomes visible again.
             tokio::select! {
-                woken = popper::wait_for_more(&s, &parked, deadline) => {
+                woken = popper::wait_for_more(&core, &parked, deadline) => {
                     if !woken {
                         break None;
                     }
@@ -129,12 +137,12 @@ pub(crate) fn pop_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) 
                 _ = shutdown.changed() => break None,
                 _ = ctx.tx.closed() => return,
             }
-            match pop(&s, &req, Pass::Woken) {
+            match pop(&core, &req, Pass::Woken) {
                 PopResult::Reply(r) => break Some(r),
                 PopResult::Park(batch) => parked = batch,
             }
         };
-        let reply = reply.or_else(|| match pop(&s, &req, Pass::Last) {
+        let reply = reply.or_else(|| match pop(&core, &req, Pass::Last) {
             PopResult::Reply(r) => Some(r),
             PopResult::Park(_) => None,
         });
@@ -161,8 +169,10 @@ fn pop_error(req: &RemotingCommand, e: &PopError) -> Reply {
     let code = match e {
         PopError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
         PopError::NoPermission(_) => response_code::NO_PERMISSION,
-        PopError::BadGroup | PopError::BadQueue { .. } => response_code::SYSTEM_ERROR,
-        PopError::UnknownGroup(_) => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        PopError::Group(GroupError::BadName) | PopError::BadQueue { .. } => {
+            response_code::SYSTEM_ERROR
+        }
+        PopError::Group(GroupError::Unknown(_)) => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
         PopError::BadFilter(_) => response_code::SUBSCRIPTION_PARSE_FAILED,
         PopError::Store(e) => return store_error(req, e),
     };
@@ -180,7 +190,7 @@ fn pop_error(req: &RemotingCommand, e: &PopError) -> Reply {
     reply_error(req, code, remark)
 }
 
-fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
+fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
     let reply = |r: Reply| PopResult::Reply(r);
     let h = match PopMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
@@ -221,11 +231,11 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
         attempt_id: h.attempt_id,
         filter: FilterExpr::from_type(h.exp_type, h.exp),
         init: if h.init_mode == 0 { PopInit::Min } else { PopInit::Max },
-        max_attempts: s.config.pop_retry_max_times.saturating_add(1),
+        max_attempts: core.config.pop_retry_max_times.saturating_add(1),
         seed: req.opaque as u32,
         announced: false,
     };
-    let batch = match popper::pop_once(s, &call, now) {
+    let batch = match popper::pop_once(core, &call, now) {
         Ok(b) => b,
         Err(e) => return reply(pop_error(req, &e)),
     };
@@ -241,13 +251,13 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             queue: d.queue,
             offset: d.offset,
             store_timestamp: d.timestamp,
-            store_host: s.store_host,
+            store_host: core.store_host,
         };
         let redeliveries = i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX);
         match record::write_out_redelivered(
             &d.payload,
             &at,
-            &s.cluster_property,
+            &core.cluster_property,
             redeliveries,
             &mut body,
         ) {
@@ -265,8 +275,13 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
             _ => {
                 // A record that cannot be written out would come back forever: acknowledged.
                 tracing::warn!(topic = %h.topic, queue = d.queue, offset = d.offset, "a stored message cannot be popped; skipped");
-                let _ =
-                    s.store.pop_ack(h.consumer_group, h.topic, d.queue, d.offset, batch.pop_time);
+                let _ = core.store.pop_ack(
+                    h.consumer_group,
+                    h.topic,
+                    d.queue,
+                    d.offset,
+                    batch.pop_time,
+                );
             }
         }
     }
@@ -285,7 +300,7 @@ fn pop(s: &Arc<Shared>, req: &RemotingCommand, pass: Pass) -> PopResult {
     for o in &per_queue {
         let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
         let pulled =
-            metrics::Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
+            counters::Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
         batch.counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
     }
     let revive_qid = if h.order { POP_ORDER_REVIVE_QUEUE } else { 0 };
@@ -368,7 +383,12 @@ fn receipt(
 }
 
 /// `ACK_MESSAGE` (200051).
-pub(crate) fn ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn ack_message(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match AckMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
@@ -377,13 +397,13 @@ pub(crate) fn ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand)
         Ok(r) => r,
         Err(r) => return r,
     };
-    match s.store.pop_ack(h.consumer_group, h.topic, queue, offset, pop_time) {
+    match core.store.pop_ack(h.consumer_group, h.topic, queue, offset, pop_time) {
         Ok(outcome) => {
             let ordered = ExtraInfo::parse(h.extra_info)
                 .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
             if outcome == AckOutcome::Acked && ordered {
                 // The rest of an ordered queue may be unblocked now.
-                popper::note_change(s);
+                popper::note_change(core);
             }
             Reply::now(ok(&req, ExtFields::new()))
         }
@@ -393,7 +413,12 @@ pub(crate) fn ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand)
 
 /// `BATCH_ACK_MESSAGE` (200151): every set bit of every checkpoint, best effort (RocketMQ
 /// answers success whatever each ack finds).
-pub(crate) fn batch_ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn batch_ack_message(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let body = match BatchAckMessageRequestBody::from_json_slice(&req.body) {
         Ok(b) => b,
         Err(e) => {
@@ -413,7 +438,8 @@ pub(crate) fn batch_ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCo
             continue;
         };
         for bit in ack.bit_set.ones() {
-            let r = s.store.pop_ack(&ack.consumer_group, &ack.topic, queue, start + bit, pop_time);
+            let r =
+                core.store.pop_ack(&ack.consumer_group, &ack.topic, queue, start + bit, pop_time);
             if let Err(e) = r {
                 tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
             }
@@ -424,7 +450,8 @@ pub(crate) fn batch_ack_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCo
 
 /// `CHANGE_MESSAGE_INVISIBLETIME` (200053).
 pub(crate) fn change_invisible_time(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -438,7 +465,7 @@ pub(crate) fn change_invisible_time(
     };
     let revive_qid = ExtraInfo::parse(h.extra_info).map_or(0, |e| e.revive_qid);
     let invisible = u64::try_from(h.invisible_time).unwrap_or(0);
-    match s.store.change_invisible(
+    match core.store.change_invisible(
         h.consumer_group,
         h.topic,
         queue,
@@ -448,7 +475,7 @@ pub(crate) fn change_invisible_time(
         now_ms(),
     ) {
         Ok(renewed) => {
-            popper::note_change(s);
+            popper::note_change(core);
             let header = ChangeInvisibleTimeResponseHeader {
                 pop_time: renewed,
                 invisible_time: h.invisible_time.max(0),
@@ -464,7 +491,12 @@ pub(crate) fn change_invisible_time(
 /// every client of the group gets every queue (RocketMQ's `popShareQueueNum` <= 0); in PULL
 /// mode they are spread over the group's clients as `AllocateMessageQueueAveragely` does;
 /// broadcasting clients and retry topics always pull every queue.
-pub(crate) fn query_assignment(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn query_assignment(
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let body = match QueryAssignmentRequestBody::from_json_slice(&req.body) {
         Ok(b) => b,
         Err(e) => {
@@ -475,7 +507,7 @@ pub(crate) fn query_assignment(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCom
             )
         }
     };
-    let Some(conf) = s.topics.get(&body.topic) else {
+    let Some(conf) = core.topics.get(&body.topic) else {
         return reply_error(
             &req,
             response_code::TOPIC_NOT_EXIST,
@@ -485,8 +517,8 @@ pub(crate) fn query_assignment(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCom
     let mode = if body.topic.starts_with(RETRY_PREFIX) {
         MessageRequestMode::Pull
     } else {
-        s.request_modes.get(&body.topic, &body.consumer_group).unwrap_or(
-            if s.config.pop_by_default() {
+        face.request_modes.get(&body.topic, &body.consumer_group).unwrap_or(
+            if core.config.pop_by_default() {
                 MessageRequestMode::Pop
             } else {
                 MessageRequestMode::Pull
@@ -499,7 +531,7 @@ pub(crate) fn query_assignment(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCom
         if body.message_model == MessageModel::Broadcasting || mode == MessageRequestMode::Pop {
             all
         } else {
-            let mut ids = s.clients.consumer_ids(&body.consumer_group);
+            let mut ids = core.clients.consumer_ids(&body.consumer_group);
             ids.sort();
             match ids.iter().position(|c| *c == body.client_id) {
                 Some(i) => averagely(&all, i, ids.len()),
@@ -511,7 +543,7 @@ pub(crate) fn query_assignment(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCom
         .map(|q| MessageQueueAssignment {
             message_queue: MessageQueue {
                 topic: body.topic.clone(),
-                broker_name: s.config.broker_name.clone(),
+                broker_name: core.config.broker_name.clone(),
                 queue_id: q as i32,
             },
             mode: mode.clone(),
@@ -544,7 +576,8 @@ fn averagely(queues: &[u32], index: usize, clients: usize) -> Vec<u32> {
 
 /// `SET_MESSAGE_REQUEST_MODE` (401).
 pub(crate) fn set_message_request_mode(
-    s: &Arc<Shared>,
+    _core: &Arc<Core>,
+    face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -572,7 +605,7 @@ pub(crate) fn set_message_request_mode(
             "mode must be PULL or POP".into(),
         );
     }
-    if !s.request_modes.set(body.topic, body.consumer_group, body.mode) {
+    if !face.request_modes.set(body.topic, body.consumer_group, body.mode) {
         return reply_error(&req, response_code::SYSTEM_BUSY, "too many request modes set".into());
     }
     Reply::now(ok(&req, ExtFields::new()))

@@ -12,22 +12,21 @@
 //! | asked below the first retained offset | `PULL_OFFSET_MOVED` | first retained |
 //! | asked beyond the end | `PULL_OFFSET_MOVED` | 0 if the queue was never trimmed, else the end |
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
 
 use super::{bad_header, queue_id, store_error};
 use crate::broker::core::clients::{filter_of, Subscription};
+use crate::broker::core::counters;
 use crate::broker::core::filter::{self, SqlFilter};
 use crate::broker::core::record::{self, Placement};
 use crate::broker::core::topics::perm;
-use crate::broker::metrics;
-use crate::broker::{reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::wait::AppendWait;
+use crate::broker::core::Core;
+use crate::broker::remoting::{reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::MessageModel;
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
@@ -37,11 +36,16 @@ use crate::remoting::header::{
 use crate::remoting::sql92::Sql92;
 use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
 use crate::remoting::{MessageError, RemotingCommand};
-use crate::store::{Filter, TopicStore, WaitId};
+use crate::store::{Filter, TopicStore};
 
 /// `PULL_MESSAGE` (11) and `LITE_PULL_MESSAGE` (361).
-pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    match pull(s, ctx, &req, Pass::First) {
+pub(crate) fn pull_message(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    match pull(core, ctx, &req, Pass::First) {
         Pulled::Reply(r) => r,
         Pulled::Suspend { topic, queue, offset, hold } => {
             // Over the connection's cap of suspended pulls (or with its channel full), the pull
@@ -55,12 +59,12 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
                     queue,
                     "pull not held: over the connection's cap"
                 );
-                return match pull(s, ctx, &req, Pass::Last) {
+                return match pull(core, ctx, &req, Pass::Last) {
                     Pulled::Reply(r) => r,
                     Pulled::Suspend { .. } => Reply::Nothing,
                 };
             };
-            let (s, ctx) = (Arc::clone(s), ctx.clone());
+            let (core, ctx) = (Arc::clone(core), ctx.clone());
             tokio::spawn(async move {
                 let mut shutdown = ctx.shutdown.clone();
                 let deadline = tokio::time::Instant::now() + hold;
@@ -82,12 +86,12 @@ pub(crate) fn pull_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand)
                         _ = shutdown.changed() => break None,
                         _ = ctx.tx.closed() => return,
                     }
-                    match pull(&s, &ctx, &req, Pass::Woken(at)) {
+                    match pull(&core, &ctx, &req, Pass::Woken(at)) {
                         Pulled::Reply(r) => break Some(r),
                         Pulled::Suspend { offset: next, .. } => at = next,
                     }
                 };
-                let reply = woken.or_else(|| match pull(&s, &ctx, &req, Pass::Last) {
+                let reply = woken.or_else(|| match pull(&core, &ctx, &req, Pass::Last) {
                     Pulled::Reply(r) => Some(r),
                     Pulled::Suspend { .. } => None,
                 });
@@ -128,40 +132,6 @@ enum Pulled {
     Suspend { topic: Arc<dyn TopicStore>, queue: u32, offset: u64, hold: Duration },
 }
 
-/// Resolves when a message is appended at or after `offset` (the engine's wake-up, not a
-/// timer scan). Withdraws its registration when dropped.
-pub(crate) struct AppendWait {
-    pub(crate) topic: Arc<dyn TopicStore>,
-    pub(crate) queue: u32,
-    pub(crate) offset: u64,
-    pub(crate) id: Option<WaitId>,
-}
-
-impl Future for AppendWait {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        match this.topic.watch(this.queue, this.offset, cx.waker(), this.id) {
-            Ok(Some(id)) => {
-                this.id = Some(id);
-                Poll::Pending
-            }
-            Ok(None) | Err(_) => {
-                this.id = None;
-                Poll::Ready(())
-            }
-        }
-    }
-}
-
-impl Drop for AppendWait {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            self.topic.cancel_watch(self.queue, id);
-        }
-    }
-}
-
 /// The engine's tag filter, the SQL92 filter if any, and the group's message model.
 type PullFilter = (Filter, Option<Arc<Sql92>>, Option<MessageModel>);
 
@@ -169,7 +139,7 @@ type PullFilter = (Filter, Option<Arc<Sql92>>, Option<MessageModel>);
 /// its heartbeats. SQL92 subscriptions read every record (`Filter::All`) and test each one's
 /// properties with the compiled expression.
 fn filter_for(
-    s: &Shared,
+    core: &Core,
     req: &RemotingCommand,
     h: &PullMessageRequestHeader<'_>,
 ) -> Result<PullFilter, Reply> {
@@ -177,7 +147,7 @@ fn filter_for(
         let expr = h.subscription.unwrap_or("*");
         if h.expression_type == filter::SQL92 {
             return match filter::compile(expr) {
-                Ok(sql) => Ok((Filter::All, Some(sql), s.clients.model(h.consumer_group))),
+                Ok(sql) => Ok((Filter::All, Some(sql), core.clients.model(h.consumer_group))),
                 Err(e) => Err(reply_error(
                     req,
                     response_code::SUBSCRIPTION_PARSE_FAILED,
@@ -192,9 +162,9 @@ fn filter_for(
                 // Other expression types (none RocketMQ ships) are not evaluated by baiji.
                 Filter::All
             };
-        return Ok((filter, None, s.clients.model(h.consumer_group)));
+        return Ok((filter, None, core.clients.model(h.consumer_group)));
     }
-    match s.clients.subscription(h.consumer_group, h.topic) {
+    match core.clients.subscription(h.consumer_group, h.topic) {
         Ok((Subscription { filter, sql: None, .. }, model)) => Ok((filter, None, Some(model))),
         Ok((Subscription { sql: Some(SqlFilter::Compiled(sql)), .. }, model)) => {
             Ok((Filter::All, Some(sql), Some(model)))
@@ -223,15 +193,15 @@ fn filter_for(
     }
 }
 
-fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pulled {
+fn pull(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pulled {
     let h = match PullMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return Pulled::Reply(bad_header(req, &e)),
     };
     // Only routed topics are readable: the internal schedule topic is not.
-    let routed = s.topics.get_perm_counted(h.topic);
+    let routed = core.topics.get_perm_counted(h.topic);
     let Some(((perm_bits, counters), topic)) =
-        routed.and_then(|r| Some((r, s.store.topic(h.topic)?)))
+        routed.and_then(|r| Some((r, core.store.topic(h.topic)?)))
     else {
         return Pulled::Reply(reply_error(
             req,
@@ -250,7 +220,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         Ok(q) => q,
         Err(r) => return Pulled::Reply(r),
     };
-    let (filter, sql, model) = match filter_for(s, req, &h) {
+    let (filter, sql, model) = match filter_for(core, req, &h) {
         Ok(f) => f,
         Err(r) => return Pulled::Reply(r),
     };
@@ -265,18 +235,18 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         match model {
             Some(MessageModel::Broadcasting) => {
                 // The client keeps its offset; its read position is its acknowledgement.
-                if let Some(m) = s.clients.broadcast_member(h.consumer_group, h.topic, ctx.id) {
-                    s.store.broadcast_position(h.consumer_group, h.topic, m, queue, offset);
+                if let Some(m) = core.clients.broadcast_member(h.consumer_group, h.topic, ctx.id) {
+                    core.store.broadcast_position(h.consumer_group, h.topic, m, queue, offset);
                 }
             }
             _ => {
                 // RocketMQ stores it on the first processing of the request, whatever its
                 // suspend flag says.
                 if h.has_commit_offset()
-                    && super::check_offset_group(s, req, h.consumer_group).is_ok()
+                    && super::check_offset_group(core, req, h.consumer_group).is_ok()
                 {
                     if let Ok(c) = u64::try_from(h.commit_offset) {
-                        let _ = s.store.commit(h.consumer_group, h.topic, queue, c);
+                        let _ = core.store.commit(h.consumer_group, h.topic, queue, c);
                     }
                 }
             }
@@ -290,10 +260,11 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
     // Bounded as RocketMQ bounds a pull from memory: at most `maxTransferCountOnMessageInMemory`
     // messages and `maxTransferBytesOnMessageInMemory` bytes, whatever the client's
     // `maxMsgBytes` (Java's lite pull sends i32::MAX), but always at least one message.
-    let max_msgs = usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, s.config.pull_max_count());
-    let max_bytes = s.config.pull_max_bytes();
+    let max_msgs =
+        usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, core.config.pull_max_count());
+    let max_bytes = core.config.pull_max_bytes();
     let mut body = BytesMut::new();
-    let store_host = s.store_host;
+    let store_host = core.store_host;
     let (topic_name, uid) = (topic.name().to_string(), topic.uid());
     let mut delivered = 0usize;
     // An SQL92 filter is applied here, so the read may look at more records than it delivers:
@@ -305,7 +276,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
             if delivered >= max_msgs {
                 return false;
             }
-            if !filter::matches(sql, m.record, &s.cluster_property) {
+            if !filter::matches(sql, m.record, &core.cluster_property) {
                 return true;
             }
         }
@@ -320,12 +291,12 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
             store_timestamp: m.store_timestamp,
             store_host,
         };
-        match record::write_out(m.record, &at, &s.cluster_property, &mut body) {
+        match record::write_out(m.record, &at, &core.cluster_property, &mut body) {
             Ok(n) if n > 0 => delivered += 1,
             // A record that cannot be written out is stepped over (counted, logged), never
             // stopped at: stopping would answer this offset again forever, for every group.
             // Returning `true` makes the read advance past it.
-            result => skipped(s, &topic_name, queue, m.offset, result.err()),
+            result => skipped(core, &topic_name, queue, m.offset, result.err()),
         }
         true
     };
@@ -334,7 +305,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         Err(e) => return Pulled::Reply(store_error(req, &e)),
     };
     if delivered > 0 {
-        let pulled = metrics::Pulled {
+        let pulled = counters::Pulled {
             queue,
             next: out.next_offset,
             messages: delivered,
@@ -373,7 +344,7 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
         let hold = Duration::from_millis(if asked == 0 {
             1000
         } else {
-            asked.min(s.config.long_poll_max_ms)
+            asked.min(core.config.long_poll_max_ms)
         });
         tracing::debug!(
             conn = ctx.id,
@@ -423,9 +394,9 @@ fn pull(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pu
 }
 
 /// Counts and logs a stored record a pull could not write out.
-fn skipped(s: &Shared, topic: &str, queue: u32, offset: u64, error: Option<MessageError>) {
+fn skipped(core: &Core, topic: &str, queue: u32, offset: u64, error: Option<MessageError>) {
     // Relaxed: a statistic; nothing is published through it.
-    s.counters.records_skipped.fetch_add(1, Ordering::Relaxed);
+    core.counters.records_skipped.fetch_add(1, Ordering::Relaxed);
     let reason = error.map_or_else(|| "malformed stored record".to_owned(), |e| e.to_string());
     tracing::warn!(%topic, queue, offset, %reason, "a stored message cannot be delivered; skipped");
 }

@@ -9,7 +9,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::bad_header;
 use crate::broker::core::record::{self, split_physical_offset, Placement};
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::response_code;
 use crate::remoting::header::{
     FromExtFields, QueryMessageRequestHeader, QueryMessageResponseHeader, ToExtFields,
@@ -20,7 +21,12 @@ use crate::remoting::RemotingCommand;
 use crate::store::{Filter, StoredRef};
 
 /// `VIEW_MESSAGE_BY_ID` (33).
-pub(crate) fn view_message_by_id(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn view_message_by_id(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match ViewMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
@@ -33,8 +39,8 @@ pub(crate) fn view_message_by_id(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingC
         )
     };
     let Some((uid, queue, offset)) = split_physical_offset(h.offset) else { return not_found() };
-    let Some(topic) = s.store.topic_by_uid(uid) else { return not_found() };
-    let Some((rec, ts)) = s.store.get(topic.as_ref(), queue, offset) else { return not_found() };
+    let Some(topic) = core.store.topic_by_uid(uid) else { return not_found() };
+    let Some((rec, ts)) = core.store.get(topic.as_ref(), queue, offset) else { return not_found() };
     let mut body = BytesMut::new();
     let at = Placement {
         topic: topic.name(),
@@ -42,22 +48,27 @@ pub(crate) fn view_message_by_id(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingC
         queue,
         offset,
         store_timestamp: ts,
-        store_host: s.store_host,
+        store_host: core.store_host,
     };
-    match record::write_out(&rec, &at, &s.cluster_property, &mut body) {
+    match record::write_out(&rec, &at, &core.cluster_property, &mut body) {
         Ok(n) if n > 0 => Reply::now(ok(&req, Default::default()).with_body(body.freeze())),
         _ => not_found(),
     }
 }
 
 /// `QUERY_MESSAGE` (12).
-pub(crate) fn query_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn query_message(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match QueryMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
     let not_found = |why: &str| reply_error(&req, response_code::QUERY_NOT_FOUND, why.to_string());
-    let Some(topic) = s.store.topic(h.topic) else {
+    let Some(topic) = core.store.topic(h.topic) else {
         return not_found("can not find message, the topic does not exist");
     };
     let max = usize::try_from(h.max_num).unwrap_or(0).clamp(1, 64);
@@ -66,7 +77,7 @@ pub(crate) fn query_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingComman
     let mut body = BytesMut::new();
     let mut found = 0usize;
     for queue in 0..topic.queue_count() {
-        let Some(mut from) = s.store.offset_for_timestamp(topic.as_ref(), queue, begin) else {
+        let Some(mut from) = core.store.offset_for_timestamp(topic.as_ref(), queue, begin) else {
             continue;
         };
         loop {
@@ -83,9 +94,10 @@ pub(crate) fn query_message(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingComman
                         queue,
                         offset: m.offset,
                         store_timestamp: m.store_timestamp,
-                        store_host: s.store_host,
+                        store_host: core.store_host,
                     };
-                    if let Ok(n) = record::write_out(m.record, &at, &s.cluster_property, &mut body)
+                    if let Ok(n) =
+                        record::write_out(m.record, &at, &core.cluster_property, &mut body)
                     {
                         found += usize::from(n > 0);
                     }

@@ -10,19 +10,18 @@
 //! never pin the original queue.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{bad_header, put_error};
 use crate::broker::core::delay::{self, rewrite_properties, MAX_LEVEL};
 use crate::broker::core::record::{self, split_physical_offset, NewRecord, PutError};
-use crate::broker::core::topics::{perm, DLQ_PREFIX, RETRY_PREFIX};
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
-use crate::remoting::body::TopicConfig;
+use crate::broker::core::retry::group_topic;
+use crate::broker::core::topics::{DLQ_PREFIX, RETRY_PREFIX};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::response_code;
 use crate::remoting::header::{ConsumerSendMsgBackRequestHeader, FromExtFields};
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::{properties, ExtFields, RemotingCommand};
-use crate::store::{Retention, StoreError, TopicStore};
 use crate::time::now_ms;
 
 /// Clients older than this ignore `maxReconsumeTimes` (RocketMQ `V3_4_9`).
@@ -39,28 +38,10 @@ pub(crate) fn max_reconsume(req: &RemotingCommand, asked: Option<i32>) -> i32 {
     }
 }
 
-/// The one-queue topic `%RETRY%<group>` or `%DLQ%<group>`, created on demand. A dead-letter
-/// topic keeps what nobody consumes for `dlq_retention_secs` (72 h), not the 60 s of other
-/// unheld topics: dead letters are there to be looked at later.
-pub(crate) fn group_topic(s: &Shared, name: &str) -> Result<Arc<dyn TopicStore>, StoreError> {
-    if s.topics.get_perm(name).is_none() {
-        let mut c = TopicConfig::new(name, 1, 1);
-        c.perm = perm::RW;
-        s.create_topic(c)?;
-    }
-    let topic = s.store.ensure_topic(name, 1)?;
-    if name.starts_with(DLQ_PREFIX) {
-        topic.set_retention(Retention {
-            time: Duration::from_secs(s.config.dlq_retention_secs),
-            bytes: s.config.dlq_retention_bytes,
-        });
-    }
-    Ok(topic)
-}
-
 /// `CONSUMER_SEND_MSG_BACK` (36).
 pub(crate) fn consumer_send_msg_back(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -76,14 +57,14 @@ pub(crate) fn consumer_send_msg_back(
         )
     };
     let Some((uid, queue, offset)) = split_physical_offset(h.offset) else { return lost() };
-    let Some(topic) = s.store.topic_by_uid(uid) else { return lost() };
-    let Some((stored, _)) = s.store.get(topic.as_ref(), queue, offset) else { return lost() };
+    let Some(topic) = core.store.topic_by_uid(uid) else { return lost() };
+    let Some((stored, _)) = core.store.get(topic.as_ref(), queue, offset) else { return lost() };
     let Some(d) = record::decode(&stored) else { return lost() };
 
     let max = max_reconsume(&req, h.max_reconsume_times);
     let origin_id = properties::find(d.properties, properties::ORIGIN_MESSAGE_ID)
         .filter(|v| !v.trim().is_empty())
-        .map_or_else(|| encode_offset_msg_id(s.store_host, h.offset), str::to_owned);
+        .map_or_else(|| encode_offset_msg_id(core.store_host, h.offset), str::to_owned);
     let retry_topic =
         properties::find(d.properties, properties::RETRY_TOPIC).unwrap_or(topic.name()).to_owned();
     let props = rewrite_properties(
@@ -101,8 +82,8 @@ pub(crate) fn consumer_send_msg_back(
         properties: &props,
     };
     let result: Result<(), PutError> = if d.reconsume_times >= max || h.delay_level < 0 {
-        record::encode(&rec, s.cluster_property.len()).map_err(PutError::from).and_then(|encoded| {
-            let dlq = group_topic(s, &format!("{DLQ_PREFIX}{}", h.group))?;
+        record::encode(&rec, core.cluster_property.len()).map_err(PutError::from).and_then(|encoded| {
+            let dlq = group_topic(core, &format!("{DLQ_PREFIX}{}", h.group))?;
             tracing::info!(group = %h.group, topic = %retry_topic, "message moved to the dead-letter queue");
             dlq.append(0, encoded, properties::tags_code(&props), now_ms())?;
             Ok(())
@@ -113,9 +94,9 @@ pub(crate) fn consumer_send_msg_back(
             if h.delay_level == 0 { d.reconsume_times.saturating_add(3) } else { h.delay_level };
         let level = u32::try_from(level).unwrap_or(MAX_LEVEL).clamp(1, MAX_LEVEL);
         let retry = format!("{RETRY_PREFIX}{}", h.group);
-        group_topic(s, &retry)
+        group_topic(core, &retry)
             .map_err(PutError::from)
-            .and_then(|_| delay::schedule(s, level, &retry, 0, &rec).map(|_| ()))
+            .and_then(|_| delay::schedule(core, level, &retry, 0, &rec).map(|_| ()))
     };
     match result {
         Ok(()) => Reply::now(ok(&req, ExtFields::new())),

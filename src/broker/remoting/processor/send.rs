@@ -9,13 +9,15 @@ use bytes::Bytes;
 
 use super::retry;
 use super::{bad_header, put_refusal, store_error, store_refusal, Refusal};
+use crate::broker::core::counters::TopicCounters;
 use crate::broker::core::delay;
 use crate::broker::core::record::{self, physical_offset, NewRecord, PutError};
+use crate::broker::core::retry::group_topic;
 use crate::broker::core::timer::{self, Wait};
 use crate::broker::core::topics::{self, perm, AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX};
 use crate::broker::core::transaction;
-use crate::broker::metrics::TopicCounters;
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
@@ -36,29 +38,39 @@ use crate::time::now_ms;
 const MAX_BATCH_ENTRIES: usize = 65_536;
 
 /// `SEND_MESSAGE` (10) and `SEND_MESSAGE_V2` (310), answered or one-way.
-pub(crate) fn send_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    let reply = send_one(s, ctx, &req);
-    count_oneway_rejection(s, &req, &reply);
+pub(crate) fn send_message(
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let reply = send_one(core, ctx, &req);
+    count_oneway_rejection(core, face, &req, &reply);
     reply
 }
 
 /// `SEND_BATCH_MESSAGE` (320).
-pub(crate) fn send_batch_message(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
-    let reply = send_batch(s, ctx, &req);
-    count_oneway_rejection(s, &req, &reply);
+pub(crate) fn send_batch_message(
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let reply = send_batch(core, ctx, &req);
+    count_oneway_rejection(core, face, &req, &reply);
     reply
 }
 
 /// A one-way send that was refused cannot be told so: count it, so nothing disappears
 /// uncounted.
-fn count_oneway_rejection(s: &Shared, req: &RemotingCommand, reply: &Reply) {
+fn count_oneway_rejection(core: &Core, face: &RemotingState, req: &RemotingCommand, reply: &Reply) {
     if let Reply::Now(resp) = reply {
         if req.is_oneway() && resp.code != response_code::SUCCESS {
-            s.counters.oneway_rejected.fetch_add(1, Ordering::Relaxed);
+            face.counters.oneway_rejected.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(code = resp.code, remark = ?resp.remark, "one-way send refused");
         }
         if resp.code == response_code::SYSTEM_BUSY {
-            s.counters.sends_rejected.fetch_add(1, Ordering::Relaxed);
+            core.counters.sends_rejected.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -71,7 +83,7 @@ fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, 
 
 /// The checks every send makes before storing: topic name and permission, body and
 /// properties size.
-fn check(s: &Shared, topic: &str, body_len: usize, properties_len: usize) -> Result<(), Refusal> {
+fn check(core: &Core, topic: &str, body_len: usize, properties_len: usize) -> Result<(), Refusal> {
     if let Err(remark) = topics::validate_topic(topic) {
         return Err(Refusal::new(response_code::SYSTEM_ERROR, remark));
     }
@@ -81,12 +93,12 @@ fn check(s: &Shared, topic: &str, body_len: usize, properties_len: usize) -> Res
             format!("Sending message to topic[{}] is forbidden.", quote(topic)),
         ));
     }
-    if body_len > s.config.max_message_size {
+    if body_len > core.config.max_message_size {
         return Err(Refusal::new(
             response_code::MESSAGE_ILLEGAL,
             format!(
                 "the message body size {body_len} exceeds the maximum {} bytes",
-                s.config.max_message_size
+                core.config.max_message_size
             ),
         ));
     }
@@ -105,13 +117,13 @@ fn check(s: &Shared, topic: &str, body_len: usize, properties_len: usize) -> Res
 /// auto-creation is on (RocketMQ's rules: at most `defaultTopicQueueNums` and the template's
 /// queue count; retry topics get one queue).
 pub(crate) fn resolve_topic(
-    s: &Shared,
+    core: &Core,
     topic: &str,
     default_topic: &str,
     default_queues: i32,
 ) -> Result<(Arc<dyn TopicStore>, Arc<TopicCounters>), Refusal> {
-    if let Some((_, counters)) = s.topics.get_perm_counted(topic) {
-        if let Some(t) = s.store.topic(topic) {
+    if let Some((_, counters)) = core.topics.get_perm_counted(topic) {
+        if let Some(t) = core.store.topic(topic) {
             return Ok((t, counters));
         }
     }
@@ -121,18 +133,18 @@ pub(crate) fn resolve_topic(
             format!("topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", topic = quote(topic)),
         )
     };
-    let conf = if let Some(existing) = s.topics.get(topic) {
+    let conf = if let Some(existing) = core.topics.get(topic) {
         existing
     } else if topic.starts_with(RETRY_PREFIX) {
         let mut c = TopicConfig::new(topic, 1, 1);
         c.perm = perm::RW;
         c
     } else {
-        if !s.config.auto_create_topic {
+        if !core.config.auto_create_topic {
             return Err(not_exist());
         }
         let template = if default_topic.is_empty() { AUTO_CREATE_TOPIC } else { default_topic };
-        let Some(def) = s.topics.get(template) else { return Err(not_exist()) };
+        let Some(def) = core.topics.get(template) else { return Err(not_exist()) };
         if def.perm & perm::INHERIT == 0 {
             return Err(not_exist());
         }
@@ -141,11 +153,11 @@ pub(crate) fn resolve_topic(
         c.perm = def.perm & !perm::INHERIT;
         c
     };
-    match s.create_topic(conf) {
+    match core.create_topic(conf) {
         Ok(_) => {
-            let t = s.store.topic(topic).ok_or_else(not_exist)?;
+            let t = core.store.topic(topic).ok_or_else(not_exist)?;
             // Deleted again in between: the counters of a topic that is gone.
-            let counters = s.topics.get_perm_counted(topic).map(|(_, c)| c).unwrap_or_default();
+            let counters = core.topics.get_perm_counted(topic).map(|(_, c)| c).unwrap_or_default();
             Ok((t, counters))
         }
         Err(e) => Err(store_refusal(&e)),
@@ -153,12 +165,12 @@ pub(crate) fn resolve_topic(
 }
 
 /// The properties to store: the client's, plus a `UNIQ_KEY` if it sent none.
-fn with_uniq_key<'a>(s: &Shared, props: &'a [u8]) -> Cow<'a, [u8]> {
+fn with_uniq_key<'a>(core: &Core, props: &'a [u8]) -> Cow<'a, [u8]> {
     if properties::find(props, properties::UNIQ_KEY).is_some() {
         return Cow::Borrowed(props);
     }
     let mut v = props.to_vec();
-    let _ = properties::write_pair(&mut v, properties::UNIQ_KEY, &s.new_uniq_key());
+    let _ = properties::write_pair(&mut v, properties::UNIQ_KEY, &core.new_uniq_key());
     Cow::Owned(v)
 }
 
@@ -266,17 +278,17 @@ pub(crate) struct Stored {
 ///
 /// # Errors
 /// RocketMQ's response code and remark for a refused message (see [`Refusal`]).
-pub(crate) fn store_message(s: &Shared, m: &Incoming<'_>) -> Result<Stored, Refusal> {
-    check(s, m.topic, m.body.len(), m.properties.len())?;
-    let (topic, counters) = resolve_topic(s, m.topic, m.default_topic, m.default_queues)?;
+pub(crate) fn store_message(core: &Core, m: &Incoming<'_>) -> Result<Stored, Refusal> {
+    check(core, m.topic, m.body.len(), m.properties.len())?;
+    let (topic, counters) = resolve_topic(core, m.topic, m.default_topic, m.default_queues)?;
     let queue = pick_queue(topic.as_ref(), m.queue)?;
-    let mut props = with_uniq_key(s, m.properties);
+    let mut props = with_uniq_key(core, m.properties);
     let (mut topic, mut queue) = (topic, queue);
     if m.topic.starts_with(RETRY_PREFIX) && m.reconsume_times > m.max_reconsume_times {
         // A retry the client sent itself (its send-back failed), past the group's maximum:
         // to the dead-letter queue, undelayed, as RocketMQ does.
         let dlq = format!("{DLQ_PREFIX}{}", &m.topic[RETRY_PREFIX.len()..]);
-        match retry::group_topic(s, &dlq) {
+        match group_topic(core, &dlq) {
             Ok(t) => (topic, queue) = (t, 0),
             Err(e) => return Err(store_refusal(&e)),
         }
@@ -294,7 +306,7 @@ pub(crate) fn store_message(s: &Shared, m: &Incoming<'_>) -> Result<Stored, Refu
     let wait = if half {
         Wait::No
     } else {
-        match timer::wait_of(&mut props, now_ms(), s.config.timer_max_delay_sec) {
+        match timer::wait_of(&mut props, now_ms(), core.config.timer_max_delay_sec) {
             Ok(w) => w,
             Err(remark) => return Err(Refusal::new(response_code::MESSAGE_ILLEGAL, remark)),
         }
@@ -311,16 +323,16 @@ pub(crate) fn store_message(s: &Shared, m: &Incoming<'_>) -> Result<Stored, Refu
     // A half, delayed or timer message waits in an internal topic; the producer gets that
     // copy's id and offset, as from RocketMQ.
     let stored = if half {
-        transaction::prepare(s, topic.name(), queue, &rec).map(|(u, o)| (u, 0, o))
+        transaction::prepare(core, topic.name(), queue, &rec).map(|(u, o)| (u, 0, o))
     } else {
-        timer::store(s, wait, &topic, queue, &rec)
+        timer::store(core, wait, &topic, queue, &rec)
     };
     match stored {
         Ok((uid, stored_queue, offset)) => {
             counters.message_in(m.body.len());
             Ok(Stored {
                 msg_id: encode_offset_msg_id(
-                    s.store_host,
+                    core.store_host,
                     physical_offset(uid, stored_queue, offset),
                 ),
                 queue_id: queue,
@@ -335,7 +347,7 @@ pub(crate) fn store_message(s: &Shared, m: &Incoming<'_>) -> Result<Stored, Refu
     }
 }
 
-fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
+fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     let h = match header(req) {
         Ok(h) => h,
         Err(r) => return r,
@@ -359,7 +371,7 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         body: &req.body,
         properties: h.properties.as_bytes(),
     };
-    match store_message(s, &m) {
+    match store_message(core, &m) {
         Ok(stored) => {
             let resp = SendMessageResponseHeader {
                 msg_id: stored.msg_id,
@@ -374,7 +386,7 @@ fn send_one(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     }
 }
 
-fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
+fn send_batch(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     let h = match header(req) {
         Ok(h) => h,
         Err(r) => return r,
@@ -395,7 +407,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     }
     // RocketMQ checks the whole batch body, not each entry, against maxMessageSize; checking it
     // before decoding also bounds what decoding allocates.
-    if let Err(r) = check(s, h.topic, req.body.len(), h.properties.len()) {
+    if let Err(r) = check(core, h.topic, req.body.len(), h.properties.len()) {
         return r.reply(req);
     }
     if transaction::is_half(h.sys_flag, h.properties.as_bytes()) {
@@ -435,7 +447,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         );
     }
     let (topic, counters) =
-        match resolve_topic(s, h.topic, h.default_topic, h.default_topic_queue_nums) {
+        match resolve_topic(core, h.topic, h.default_topic, h.default_topic_queue_nums) {
             Ok(t) => t,
             Err(r) => return r.reply(req),
         };
@@ -446,7 +458,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
     let records: Result<Vec<(Bytes, i32)>, _> = entries
         .iter()
         .map(|e| {
-            let props = with_uniq_key(s, &e.properties);
+            let props = with_uniq_key(core, &e.properties);
             let tag = properties::tags_code(&props);
             let rec = NewRecord {
                 flag: e.flag,
@@ -457,7 +469,7 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
                 body: &e.body,
                 properties: &props,
             };
-            record::encode(&rec, s.cluster_property.len()).map(|rec| (rec, tag))
+            record::encode(&rec, core.cluster_property.len()).map(|rec| (rec, tag))
         })
         .collect();
     let records = match records {
@@ -471,7 +483,9 @@ fn send_batch(s: &Arc<Shared>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
                 counters.message_in(e.body.len());
             }
             let ids: Vec<String> = (first..first + n)
-                .map(|o| encode_offset_msg_id(s.store_host, physical_offset(topic.uid(), queue, o)))
+                .map(|o| {
+                    encode_offset_msg_id(core.store_host, physical_offset(topic.uid(), queue, o))
+                })
                 .collect();
             let resp = SendMessageResponseHeader {
                 msg_id: ids.join(","),

@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use super::bad_header;
-use crate::broker::{ok, reply_error, ConnCtx, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
     Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KvTable, MessageQueue,
     OffsetWrapper, ProducerConnection, TopicOffset, TopicStatsTable,
@@ -26,10 +27,10 @@ fn json_reply(req: &RemotingCommand, body: &impl JsonBody) -> Reply {
     }
 }
 
-fn queue(s: &Shared, topic: &str, queue_id: u32) -> MessageQueue {
+fn queue(core: &Core, topic: &str, queue_id: u32) -> MessageQueue {
     MessageQueue {
         topic: topic.to_string(),
-        broker_name: s.config.broker_name.clone(),
+        broker_name: core.config.broker_name.clone(),
         queue_id: queue_id as i32,
     }
 }
@@ -58,27 +59,26 @@ fn runtime_text(ms: u64) -> String {
 
 /// The runtime figures of GET_BROKER_RUNTIME_INFO (RocketMQ's `prepareRuntimeInfo` keys, with
 /// memory where it reports disk, and baiji's own `baiji*` keys).
-pub(crate) fn runtime_info(s: &Shared) -> KvTable {
+pub(crate) fn runtime_info(core: &Core, face: &RemotingState) -> KvTable {
     let now = crate::time::now_ms();
-    let mem = s.store.memory();
-    let settings = s.store.settings();
-    let (put_total, get_total) = s.rates.totals();
+    let mem = core.store.memory();
+    let settings = core.store.settings();
+    let (put_total, get_total) = core.rates.totals();
     let tps = |v: [f64; 3]| format!("{:.2} {:.2} {:.2}", v[0], v[1], v[2]);
-    let put = tps(s.rates.put_tps());
-    let get = tps(s.rates.get_tps());
-    let earliest = s
+    let put = tps(core.rates.put_tps());
+    let get = tps(core.rates.get_tps());
+    let earliest = core
         .store
         .topics()
         .iter()
         .filter_map(|(name, queues)| {
-            let t = s.store.topic(name)?;
-            (0..*queues).filter_map(|q| s.store.earliest_timestamp(t.as_ref(), q)).min()
+            let t = core.store.topic(name)?;
+            (0..*queues).filter_map(|q| core.store.earliest_timestamp(t.as_ref(), q)).min()
         })
         .min()
         .unwrap_or(0);
     let free = mem.budget.saturating_sub(mem.bytes_used);
     let ratio = if mem.budget == 0 { 0.0 } else { mem.bytes_used as f64 / mem.budget as f64 };
-    let counters = &s.counters;
     // Relaxed: statistics, each read on its own.
     let load = |c: &crate::sync::AtomicU64| c.load(crate::sync::Ordering::Relaxed).to_string();
     let entries: Vec<(&str, String)> = vec![
@@ -86,9 +86,9 @@ pub(crate) fn runtime_info(s: &Shared) -> KvTable {
         ("brokerVersionDesc", "V5_3_1".into()),
         ("brokerVersion", BROKER_VERSION.to_string()),
         ("baijiVersion", env!("CARGO_PKG_VERSION").into()),
-        ("bootTimestamp", s.boot_ms.to_string()),
-        ("runtime", runtime_text(now.saturating_sub(s.boot_ms))),
-        ("startAcceptSendRequestTimeStamp", s.boot_ms.to_string()),
+        ("bootTimestamp", core.boot_ms.to_string()),
+        ("runtime", runtime_text(now.saturating_sub(core.boot_ms))),
+        ("startAcceptSendRequestTimeStamp", core.boot_ms.to_string()),
         ("msgPutTotalYesterdayMorning", "0".into()),
         ("msgPutTotalTodayMorning", "0".into()),
         ("msgPutTotalTodayNow", put_total.to_string()),
@@ -111,7 +111,7 @@ pub(crate) fn runtime_info(s: &Shared) -> KvTable {
         ("dispatchBehindBytes", "0".into()),
         ("earliestMessageTimeStamp", earliest.to_string()),
         ("timerReadBehind", "0".into()),
-        ("timerOffsetBehind", s.timers.waiting().to_string()),
+        ("timerOffsetBehind", core.timers.waiting().to_string()),
         ("timerCongestNum", "0".into()),
         ("timerEnqueueTps", "0.0".into()),
         ("timerDequeueTps", "0.0".into()),
@@ -134,41 +134,50 @@ pub(crate) fn runtime_info(s: &Shared) -> KvTable {
         ("baijiReclaimedMessages", mem.reclaimed_messages.to_string()),
         ("baijiEvictedMessages", mem.evicted_messages.to_string()),
         ("baijiRejectedMessages", mem.rejected_messages.to_string()),
-        ("baijiSendsRejected", load(&counters.sends_rejected)),
-        ("baijiOnewayRejected", load(&counters.oneway_rejected)),
+        ("baijiSendsRejected", load(&core.counters.sends_rejected)),
+        ("baijiOnewayRejected", load(&face.counters.oneway_rejected)),
     ];
     KvTable { table: entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
 }
 
 /// `GET_BROKER_RUNTIME_INFO` (28).
 pub(crate) fn get_broker_runtime_info(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    json_reply(&req, &runtime_info(s))
+    json_reply(&req, &runtime_info(core, face))
 }
 
 /// `GET_TOPIC_STATS_INFO` (202): each queue's min and max offset and the store time of its
 /// last message.
-pub(crate) fn get_topic_stats_info(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn get_topic_stats_info(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let topic = match req.ext_fields.required_str("topic") {
         Ok(t) => t,
         Err(e) => return bad_header(&req, &e),
     };
-    let Some(t) = s.store.topic(topic) else {
+    let Some(t) = core.store.topic(topic) else {
         return reply_error(&req, response_code::SYSTEM_ERROR, format!("topic[{topic}] not exist"));
     };
     let mut table = TopicStatsTable {
         offset_table: Vec::with_capacity(t.queue_count() as usize),
-        topic_put_tps: s.rates.topic_put_tps(topic),
+        topic_put_tps: core.rates.topic_put_tps(topic),
     };
     for q in 0..t.queue_count() {
         let (min, max) = t.offsets(q).unwrap_or((0, 0));
-        let last =
-            if max > min { s.store.get(t.as_ref(), q, max - 1).map_or(0, |(_, ts)| ts) } else { 0 };
+        let last = if max > min {
+            core.store.get(t.as_ref(), q, max - 1).map_or(0, |(_, ts)| ts)
+        } else {
+            0
+        };
         table.offset_table.push((
-            queue(s, topic, q),
+            queue(core, topic, q),
             TopicOffset {
                 min_offset: min as i64,
                 max_offset: max as i64,
@@ -190,7 +199,8 @@ fn connection(c: crate::broker::core::clients::ClientConn) -> Connection {
 
 /// `GET_CONSUMER_CONNECTION_LIST` (203).
 pub(crate) fn get_consumer_connection_list(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -198,7 +208,7 @@ pub(crate) fn get_consumer_connection_list(
         Ok(g) => g,
         Err(e) => return bad_header(&req, &e),
     };
-    let Some(view) = s.clients.group_view(group).filter(|v| !v.conns.is_empty()) else {
+    let Some(view) = core.clients.group_view(group).filter(|v| !v.conns.is_empty()) else {
         return reply_error(
             &req,
             response_code::CONSUMER_NOT_ONLINE,
@@ -217,7 +227,8 @@ pub(crate) fn get_consumer_connection_list(
 
 /// `GET_PRODUCER_CONNECTION_LIST` (204).
 pub(crate) fn get_producer_connection_list(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -225,7 +236,7 @@ pub(crate) fn get_producer_connection_list(
         Ok(g) => g,
         Err(e) => return bad_header(&req, &e),
     };
-    let conns = s.clients.producer_conns(group);
+    let conns = core.clients.producer_conns(group);
     if conns.is_empty() {
         return reply_error(
             &req,
@@ -241,10 +252,11 @@ pub(crate) fn get_producer_connection_list(
 
 /// The topics a group consumes: its heartbeats' subscriptions and the topics the store holds
 /// for it, sorted.
-pub(crate) fn topics_of_group(s: &Shared, group: &str) -> Vec<String> {
-    let mut topics = s.clients.topics_of(group);
-    topics
-        .extend(s.store.group_figures().into_iter().filter(|g| g.group == group).map(|g| g.topic));
+pub(crate) fn topics_of_group(core: &Core, group: &str) -> Vec<String> {
+    let mut topics = core.clients.topics_of(group);
+    topics.extend(
+        core.store.group_figures().into_iter().filter(|g| g.group == group).map(|g| g.topic),
+    );
     topics.sort();
     topics.dedup();
     topics
@@ -253,39 +265,44 @@ pub(crate) fn topics_of_group(s: &Shared, group: &str) -> Vec<String> {
 /// `GET_CONSUME_STATS` (208): per queue of each topic the group consumes, the queue's max
 /// offset, the group's committed offset, its pulled offset and the store time of the last
 /// message it committed.
-pub(crate) fn get_consume_stats(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn get_consume_stats(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let group = match req.ext_fields.required_str("consumerGroup") {
         Ok(g) => g,
         Err(e) => return bad_header(&req, &e),
     };
     let topics = match req.ext_fields.optional_str("topic").filter(|t| !t.is_empty()) {
         Some(t) => vec![t.to_string()],
-        None => topics_of_group(s, group),
+        None => topics_of_group(core, group),
     };
-    if topics.is_empty() && !s.groups.contains(group) && !s.clients.knows_group(group) {
+    if topics.is_empty() && !core.groups.contains(group) && !core.clients.knows_group(group) {
         return reply_error(
             &req,
             response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
             format!("subscription group [{group}] does not exist"),
         );
     }
-    let figures = s.store.group_figures();
+    let figures = core.store.group_figures();
     let mut stats = ConsumeStats::default();
     let mut held = 0;
     let mut dropped = 0;
     for topic in &topics {
-        let Some(t) = s.store.topic(topic) else { continue };
-        let counters = s.topics.get_perm_counted(topic).map(|(_, c)| c);
+        let Some(t) = core.store.topic(topic) else { continue };
+        let counters = core.topics.get_perm_counted(topic).map(|(_, c)| c);
         for q in 0..t.queue_count() {
             let (_, max) = t.offsets(q).unwrap_or((0, 0));
-            let committed = s.store.committed(group, topic, q).unwrap_or(0);
+            let committed = core.store.committed(group, topic, q).unwrap_or(0);
             let pulled = counters.as_ref().map_or(0, |c| c.pulled_offset(group, q as usize));
             let last = match committed.checked_sub(1) {
-                Some(o) => s.store.get(t.as_ref(), q, o).map_or(0, |(_, ts)| ts),
+                Some(o) => core.store.get(t.as_ref(), q, o).map_or(0, |(_, ts)| ts),
                 None => 0,
             };
             stats.offset_table.push((
-                queue(s, topic, q),
+                queue(core, topic, q),
                 OffsetWrapper {
                     broker_offset: max as i64,
                     consumer_offset: committed as i64,
@@ -307,7 +324,8 @@ pub(crate) fn get_consume_stats(s: &Arc<Shared>, _ctx: &ConnCtx, req: RemotingCo
 /// `QUERY_TOPIC_CONSUME_BY_WHO` (300): the groups subscribed to a topic (heartbeats) or
 /// holding it (the store).
 pub(crate) fn query_topic_consume_by_who(
-    s: &Arc<Shared>,
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -315,9 +333,10 @@ pub(crate) fn query_topic_consume_by_who(
         Ok(t) => t,
         Err(e) => return bad_header(&req, &e),
     };
-    let mut groups = s.clients.groups_of_topic(topic);
-    groups
-        .extend(s.store.group_figures().into_iter().filter(|g| g.topic == topic).map(|g| g.group));
+    let mut groups = core.clients.groups_of_topic(topic);
+    groups.extend(
+        core.store.group_figures().into_iter().filter(|g| g.topic == topic).map(|g| g.group),
+    );
     groups.sort();
     groups.dedup();
     json_reply(&req, &GroupList { group_list: groups })

@@ -18,7 +18,8 @@ use crate::broker::core::record::physical_offset;
 use crate::broker::core::transaction::{
     self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_TIMES, HALF_TOPIC,
 };
-use crate::broker::{ok, reply_error, ConnCtx, Outgoing, Reply, Shared};
+use crate::broker::core::Core;
+use crate::broker::remoting::{ok, reply_error, ConnCtx, Outgoing, RemotingState, Reply};
 use crate::remoting::code::request_code;
 use crate::remoting::header::{
     CheckTransactionStateRequestHeader, EndTransactionRequestHeader, FromExtFields, ToExtFields,
@@ -28,16 +29,21 @@ use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::{properties, ExtFields, RemotingCommand};
 
 /// `END_TRANSACTION` (37).
-pub(crate) fn end_transaction(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingCommand) -> Reply {
+pub(crate) fn end_transaction(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
     let h = match EndTransactionRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => {
-            s.transactions.refused();
+            core.transactions.refused();
             tracing::warn!(peer = %ctx.peer, error = %e, "END_TRANSACTION refused: bad header");
             return if req.is_oneway() { Reply::Nothing } else { bad_header(&req, &e) };
         }
     };
-    match transaction::end(s, &h) {
+    match transaction::end(core, &h) {
         Ended::Undecided => {
             tracing::debug!(
                 peer = %ctx.peer,
@@ -73,29 +79,32 @@ pub(crate) fn end_transaction(s: &Arc<Shared>, ctx: &ConnCtx, req: RemotingComma
 
 /// The remoting face's producers, as the transaction checker reaches them: the connection of a
 /// live producer of the group (the one that sent a heartbeat last).
-#[derive(Debug, Default)]
-pub(crate) struct RemotingProducers;
+#[derive(Debug)]
+pub(crate) struct RemotingProducers(pub(crate) Arc<RemotingState>);
 
 impl ProducerCheck for RemotingProducers {
-    fn producer(&self, s: &Shared, group: &str) -> Option<Box<dyn CheckProducer>> {
-        let tx = s.clients.producer_channel(group)?;
-        Some(Box::new(ProducerConnection(tx)))
+    fn producer(&self, core: &Core, group: &str) -> Option<Box<dyn CheckProducer>> {
+        let tx = self.0.channel(core.clients.producer_conn(group)?)?;
+        Some(Box::new(ProducerConnection { face: Arc::clone(&self.0), tx }))
     }
 }
 
 /// A remoting producer's connection: it gets a one-way `CHECK_TRANSACTION_STATE`.
-struct ProducerConnection(mpsc::Sender<Outgoing>);
+struct ProducerConnection {
+    face: Arc<RemotingState>,
+    tx: mpsc::Sender<Outgoing>,
+}
 
 impl CheckProducer for ProducerConnection {
-    fn ask(&self, s: &Shared, half: &HalfCheck<'_>) -> bool {
-        check_request(s, half).is_some_and(|cmd| self.0.try_send(cmd).is_ok())
+    fn ask(&self, core: &Core, half: &HalfCheck<'_>) -> bool {
+        check_request(core, &self.face, half).is_some_and(|cmd| self.tx.try_send(cmd).is_ok())
     }
 }
 
 /// The `CHECK_TRANSACTION_STATE` request for one half message: header as RocketMQ's
 /// `AbstractTransactionalMessageCheckListener.sendCheckMessage`, body the message as a pull
 /// returns it, with its real topic and queue restored and `TRANSACTION_CHECK_TIMES` set.
-fn check_request(s: &Shared, c: &HalfCheck<'_>) -> Option<RemotingCommand> {
+fn check_request(core: &Core, face: &RemotingState, c: &HalfCheck<'_>) -> Option<RemotingCommand> {
     let d = &c.record;
     let topic_uid = c.topic_uid;
     let real_topic = properties::find(d.properties, properties::REAL_TOPIC).unwrap_or(HALF_TOPIC);
@@ -117,13 +126,13 @@ fn check_request(s: &Shared, c: &HalfCheck<'_>) -> Option<RemotingCommand> {
             born_timestamp: d.born_timestamp,
             born_host: d.born_host,
             store_timestamp: i64::try_from(c.stored_at).unwrap_or(i64::MAX),
-            store_host: s.store_host,
+            store_host: core.store_host,
             reconsume_times: d.reconsume_times,
             prepared_tx_offset: 0,
             body: d.body,
             topic: real_topic,
             properties: &props,
-            extra_properties: &s.cluster_property,
+            extra_properties: &core.cluster_property,
         },
         &mut body,
     );
@@ -137,11 +146,11 @@ fn check_request(s: &Shared, c: &HalfCheck<'_>) -> Option<RemotingCommand> {
         commit_log_offset: phys,
         msg_id: c.uniq.to_owned(),
         transaction_id: c.uniq.to_owned(),
-        offset_msg_id: encode_offset_msg_id(s.store_host, phys),
-        broker_name: s.config.broker_name.clone(),
+        offset_msg_id: encode_offset_msg_id(core.store_host, phys),
+        broker_name: core.config.broker_name.clone(),
     };
     Some(
-        RemotingCommand::oneway_request(request_code::CHECK_TRANSACTION_STATE, s.next_opaque())
+        RemotingCommand::oneway_request(request_code::CHECK_TRANSACTION_STATE, face.next_opaque())
             .with_ext_fields(header.to_ext_fields())
             .with_body(body.freeze()),
     )
