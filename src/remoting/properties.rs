@@ -99,6 +99,119 @@ pub const INNER_NUM: &str = "INNER_NUM";
 pub const SHARDING_KEY: &str = "__SHARDINGKEY";
 /// Prefix of properties that are never stored.
 pub const TRANSIENT_PREFIX: &str = "__RMQ.TRANSIENT.";
+/// A transactional message's own first-check delay, seconds
+/// (`PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS`).
+pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+
+/// The properties the broker routes a message on, read in one pass over the string: for each
+/// key, the value [`find`] gives (the first pair with that key, a non-empty value and valid
+/// UTF-8), or `None`. The string itself stays the stored form; this is a view of it.
+///
+/// A face builds it once per message (from the string a remoting producer sent, or directly
+/// from a gRPC message's fields, matching the string it writes), and the broker's decisions
+/// (unique key, tag hash, half message, delay level, timer, dead letter) read it instead of
+/// scanning the string again for each.
+///
+/// # Examples
+///
+/// ```
+/// use baiji::remoting::properties::Routing;
+///
+/// let r = Routing::parse(b"TAGS\x01TagA\x02DELAY\x013\x02UNIQ_KEY\x01ABC\x02");
+/// assert_eq!((r.tags, r.delay, r.uniq_key), (Some("TagA"), Some("3"), Some("ABC")));
+/// assert_eq!(r.tran_msg, None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Routing<'a> {
+    /// [`UNIQ_KEY`].
+    pub uniq_key: Option<&'a str>,
+    /// [`TAGS`].
+    pub tags: Option<&'a str>,
+    /// [`KEYS`].
+    pub keys: Option<&'a str>,
+    /// [`DELAY`].
+    pub delay: Option<&'a str>,
+    /// [`TIMER_DELAY_SEC`].
+    pub timer_delay_sec: Option<&'a str>,
+    /// [`TIMER_DELAY_MS`].
+    pub timer_delay_ms: Option<&'a str>,
+    /// [`TIMER_DELIVER_MS`].
+    pub timer_deliver_ms: Option<&'a str>,
+    /// [`TIMER_OUT_MS`].
+    pub timer_out_ms: Option<&'a str>,
+    /// [`TIMER_DEL_UNIQKEY`].
+    pub timer_del_uniqkey: Option<&'a str>,
+    /// [`TRAN_MSG`].
+    pub tran_msg: Option<&'a str>,
+    /// [`PGROUP`].
+    pub pgroup: Option<&'a str>,
+    /// [`CHECK_IMMUNITY_TIME_IN_SECONDS`].
+    pub check_immunity: Option<&'a str>,
+    /// [`REAL_TOPIC`].
+    pub real_topic: Option<&'a str>,
+    /// [`REAL_QID`].
+    pub real_qid: Option<&'a str>,
+    /// [`RETRY_TOPIC`].
+    pub retry_topic: Option<&'a str>,
+    /// [`ORIGIN_MESSAGE_ID`].
+    pub origin_message_id: Option<&'a str>,
+}
+
+impl<'a> Routing<'a> {
+    /// The view of `props`, in one pass; only the values it keeps are checked for UTF-8.
+    #[must_use]
+    pub fn parse(props: &'a [u8]) -> Self {
+        let mut r = Routing::default();
+        for segment in props.split(|&b| b == PROPERTY_SEPARATOR) {
+            let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+                continue;
+            };
+            let (key, value) = segment.split_at(sep);
+            let value = value.get(1..).unwrap_or_default();
+            if value.is_empty() {
+                continue;
+            }
+            let slot = match key {
+                b"UNIQ_KEY" => &mut r.uniq_key,
+                b"TAGS" => &mut r.tags,
+                b"KEYS" => &mut r.keys,
+                b"DELAY" => &mut r.delay,
+                b"TIMER_DELAY_SEC" => &mut r.timer_delay_sec,
+                b"TIMER_DELAY_MS" => &mut r.timer_delay_ms,
+                b"TIMER_DELIVER_MS" => &mut r.timer_deliver_ms,
+                b"TIMER_OUT_MS" => &mut r.timer_out_ms,
+                b"TIMER_DEL_UNIQKEY" => &mut r.timer_del_uniqkey,
+                b"TRAN_MSG" => &mut r.tran_msg,
+                b"PGROUP" => &mut r.pgroup,
+                b"CHECK_IMMUNITY_TIME_IN_SECONDS" => &mut r.check_immunity,
+                b"REAL_TOPIC" => &mut r.real_topic,
+                b"REAL_QID" => &mut r.real_qid,
+                b"RETRY_TOPIC" => &mut r.retry_topic,
+                b"ORIGIN_MESSAGE_ID" => &mut r.origin_message_id,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = std::str::from_utf8(value).ok();
+            }
+        }
+        r
+    }
+
+    /// The tags-code of the message ([`tags_code`] of its string).
+    #[must_use]
+    pub fn tags_code(&self) -> i32 {
+        self.tags.map_or(0, tag_hash)
+    }
+
+    /// Whether it carries a timer property (`TIMER_DELAY_SEC`, `TIMER_DELAY_MS` or
+    /// `TIMER_DELIVER_MS`).
+    #[must_use]
+    pub fn has_timer(&self) -> bool {
+        self.timer_delay_sec.is_some()
+            || self.timer_delay_ms.is_some()
+            || self.timer_deliver_ms.is_some()
+    }
+}
 
 /// Iterates the well-formed `(key, value)` pairs of a properties string in order.
 #[must_use]
@@ -276,6 +389,49 @@ mod tests {
         ) {
             let expected = iter(&props).find(|(k, _)| *k == key).map(|(_, v)| v);
             proptest::prop_assert_eq!(find(&props, key), expected);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 1024, failure_persistence: None, ..Default::default() })]
+
+        /// The one-pass view holds, for every key it keeps, what [`find`] answers for it.
+        #[test]
+        fn routing_agrees_with_find(
+            pairs in proptest::collection::vec((
+                proptest::sample::select(vec!["UNIQ_KEY", "TAGS", "DELAY", "TIMER_DELAY_MS", "TRAN_MSG", "PGROUP", "CHECK_IMMUNITY_TIME_IN_SECONDS", "REAL_QID", "X", ""]),
+                proptest::sample::select(vec!["", "v", "1", "true", "\u{1}", "a\u{1}b"]),
+                proptest::sample::select(vec![&b""[..], &b"\xff"[..]]),
+            ), 0..12),
+            end in proptest::bool::ANY,
+        ) {
+            let mut props = Vec::new();
+            for (i, (k, v, junk)) in pairs.iter().enumerate() {
+                if i > 0 || !props.is_empty() {
+                    props.push(PROPERTY_SEPARATOR);
+                }
+                props.extend_from_slice(k.as_bytes());
+                props.push(NAME_VALUE_SEPARATOR);
+                props.extend_from_slice(v.as_bytes());
+                props.extend_from_slice(junk);
+            }
+            if end && !props.is_empty() {
+                props.push(PROPERTY_SEPARATOR);
+            }
+            let r = Routing::parse(&props);
+            for (key, got) in [
+                (UNIQ_KEY, r.uniq_key),
+                (TAGS, r.tags),
+                (DELAY, r.delay),
+                (TIMER_DELAY_MS, r.timer_delay_ms),
+                (TRAN_MSG, r.tran_msg),
+                (PGROUP, r.pgroup),
+                (CHECK_IMMUNITY_TIME_IN_SECONDS, r.check_immunity),
+                (REAL_QID, r.real_qid),
+            ] {
+                proptest::prop_assert_eq!(got, find(&props, key), "key {}", key);
+            }
+            proptest::prop_assert_eq!(r.tags_code(), tags_code(&props));
         }
     }
 

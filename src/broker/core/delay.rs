@@ -45,10 +45,10 @@ pub(crate) struct Scheduler {
     wake: Notify,
 }
 
-/// The delay level a properties string asks for (`DELAY`), capped at [`MAX_LEVEL`]; `None`
+/// The delay level a message's `DELAY` property asks for, capped at [`MAX_LEVEL`]; `None`
 /// for no delay.
-pub(crate) fn delay_level(props: &[u8]) -> Option<u32> {
-    let level: i64 = properties::find(props, properties::DELAY)?.trim().parse().ok()?;
+pub(crate) fn delay_level(delay: Option<&str>) -> Option<u32> {
+    let level: i64 = delay?.trim().parse().ok()?;
     (level > 0).then(|| u32::try_from(level).unwrap_or(MAX_LEVEL).min(MAX_LEVEL))
 }
 
@@ -304,11 +304,12 @@ mod tests {
 
     #[test]
     fn given_delay_property_when_parsing_should_cap_levels_and_ignore_non_positive() {
-        assert_eq!(delay_level(b"DELAY\x012\x02"), Some(2));
-        assert_eq!(delay_level(b"DELAY\x0199\x02"), Some(MAX_LEVEL));
-        assert_eq!(delay_level(b"DELAY\x010\x02"), None);
-        assert_eq!(delay_level(b"DELAY\x01-1\x02"), None);
-        assert_eq!(delay_level(b"TAGS\x01A\x02"), None);
+        let level = |props: &[u8]| delay_level(properties::Routing::parse(props).delay);
+        assert_eq!(level(b"DELAY\x012\x02"), Some(2));
+        assert_eq!(level(b"DELAY\x0199\x02"), Some(MAX_LEVEL));
+        assert_eq!(level(b"DELAY\x010\x02"), None);
+        assert_eq!(level(b"DELAY\x01-1\x02"), None);
+        assert_eq!(level(b"TAGS\x01A\x02"), None);
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub(crate) mod rates;
 pub(crate) mod record;
 pub(crate) mod retry;
 pub(crate) mod routes;
+pub(crate) mod send;
 pub(crate) mod timer;
 pub(crate) mod topics;
 pub(crate) mod transaction;

@@ -36,7 +36,7 @@ use tokio::sync::{watch, Notify};
 use super::delay::{self, Parked};
 use super::record::{NewRecord, PutError};
 use super::Core;
-use crate::remoting::properties;
+use crate::remoting::properties::{self, Routing};
 use crate::store::{StoreError, TopicStore};
 use crate::time::now_ms;
 
@@ -47,8 +47,6 @@ pub(crate) const TIMER_GROUP: &str = "CID_RMQ_SYS_WHEEL_TIMER";
 /// The properties that make a message a timer message, in the order RocketMQ reads them.
 const TIMER_KEYS: [&str; 3] =
     [properties::TIMER_DELAY_SEC, properties::TIMER_DELAY_MS, properties::TIMER_DELIVER_MS];
-/// What every timer property's name starts with.
-const TIMER_PREFIX: &[u8] = b"TIMER_";
 /// What delivery adds to the properties at most: `TIMER_DEQUEUE_MS`, its separators and up to
 /// 20 digits. Reserved when a timer message is stored, so its delivery always fits.
 const DELIVERY_RESERVE: usize = properties::TIMER_DEQUEUE_MS.len() + 2 + 20;
@@ -68,7 +66,7 @@ pub(crate) enum Wait {
     Until(u64),
 }
 
-/// How a message with `props` waits, as RocketMQ 5 reads it (`HookUtils.handleScheduleMessage`):
+/// How a message with `props` (and their view `routing`) waits, as RocketMQ 5 reads it (`HookUtils.handleScheduleMessage`):
 /// a delay level wins and the timer properties are removed from `props`; a message already
 /// carrying `TIMER_OUT_MS` is no timer message; otherwise `TIMER_DELAY_SEC`, then
 /// `TIMER_DELAY_MS`, then `TIMER_DELIVER_MS` give the due time, and a time not after `now` is
@@ -81,19 +79,18 @@ pub(crate) enum Wait {
 /// support.
 pub(crate) fn wait_of(
     props: &mut Cow<'_, [u8]>,
+    routing: &Routing<'_>,
     now: u64,
     max_delay_sec: u64,
 ) -> Result<Wait, String> {
-    // The hot path: most messages carry no timer property at all.
-    let has_timer = props.windows(TIMER_PREFIX.len()).any(|w| w == TIMER_PREFIX)
-        && TIMER_KEYS.iter().any(|k| properties::find(props, k).is_some());
-    if let Some(level) = delay::delay_level(props) {
+    let has_timer = routing.has_timer();
+    if let Some(level) = delay::delay_level(routing.delay) {
         if has_timer {
             *props = Cow::Owned(delay::rewrite_properties(props, &TIMER_KEYS, &[]));
         }
         return Ok(Wait::Level(level));
     }
-    if !has_timer || properties::find(props, properties::TIMER_OUT_MS).is_some() {
+    if !has_timer || routing.timer_out_ms.is_some() {
         return Ok(Wait::No);
     }
     let max_ms = i128::from(max_delay_sec) * 1000;
@@ -103,20 +100,20 @@ pub(crate) fn wait_of(
              {max_ms}ms; or if set del msg, the delay time should be bigger than the current time"
         )
     };
-    let value = |key| -> Option<Result<i64, String>> {
-        properties::find(props, key).map(|v| v.parse::<i64>().map_err(|_| illegal()))
+    let value = |v: Option<&str>| -> Option<Result<i64, String>> {
+        v.map(|v| v.parse::<i64>().map_err(|_| illegal()))
     };
     let now_i = i128::from(now);
-    let due = if let Some(sec) = value(properties::TIMER_DELAY_SEC) {
+    let due = if let Some(sec) = value(routing.timer_delay_sec) {
         now_i + i128::from(sec?) * 1000
-    } else if let Some(ms) = value(properties::TIMER_DELAY_MS) {
+    } else if let Some(ms) = value(routing.timer_delay_ms) {
         now_i + i128::from(ms?)
-    } else if let Some(at) = value(properties::TIMER_DELIVER_MS) {
+    } else if let Some(at) = value(routing.timer_deliver_ms) {
         i128::from(at?)
     } else {
         return Ok(Wait::No);
     };
-    let deletes = properties::find(props, properties::TIMER_DEL_UNIQKEY).is_some();
+    let deletes = routing.timer_del_uniqkey.is_some();
     if due <= now_i {
         return if deletes { Err(illegal()) } else { Ok(Wait::No) };
     }
@@ -284,14 +281,16 @@ fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, Stor
 
 /// Stores a message on `topic` queue `queue` as `wait` says: parked in the schedule topic
 /// (a delay level) or the timer topic (a due time), or appended at once. Returns the stored
-/// copy's topic uid, queue and offset (what the message id names). The one place a send and
-/// a transaction commit store a message they may have to delay.
+/// copy's topic uid, queue and offset (what the message id names); `tag` is the tags-code of
+/// `rec`'s properties. The one place a send and a transaction commit store a message they may
+/// have to delay.
 pub(crate) fn store(
     core: &Core,
     wait: Wait,
     topic: &Arc<dyn TopicStore>,
     queue: u32,
     rec: &NewRecord<'_>,
+    tag: i32,
 ) -> Result<(u32, u32, u64), PutError> {
     match wait {
         Wait::Level(level) => {
@@ -302,7 +301,6 @@ pub(crate) fn store(
         }
         Wait::No => {
             let encoded = super::record::encode(rec, core.cluster_property.len())?;
-            let tag = properties::tags_code(rec.properties);
             Ok(topic.append(queue, encoded, tag, now_ms()).map(|o| (topic.uid(), queue, o))?)
         }
     }
@@ -454,7 +452,7 @@ mod tests {
 
     fn wait(props: &[u8]) -> (Result<Wait, String>, Vec<u8>) {
         let mut p = Cow::Borrowed(props);
-        let w = wait_of(&mut p, NOW, MAX);
+        let w = wait_of(&mut p, &Routing::parse(props), NOW, MAX);
         (w, p.into_owned())
     }
 

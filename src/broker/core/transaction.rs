@@ -68,10 +68,8 @@ use super::delay::rewrite_properties;
 use super::record::{self, split_physical_offset, Decoded, NewRecord, PutError};
 use super::timer::{self, Wait};
 use super::Core;
-use crate::remoting::code::response_code;
-use crate::remoting::header::EndTransactionRequestHeader;
 use crate::remoting::message::sys_flag;
-use crate::remoting::properties;
+use crate::remoting::properties::{self, Routing};
 use crate::store::{Retention, StoreError, TopicStore};
 use crate::time::now_ms;
 
@@ -84,7 +82,7 @@ pub(crate) const HALF_GROUP: &str = "CID_RMQ_SYS_TRANS";
 /// How many times a half message was checked (`PROPERTY_TRANSACTION_CHECK_TIMES`).
 pub(crate) const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
 /// Per-message first-check delay, seconds (`PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS`).
-pub(crate) const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+pub(crate) const CHECK_IMMUNITY: &str = properties::CHECK_IMMUNITY_TIME_IN_SECONDS;
 /// Room kept in a half message's properties for `TRANSACTION_CHECK_TIMES=<u32>`, so a check
 /// or a move can always add it.
 const CHECK_TIMES_ROOM: usize = CHECK_TIMES.len() + 2 + 10;
@@ -219,15 +217,14 @@ impl std::fmt::Debug for Transactions {
 
 /// Whether a send is a half message: `TRAN_MSG=true` (what RocketMQ's broker looks at) or the
 /// prepared transaction type in the sys flag.
-pub(crate) fn is_half(sys_flag: i32, props: &[u8]) -> bool {
+pub(crate) fn is_half(sys_flag: i32, props: &Routing<'_>) -> bool {
     sys_flag & sys_flag::TRANSACTION_TYPE_MASK == sys_flag::TRANSACTION_PREPARED
-        || properties::find(props, properties::TRAN_MSG)
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || props.tran_msg.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// The producer group a half message names (`PGROUP`), if any.
-pub(crate) fn producer_group(props: &[u8]) -> Option<&str> {
-    properties::find(props, properties::PGROUP).filter(|g| !g.is_empty())
+pub(crate) fn producer_group<'a>(props: &Routing<'a>) -> Option<&'a str> {
+    props.pgroup.filter(|g| !g.is_empty())
 }
 
 /// When a half message is first checked, ms, and whether it set its own immunity
@@ -269,8 +266,9 @@ fn release(core: &Core, topic: &dyn TopicStore, pending: &Table) {
     }
 }
 
-/// Stores a half message bound for `real_topic`/`real_queue`. Returns the half topic's uid
-/// and the half message's offset (queue 0).
+/// Stores a half message bound for `real_topic`/`real_queue` (`routing` is the view of
+/// `rec.properties`, `uniq` its `UNIQ_KEY`). Returns the half topic's uid and the half
+/// message's offset (queue 0).
 ///
 /// # Errors
 /// [`PutError::Record`] when the properties with what the broker adds would not fit a record,
@@ -280,9 +278,10 @@ pub(crate) fn prepare(
     real_topic: &str,
     real_queue: u32,
     rec: &NewRecord<'_>,
+    routing: &Routing<'_>,
+    uniq: &str,
 ) -> Result<(u32, u64), PutError> {
-    let group = producer_group(rec.properties).unwrap_or_default().to_owned();
-    let uniq = properties::find(rec.properties, properties::UNIQ_KEY).unwrap_or_default();
+    let group = producer_group(routing).unwrap_or_default().to_owned();
     let qid = real_queue.to_string();
     let props = rewrite_properties(
         rec.properties,
@@ -315,15 +314,55 @@ pub(crate) fn prepare(
     Ok((topic.uid(), offset))
 }
 
-/// What became of an `END_TRANSACTION`.
+/// A producer's decision on a half message, as `END_TRANSACTION` carries it (RocketMQ's
+/// `EndTransactionRequestHeader`, without its protocol).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Decision<'a> {
+    /// The producer group that decides (`PGROUP` of the message).
+    pub(crate) producer_group: &'a str,
+    /// The half message's queue offset the producer was given.
+    pub(crate) tran_state_table_offset: i64,
+    /// The half message's commit-log offset (from its offset msgId).
+    pub(crate) commit_log_offset: i64,
+    /// Commit (`true`) or roll back.
+    pub(crate) commit: bool,
+    /// Whether it answers a check (a message past its own immunity waits for one).
+    pub(crate) from_transaction_check: bool,
+}
+
+/// Why a decision was refused (logged and counted; a producer's one-way `END_TRANSACTION`
+/// never sees it). `Display` is RocketMQ's remark.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EndError {
+    /// No undecided half message at that offset (already decided, duplicate, unknown id).
+    #[error("Find prepared transaction message failed")]
+    NotFound,
+    /// The producer group is not the message's.
+    #[error("The producer group wrong")]
+    WrongGroup,
+    /// The state-table offset is not the message's.
+    #[error("The transaction state table offset wrong")]
+    WrongOffset,
+    /// Past its own `CHECK_IMMUNITY_TIME_IN_SECONDS`, only a check's answer decides it
+    /// (RocketMQ's `rejectCommitOrRollback`).
+    #[error("the message is past its CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for the check")]
+    PastImmunity,
+    /// The committed copy could not be stored (the message stays undecided; the producer is
+    /// asked again at the next check).
+    #[error("{0}")]
+    Commit(String),
+    /// The committed copy found the memory budget full (as above).
+    #[error("{0}")]
+    Busy(StoreError),
+}
+
+/// What became of a decision.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
     /// Committed or rolled back.
     Done,
-    /// Neither commit nor rollback (unknown state): only logged, never answered.
-    Undecided,
-    /// Refused (logged and counted): RocketMQ's response code and remark.
-    Refused(i32, String),
+    /// Refused (counted): why.
+    Refused(EndError),
 }
 
 /// Commits or rolls back the undecided half message whose `UNIQ_KEY` (its transaction id) is
@@ -347,21 +386,14 @@ pub(crate) fn end_by_transaction_id(
         .iter()
         .find(|(_, h)| h.uniq == uniq)
         .map(|(id, h)| (*id, h.group.clone()))?;
-    let h = EndTransactionRequestHeader {
-        topic: None,
+    let d = Decision {
         producer_group: &group,
         tran_state_table_offset: i64::try_from(id).ok()?,
         commit_log_offset: record::physical_offset(uid, 0, id),
-        commit_or_rollback: if commit {
-            sys_flag::TRANSACTION_COMMIT
-        } else {
-            sys_flag::TRANSACTION_ROLLBACK
-        },
+        commit,
         from_transaction_check,
-        msg_id: uniq,
-        transaction_id: Some(uniq),
     };
-    Some(end(core, &h))
+    Some(end(core, &d))
 }
 
 /// A record with the fields of a decoded one, `sys_flag` and `props`.
@@ -379,8 +411,8 @@ fn renewed<'a>(d: &Decoded<'a>, sys_flag: i32, props: &'a [u8]) -> NewRecord<'a>
 
 /// Appends the committed copy of a half message to its real topic and queue: `REAL_TOPIC`,
 /// `REAL_QID` and `TRAN_MSG` removed, the sys flag's transaction type COMMIT.
-fn deliver_committed(core: &Core, half: &[u8]) -> Result<(), Ended> {
-    let refuse = |remark: String| Ended::Refused(response_code::SYSTEM_ERROR, remark);
+fn deliver_committed(core: &Core, half: &[u8]) -> Result<(), EndError> {
+    let refuse = EndError::Commit;
     let d = record::decode(half).ok_or_else(|| refuse("the half message is malformed".into()))?;
     let real_topic = properties::find(d.properties, properties::REAL_TOPIC)
         .ok_or_else(|| refuse("the half message has no REAL_TOPIC".into()))?;
@@ -392,69 +424,59 @@ fn deliver_committed(core: &Core, half: &[u8]) -> Result<(), Ended> {
         .and_then(|q| q.trim().parse().ok())
         .unwrap_or(0);
     let queue = if asked < topic.queue_count() { asked } else { 0 };
-    let mut props: Cow<'_, [u8]> = Cow::Owned(rewrite_properties(
+    let committed = rewrite_properties(
         d.properties,
         &[properties::REAL_TOPIC, properties::REAL_QID, properties::TRAN_MSG],
         &[],
-    ));
+    );
+    let mut props = Cow::Borrowed(&committed[..]);
     let flag = (d.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK) | sys_flag::TRANSACTION_COMMIT;
     // As RocketMQ 5 (`HookUtils.handleScheduleMessage` takes COMMIT like NOT): a delay level or
     // a timer on the committed copy makes it wait, not the half message. A timer that became
     // illegal (the maximum changed since) is delivered at once rather than lost.
-    let wait =
-        timer::wait_of(&mut props, now_ms(), core.config.timer_max_delay_sec).unwrap_or(Wait::No);
+    let routing = Routing::parse(&committed);
+    let wait = timer::wait_of(&mut props, &routing, now_ms(), core.config.timer_max_delay_sec)
+        .unwrap_or(Wait::No);
     let rec = renewed(&d, flag, &props);
-    let stored = timer::store(core, wait, &topic, queue, &rec).map(|_| ());
+    let tag = properties::tags_code(&props);
+    let stored = timer::store(core, wait, &topic, queue, &rec, tag).map(|_| ());
     match stored {
         Ok(()) => Ok(()),
-        Err(PutError::Store(e @ StoreError::Full { .. })) => {
-            Err(Ended::Refused(response_code::SYSTEM_BUSY, e.to_string()))
-        }
+        Err(PutError::Store(e @ StoreError::Full { .. })) => Err(EndError::Busy(e)),
         Err(PutError::Store(e)) => Err(refuse(e.to_string())),
         Err(PutError::Record(e)) => Err(refuse(e.to_string())),
     }
 }
 
-/// Commits or rolls back the half message an `END_TRANSACTION` names, after RocketMQ's checks
+/// Commits or rolls back the half message a decision names, after RocketMQ's checks
 /// (`checkPrepareMessage`): the message is undecided, `PGROUP` equals `producerGroup`, its
 /// offset equals `tranStateTableOffset`; and (`rejectCommitOrRollback`) a message with its own
 /// `CHECK_IMMUNITY_TIME_IN_SECONDS` is past it only decided by a check's answer. Refusals are
 /// counted; the caller logs them.
-pub(crate) fn end(core: &Core, h: &EndTransactionRequestHeader<'_>) -> Ended {
-    let commit = match h.commit_or_rollback {
-        sys_flag::TRANSACTION_COMMIT => true,
-        sys_flag::TRANSACTION_ROLLBACK => false,
-        _ => return Ended::Undecided,
-    };
-    let outcome = decide(core, h, commit);
-    if let Ended::Refused(..) = outcome {
-        core.transactions.refused();
+pub(crate) fn end(core: &Core, d: &Decision<'_>) -> Ended {
+    match decide(core, d) {
+        Ok(()) => Ended::Done,
+        Err(e) => {
+            core.transactions.refused();
+            Ended::Refused(e)
+        }
     }
-    outcome
 }
 
-fn decide(core: &Core, h: &EndTransactionRequestHeader<'_>, commit: bool) -> Ended {
-    let not_found = || {
-        Ended::Refused(
-            response_code::SYSTEM_ERROR,
-            "Find prepared transaction message failed".into(),
-        )
-    };
-    let Some(topic) = core.store.topic(HALF_TOPIC) else { return not_found() };
+fn decide(core: &Core, h: &Decision<'_>) -> Result<(), EndError> {
+    let commit = h.commit;
+    let Some(topic) = core.store.topic(HALF_TOPIC) else { return Err(EndError::NotFound) };
     let offset = match split_physical_offset(h.commit_log_offset) {
         Some((uid, 0, offset)) if uid == topic.uid() => offset,
-        _ => return not_found(),
+        _ => return Err(EndError::NotFound),
     };
     let mut pending = core.transactions.lock();
-    let Some(half) = pending.halves.get(&offset) else { return not_found() };
+    let Some(half) = pending.halves.get(&offset) else { return Err(EndError::NotFound) };
     if half.group != h.producer_group {
-        return Ended::Refused(response_code::SYSTEM_ERROR, "The producer group wrong".into());
+        return Err(EndError::WrongGroup);
     }
     if i64::try_from(offset).ok() != Some(h.tran_state_table_offset) {
-        return Ended::Refused(
-            response_code::SYSTEM_ERROR,
-            "The transaction state table offset wrong".into(),
-        );
+        return Err(EndError::WrongOffset);
     }
     if !h.from_transaction_check
         && half.immunity_set
@@ -462,24 +484,19 @@ fn decide(core: &Core, h: &EndTransactionRequestHeader<'_>, commit: bool) -> End
     {
         // RocketMQ's `rejectCommitOrRollback`: past its own immunity the message waits for
         // the check.
-        return Ended::Refused(
-            response_code::ILLEGAL_OPERATION,
-            "the message is past its CHECK_IMMUNITY_TIME_IN_SECONDS: it waits for the check".into(),
-        );
+        return Err(EndError::PastImmunity);
     }
     match core.store.get(topic.as_ref(), 0, half.at) {
         Some((rec, _)) if commit => {
-            if let Err(refused) = deliver_committed(core, &rec) {
-                // Still undecided: the producer is asked again at the next check.
-                return refused;
-            }
+            // Refused: still undecided, the producer is asked again at the next check.
+            deliver_committed(core, &rec)?;
         }
         Some(_) => {}
         None => {
             // Evicted under `drop-oldest`: nothing left to decide.
             pending.remove(offset);
             release(core, topic.as_ref(), &pending);
-            return not_found();
+            return Err(EndError::NotFound);
         }
     }
     pending.remove(offset);
@@ -489,7 +506,7 @@ fn decide(core: &Core, h: &EndTransactionRequestHeader<'_>, commit: bool) -> End
         if commit { &core.transactions.committed } else { &core.transactions.rolled_back };
     // Relaxed: a statistic.
     counter.fetch_add(1, Ordering::Relaxed);
-    Ended::Done
+    Ok(())
 }
 
 /// A face that can ask a transaction's producer for its decision: the remoting face sends
@@ -671,12 +688,13 @@ mod tests {
 
     #[test]
     fn given_sends_when_classifying_should_see_half_messages_by_property_or_sys_flag() {
-        assert!(is_half(0, b"TRAN_MSG\x01true\x02PGROUP\x01g\x02"));
-        assert!(is_half(0, b"TRAN_MSG\x01TRUE\x02"), "Boolean.parseBoolean ignores case");
-        assert!(is_half(sys_flag::TRANSACTION_PREPARED, b""));
-        assert!(!is_half(sys_flag::TRANSACTION_COMMIT, b"TRAN_MSG\x01false\x02"));
-        assert!(!is_half(0, b"TAGS\x01A\x02"));
-        assert_eq!(producer_group(b"PGROUP\x01pg\x02"), Some("pg"));
-        assert_eq!(producer_group(b"PGROUP\x01\x02"), None);
+        let half = |flag, props: &[u8]| is_half(flag, &Routing::parse(props));
+        assert!(half(0, b"TRAN_MSG\x01true\x02PGROUP\x01g\x02"));
+        assert!(half(0, b"TRAN_MSG\x01TRUE\x02"), "Boolean.parseBoolean ignores case");
+        assert!(half(sys_flag::TRANSACTION_PREPARED, b""));
+        assert!(!half(sys_flag::TRANSACTION_COMMIT, b"TRAN_MSG\x01false\x02"));
+        assert!(!half(0, b"TAGS\x01A\x02"));
+        assert_eq!(producer_group(&Routing::parse(b"PGROUP\x01pg\x02")), Some("pg"));
+        assert_eq!(producer_group(&Routing::parse(b"PGROUP\x01\x02")), None);
     }
 }

@@ -1,12 +1,17 @@
-//! The producer RPCs: SendMessage and EndTransaction (facts doc 1.5 and 1.9).
+//! The producer RPCs: SendMessage and EndTransaction (`rocketmq5-grpc-pop-transactions.md`
+//! 1.5 and 1.9).
 //!
 //! `SendMessage` turns each v2 `Message` into the properties a remoting producer would have
 //! sent (`UNIQ_KEY` = the client's message id, `TAGS`, `KEYS`, `__SHARDINGKEY`,
-//! `TIMER_DELIVER_MS`, `TRAN_MSG` + `PGROUP` = the topic, as the proxy names gRPC producers)
-//! and stores it through the remoting send path (`processor::send::store_message`): the same
-//! checks, auto-creation, timers, half messages and counters. A FIFO message's group picks its
-//! queue (`send::group_queue`), deterministically; the client's `queue_id` is ignored, as the
-//! proxy ignores it.
+//! `TIMER_DELIVER_MS`, `TRAN_MSG` + `PGROUP` = the topic, as the proxy names gRPC producers),
+//! and the view of them the core routes on straight from the message's fields (no parse of the
+//! string it wrote), and stores it through the core's send path
+//! ([`store_message`](crate::broker::core::send::store_message)): the same checks,
+//! auto-creation, timers, half messages and counters as a remoting send. A refusal is the
+//! core's [`SendError`](crate::broker::core::send::SendError), mapped to a `Code` by
+//! [`send_status`](super::status::send_status). A FIFO message's group picks its queue
+//! (`send::group_queue`), deterministically; the client's `queue_id` is ignored, as the proxy
+//! ignores it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -21,16 +26,16 @@ use super::pb::{
 };
 use super::service::Messaging;
 use super::session::Session;
-use super::status::{from_remoting_status, ok, status};
+use super::status::{end_status, ok, send_status, status};
 use super::GrpcState;
+use crate::broker::core::send::{store_message, Incoming, QueueChoice};
 use crate::broker::core::topics;
 use crate::broker::core::transaction::{
     self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_IMMUNITY,
 };
 use crate::broker::core::Core;
-use crate::broker::remoting::processor::send::{store_message, Incoming, QueueChoice};
 use crate::remoting::message::sys_flag;
-use crate::remoting::properties::{self, MAX_PROPERTIES_LEN};
+use crate::remoting::properties::{self, Routing, MAX_PROPERTIES_LEN};
 use crate::time::now_ms;
 
 /// Most user properties a message may carry (the proxy's `maxUserPropertySize`).
@@ -52,15 +57,42 @@ fn has_control(s: &str) -> bool {
 }
 
 /// The properties, sys flag and queue choice of one v2 message, or the status refusing it.
+#[derive(Debug)]
 struct Converted {
     properties: Vec<u8>,
     sys_flag: i32,
     born_timestamp: i64,
     born_host: Option<IpAddr>,
     group: Option<String>,
+    /// The values of `properties` the core routes on that are not the message's own fields.
+    keys: Option<String>,
+    due: Option<String>,
+    immunity: Option<String>,
+    transaction: bool,
 }
 
-fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, pb::Status> {
+impl Converted {
+    /// The view of `properties` the core routes on, from the message's fields (the same
+    /// values [`Routing::parse`] would read from the string [`convert`] wrote: its system
+    /// pairs are the reserved keys, which no user property may use, except
+    /// `CHECK_IMMUNITY_TIME_IN_SECONDS`, where a user's non-empty value comes first).
+    fn routing<'a>(&'a self, m: &'a pb::Message, topic: &'a str) -> Routing<'a> {
+        let sys = m.system_properties.as_ref();
+        let user = |k: &str| m.user_properties.get(k).map(String::as_str).filter(|v| !v.is_empty());
+        Routing {
+            uniq_key: sys.map(|s| s.message_id.as_str()),
+            tags: sys.and_then(|s| s.tag.as_deref()),
+            keys: self.keys.as_deref(),
+            timer_deliver_ms: self.due.as_deref(),
+            tran_msg: self.transaction.then_some("true"),
+            pgroup: self.transaction.then_some(topic),
+            check_immunity: user(CHECK_IMMUNITY).or(self.immunity.as_deref()),
+            ..Routing::default()
+        }
+    }
+}
+
+fn convert(max_delay_sec: u64, topic: &str, m: &pb::Message) -> Result<Converted, pb::Status> {
     let none = pb::SystemProperties::default();
     let sys = m.system_properties.as_ref().unwrap_or(&none);
     let mut props = Vec::new();
@@ -90,6 +122,7 @@ fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, p
         }
         put(properties::KEYS, &sys.keys.join(" "), Code::IllegalMessageKey)?;
     }
+    let keys = (!sys.keys.is_empty()).then(|| sys.keys.join(" "));
     let mut user_bytes = 0usize;
     if m.user_properties.len() > MAX_USER_PROPERTIES {
         return Err(refuse(
@@ -127,10 +160,10 @@ fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, p
         }
         put(properties::SHARDING_KEY, g, Code::IllegalMessageGroup)?;
     }
+    let mut due_ms = None;
     if let Some(at) = &sys.delivery_timestamp {
         let due = timestamp_ms(at);
-        let max_ms = i64::try_from(svc.core.config.timer_max_delay_sec.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
+        let max_ms = i64::try_from(max_delay_sec.saturating_mul(1000)).unwrap_or(i64::MAX);
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
         if due.saturating_sub(now) > max_ms {
             return Err(refuse(
@@ -138,18 +171,23 @@ fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, p
                 format!("the delivery time is more than {max_ms} ms ahead"),
             ));
         }
-        put(properties::TIMER_DELIVER_MS, &due.max(0).to_string(), Code::IllegalDeliveryTime)?;
+        let due = due.max(0).to_string();
+        put(properties::TIMER_DELIVER_MS, &due, Code::IllegalDeliveryTime)?;
+        due_ms = Some(due);
     }
     if let Some(trace) = sys.trace_context.as_deref().filter(|t| !t.is_empty()) {
         put(TRACE_CONTEXT, trace, Code::BadRequest)?;
     }
     let mut flag = 0;
-    if ty == MessageType::Transaction {
+    let mut immunity = None;
+    let transaction = ty == MessageType::Transaction;
+    if transaction {
         put(properties::TRAN_MSG, "true", Code::BadRequest)?;
         put(properties::PGROUP, topic, Code::IllegalTopic)?;
         if let Some(d) = &sys.orphaned_transaction_recovery_duration {
-            let secs = (duration_ms(d) / 1000).min(MAX_RECOVERY_SECS);
-            put(CHECK_IMMUNITY, &secs.to_string(), Code::BadRequest)?;
+            let secs = ((duration_ms(d) / 1000).min(MAX_RECOVERY_SECS)).to_string();
+            put(CHECK_IMMUNITY, &secs, Code::BadRequest)?;
+            immunity = Some(secs);
         }
         flag |= sys_flag::TRANSACTION_PREPARED;
     }
@@ -168,6 +206,10 @@ fn convert(svc: &Messaging, topic: &str, m: &pb::Message) -> Result<Converted, p
         born_timestamp: sys.born_timestamp.as_ref().map_or(0, timestamp_ms),
         born_host: sys.born_host.parse().ok(),
         group,
+        keys,
+        due: due_ms,
+        immunity,
+        transaction,
     })
 }
 
@@ -187,14 +229,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
     if m.body.is_empty() {
         return failed(refuse(Code::MessageBodyEmpty, "the message body is empty"));
     }
-    let max = svc.core.config.max_message_size;
-    if m.body.len() > max {
-        return failed(refuse(
-            Code::MessageBodyTooLarge,
-            format!("the message body size {} exceeds the maximum {max} bytes", m.body.len()),
-        ));
-    }
-    let c = match convert(svc, topic, m) {
+    let c = match convert(svc.core.config.timer_max_delay_sec, topic, m) {
         Ok(c) => c,
         Err(s) => return failed(s),
     };
@@ -214,6 +249,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
         max_reconsume_times: i32::MAX,
         body: &m.body,
         properties: &c.properties,
+        routing: c.routing(m, topic),
     };
     match store_message(&svc.core, &incoming) {
         Ok(stored) => SendResultEntry {
@@ -223,13 +259,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
             offset: i64::try_from(stored.queue_offset).unwrap_or(i64::MAX),
             recall_handle: String::new(),
         },
-        Err(r) => {
-            if r.code == crate::remoting::code::response_code::SYSTEM_BUSY {
-                // Relaxed: a statistic.
-                svc.core.counters.sends_rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            failed(from_remoting_status(r.code, r.remark))
-        }
+        Err(e) => failed(send_status(&e)),
     }
 }
 
@@ -280,11 +310,11 @@ pub(crate) fn end_transaction(
     };
     let from_check = req.source == TransactionSource::SourceServerCheck as i32;
     match transaction::end_by_transaction_id(&svc.core, &req.transaction_id, commit, from_check) {
-        Some(Ended::Done | Ended::Undecided) => answer(ok()),
-        Some(Ended::Refused(code, remark)) => {
+        Some(Ended::Done) => answer(ok()),
+        Some(Ended::Refused(e)) => {
             // The client sees the status (unlike remoting's one-way END_TRANSACTION): debug only.
-            tracing::debug!(transaction = %req.transaction_id, code, %remark, "gRPC EndTransaction refused");
-            answer(from_remoting_status(code, remark))
+            tracing::debug!(transaction = %req.transaction_id, error = %e, "gRPC EndTransaction refused");
+            answer(end_status(&e))
         }
         None => {
             svc.core.transactions.refused();
@@ -343,5 +373,52 @@ impl CheckProducer for TelemetryStream {
             )),
         };
         self.0.push(cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(ty: MessageType, user: &[(&str, &str)]) -> pb::Message {
+        pb::Message {
+            topic: Some(pb::Resource { resource_namespace: String::new(), name: "T".into() }),
+            user_properties: user.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            system_properties: Some(pb::SystemProperties {
+                message_id: "01ABC".into(),
+                tag: Some("TagA".into()),
+                keys: vec!["k1".into(), "k2".into()],
+                message_type: ty as i32,
+                delivery_timestamp: Some(super::super::convert::timestamp(
+                    i64::try_from(now_ms()).unwrap_or(i64::MAX) + 5_000,
+                )),
+                orphaned_transaction_recovery_duration: Some(super::super::convert::duration(
+                    30_000,
+                )),
+                ..Default::default()
+            }),
+            body: b"body".to_vec(),
+        }
+    }
+
+    #[test]
+    fn given_v2_messages_when_converted_should_route_as_the_written_string_parses() {
+        let cases = [
+            message(MessageType::Normal, &[]),
+            message(MessageType::Delay, &[("color", "blue")]),
+            message(MessageType::Transaction, &[]),
+            message(MessageType::Transaction, &[(CHECK_IMMUNITY, "7")]),
+            message(MessageType::Transaction, &[(CHECK_IMMUNITY, "")]),
+            message(MessageType::Normal, &[(CHECK_IMMUNITY, "9")]),
+        ];
+        for m in &cases {
+            let c = convert(3600, "T", m).expect("a valid message");
+            assert_eq!(
+                c.routing(m, "T"),
+                Routing::parse(&c.properties),
+                "the view from the fields is the view of the string: {:?}",
+                c.properties
+            );
+        }
     }
 }

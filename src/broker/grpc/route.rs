@@ -23,10 +23,10 @@ use super::pb::{
     QueryRouteRequest, QueryRouteResponse, Resource,
 };
 use super::service::Messaging;
-use super::status::{from_remoting_status, ok, status};
+use super::status::{ok, send_status, status};
+use crate::broker::core::send::resolve_topic;
 use crate::broker::core::topics::{self, perm};
 use crate::broker::core::Core;
-use crate::broker::remoting::processor::send::resolve_topic;
 use crate::remoting::body::{JsonBody, TopicConfig, TopicRouteData};
 use crate::remoting::client::request_once;
 use crate::remoting::code::{request_code, response_code};
@@ -192,7 +192,7 @@ pub(crate) fn topic_config(svc: &Messaging, name: &str) -> Result<TopicConfig, s
             .topics
             .get(name)
             .ok_or_else(|| status(Code::TopicNotFound, format!("topic {name} does not exist"))),
-        Err(r) => Err(from_remoting_status(r.code, r.remark)),
+        Err(e) => Err(send_status(&e)),
     }
 }
 

@@ -15,6 +15,7 @@ pub(crate) mod stats;
 pub(crate) mod transaction;
 
 use crate::broker::core::record::PutError;
+use crate::broker::core::send::store_remark;
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
 use crate::remoting::{HeaderError, RemotingCommand};
@@ -30,66 +31,28 @@ pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> Reply {
     reply_error(req, response_code::SYSTEM_ERROR, e.to_string())
 }
 
-/// A refused request, independent of the protocol it came in: RocketMQ's response code and
-/// remark. The remoting server answers with them as they are; the gRPC face maps the code to
-/// its `Code` (`grpc::status::from_remoting`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    /// RocketMQ's response code.
-    pub(crate) code: i32,
-    /// The remark, worded as RocketMQ words it where it has a wording.
-    pub(crate) remark: String,
-}
-
-impl Refusal {
-    /// A refusal with `code` and `remark`.
-    pub(crate) fn new(code: i32, remark: impl Into<String>) -> Self {
-        Refusal { code, remark: remark.into() }
-    }
-
-    /// The remoting answer to `req`.
-    pub(crate) fn reply(self, req: &RemotingCommand) -> Reply {
-        reply_error(req, self.code, self.remark)
-    }
-}
-
-/// The RocketMQ response code and remark for a store error.
-pub(crate) fn store_error(req: &RemotingCommand, e: &StoreError) -> Reply {
-    store_refusal(e).reply(req)
-}
-
-/// [`store_error`] without the request: its code and remark.
-pub(crate) fn store_refusal(e: &StoreError) -> Refusal {
-    let code = match e {
+/// RocketMQ's response code for a store error.
+pub(crate) fn store_code(e: &StoreError) -> i32 {
+    match e {
         StoreError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
         StoreError::MessageTooLarge { .. } => response_code::MESSAGE_ILLEGAL,
         StoreError::Full { .. } => response_code::SYSTEM_BUSY,
         StoreError::UnknownGroup { .. } => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
         _ => response_code::SYSTEM_ERROR,
-    };
-    let remark = match e {
-        StoreError::UnknownTopic(t) => {
-            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(t))
-        }
-        StoreError::Full { used, budget } => format!(
-            "[REJECT]system busy, start flow control for a while: baiji's memory budget is exhausted ({used} of {budget} bytes in use)"
-        ),
-        other => other.to_string(),
-    };
-    Refusal::new(code, remark)
+    }
+}
+
+/// The RocketMQ response code and remark for a store error.
+pub(crate) fn store_error(req: &RemotingCommand, e: &StoreError) -> Reply {
+    reply_error(req, store_code(e), store_remark(e))
 }
 
 /// The answer to a message that cannot be stored: `MESSAGE_ILLEGAL` for a record that could not
 /// be written out again (RocketMQ's `PROPERTIES_SIZE_EXCEEDED`), else as [`store_error`].
 pub(crate) fn put_error(req: &RemotingCommand, e: &PutError) -> Reply {
-    put_refusal(e).reply(req)
-}
-
-/// [`put_error`] without the request: its code and remark.
-pub(crate) fn put_refusal(e: &PutError) -> Refusal {
     match e {
-        PutError::Record(e) => Refusal::new(response_code::MESSAGE_ILLEGAL, e.to_string()),
-        PutError::Store(e) => store_refusal(e),
+        PutError::Record(e) => reply_error(req, response_code::MESSAGE_ILLEGAL, e.to_string()),
+        PutError::Store(e) => store_error(req, e),
     }
 }
 

@@ -16,15 +16,16 @@ use super::bad_header;
 use crate::broker::core::delay::rewrite_properties;
 use crate::broker::core::record::physical_offset;
 use crate::broker::core::transaction::{
-    self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_TIMES, HALF_TOPIC,
+    self, CheckProducer, Decision, EndError, Ended, HalfCheck, ProducerCheck, CHECK_TIMES,
+    HALF_TOPIC,
 };
 use crate::broker::core::Core;
 use crate::broker::remoting::{ok, reply_error, ConnCtx, Outgoing, RemotingState, Reply};
-use crate::remoting::code::request_code;
+use crate::remoting::code::{request_code, response_code};
 use crate::remoting::header::{
     CheckTransactionStateRequestHeader, EndTransactionRequestHeader, FromExtFields, ToExtFields,
 };
-use crate::remoting::message::{encode_record, StoredRecord};
+use crate::remoting::message::{encode_record, sys_flag, StoredRecord};
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::{properties, ExtFields, RemotingCommand};
 
@@ -43,8 +44,11 @@ pub(crate) fn end_transaction(
             return if req.is_oneway() { Reply::Nothing } else { bad_header(&req, &e) };
         }
     };
-    match transaction::end(core, &h) {
-        Ended::Undecided => {
+    let commit = match h.commit_or_rollback {
+        sys_flag::TRANSACTION_COMMIT => true,
+        sys_flag::TRANSACTION_ROLLBACK => false,
+        _ => {
+            // Neither commit nor rollback (unknown state): only logged, never answered.
             tracing::debug!(
                 peer = %ctx.peer,
                 msg_id = h.msg_id,
@@ -52,11 +56,26 @@ pub(crate) fn end_transaction(
                 remark = ?req.remark,
                 "END_TRANSACTION with an unknown state: the message stays half"
             );
-            Reply::Nothing
+            return Reply::Nothing;
         }
+    };
+    let decision = Decision {
+        producer_group: h.producer_group,
+        tran_state_table_offset: h.tran_state_table_offset,
+        commit_log_offset: h.commit_log_offset,
+        commit,
+        from_transaction_check: h.from_transaction_check,
+    };
+    match transaction::end(core, &decision) {
         Ended::Done if req.is_oneway() => Reply::Nothing,
         Ended::Done => Reply::now(ok(&req, ExtFields::new())),
-        Ended::Refused(code, remark) => {
+        Ended::Refused(e) => {
+            let code = match e {
+                EndError::Busy(_) => response_code::SYSTEM_BUSY,
+                EndError::PastImmunity => response_code::ILLEGAL_OPERATION,
+                _ => response_code::SYSTEM_ERROR,
+            };
+            let remark = e.to_string();
             tracing::warn!(
                 peer = %ctx.peer,
                 producer_group = h.producer_group,
