@@ -217,19 +217,34 @@ fn main() {
     )
     .expect("write");
     let base = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: None,
-        // The bench's sends are never consumed; keep them from filling the budget.
-        retention_bytes: 4 * 1024 * 1024,
+        core: baiji::broker::CoreConfig {
+            // The bench's sends are never consumed; keep them from filling the budget.
+            retention_bytes: 4 * 1024 * 1024,
+            ..Default::default()
+        },
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: None,
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     let tls_config = BrokerConfig {
-        tls_mode: TlsMode::Permissive,
-        tls_cert: Some(dir.join("cert.pem")),
-        tls_key: Some(dir.join("key.pem")),
+        security: baiji::broker::SecurityConfig {
+            tls_mode: TlsMode::Permissive,
+            tls_cert: Some(dir.join("cert.pem")),
+            tls_key: Some(dir.join("key.pem")),
+            ..base.security.clone()
+        },
         ..base.clone()
     };
-    let acl_config = BrokerConfig { acl_file: Some(dir.join("plain_acl.yml")), ..base };
+    let acl_config = BrokerConfig {
+        security: baiji::broker::SecurityConfig {
+            acl_file: Some(dir.join("plain_acl.yml")),
+            ..base.security.clone()
+        },
+        ..base
+    };
 
     // The broker thread: both brokers on one current-thread runtime, until `stop` fires.
     let (ready_tx, ready_rx) = mpsc::channel();

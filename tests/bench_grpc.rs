@@ -47,9 +47,15 @@ fn args(namesrv: &str, grpc: &str) -> BenchArgs {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_grpc_driver_when_benchmarking_should_deliver_every_message_to_every_group() {
     let config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-        grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
+        grpc: baiji::broker::GrpcConfig {
+            grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     let broker = baiji::broker::start(config).await.expect("the broker starts on free ports");

@@ -49,8 +49,11 @@ const PATIENCE: Duration = Duration::from_secs(20);
 
 async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> RunningBroker {
     let mut config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     tweak(&mut config);
@@ -366,7 +369,7 @@ async fn given_a_system_topic_when_creating_it_should_answer_system_error() {
 #[tokio::test]
 async fn given_a_body_over_the_maximum_size_when_sending_should_answer_message_illegal() {
     let (broker, mut conn) = broker_with_topic("RawTopic").await;
-    let max = BrokerConfig::default().max_message_size;
+    let max = BrokerConfig::default().core.max_message_size;
     let r = conn.call(send_request("RawTopic", 0, vec![b'x'; max + 1])).await;
     assert_eq!(r.code, code::MESSAGE_ILLEGAL, "a body over maxMessageSize is illegal: {r:?}");
     let ok = conn.call(send_request("RawTopic", 0, vec![b'x'; max])).await;
@@ -656,7 +659,7 @@ async fn given_a_never_trimmed_queue_when_pulling_beyond_its_end_should_answer_p
 #[tokio::test]
 async fn given_a_trimmed_queue_when_pulling_beyond_its_end_should_answer_pull_offset_moved_to_the_end(
 ) {
-    let broker = start_broker(|c| c.retention_secs = 0).await;
+    let broker = start_broker(|c| c.core.retention_secs = 0).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("RawTopic", 4)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
@@ -1169,7 +1172,7 @@ async fn given_a_pull_with_max_msg_nums_should_return_at_most_that_many_and_cont
 async fn given_dead_letters_when_unheld_messages_expire_should_keep_the_dlq_for_its_own_retention()
 {
     // Messages no group holds expire at once here; dead letters must not (72 h by default).
-    let broker = start_broker(|c| c.retention_secs = 0).await;
+    let broker = start_broker(|c| c.core.retention_secs = 0).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let hb = conn.call(heartbeat_request("127.0.0.1@raw", "dlq_group", "RawTopic")).await;
     assert_eq!(hb.code, code::SUCCESS, "the heartbeat creates %RETRY%dlq_group: {hb:?}");

@@ -711,8 +711,8 @@ async fn given_a_small_memory_budget_when_a_producer_sends_until_refused_should_
 ) {
     const BODY: usize = 2_000; // below the client's 4 KiB compression threshold
     let broker = start_broker(|c| {
-        c.memory_budget = 2 * 1024 * 1024;
-        c.memory_policy = "reject".into();
+        c.core.memory_budget = 2 * 1024 * 1024;
+        c.core.memory_policy = "reject".into();
     })
     .await;
     // No retries: every refusal the client reports is one refused request.
@@ -1017,8 +1017,8 @@ async fn given_a_broker_restarted_empty_when_its_consumer_resynchronises_should_
     let Fixture { broker, rt, ns, topic, producer: old_producer } = fx;
     broker.shutdown().await;
     let broker = start_broker(|c| {
-        c.listen = broker_addr.expect("the old broker's address");
-        c.namesrv_listen = namesrv_addr;
+        c.remoting.listen = broker_addr.expect("the old broker's address");
+        c.remoting.namesrv_listen = namesrv_addr;
     })
     .await;
     // A fresh producer (the old one's connections died with the broker: rocketmq-client-rust

@@ -643,8 +643,8 @@ async fn given_java_properties_without_trailing_separator_when_sent_back_should_
 #[tokio::test]
 async fn given_a_java_transaction_left_unknown_when_checked_and_committed_should_deliver_it_once() {
     let b = start_broker(|c| {
-        c.transaction_time_out = 100;
-        c.transaction_check_interval = 100;
+        c.core.transaction_time_out = 100;
+        c.core.transaction_check_interval = 100;
     })
     .await;
     let addr = b.broker_addr().expect("a broker address");

@@ -370,7 +370,7 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
         t.sample("baiji_group_held_bytes", &labels, g.held_bytes);
     }
     // The policy in force now (`updateBrokerConfig` may have changed the configured one).
-    let policy = super::config::policy_name(core.store.settings().policy);
+    let policy = super::core::config::policy_name(core.store.settings().policy);
     t.family(
         "baiji_dropped_messages_total",
         "counter",

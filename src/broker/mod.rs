@@ -26,6 +26,7 @@ pub(crate) mod core;
 pub(crate) mod grpc;
 pub(crate) mod metrics;
 pub(crate) mod remoting;
+pub(crate) mod security;
 mod tls;
 
 use std::net::SocketAddr;
@@ -34,8 +35,8 @@ use thiserror::Error;
 use tokio::sync::watch;
 
 pub use self::core::transaction::TransactionStats;
-pub use config::BrokerConfig;
-pub use tls::{ClientAuth, TlsMode};
+pub use config::{BrokerConfig, CoreConfig, GrpcConfig, RemotingConfig, SecurityConfig};
+pub use security::config::{ClientAuth, TlsMode};
 
 use self::core::Core;
 use self::remoting::table::Role;
@@ -190,7 +191,7 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError 
 
 /// The TLS gate and the ACL `config` asks for, one code path for the broker's ports and the
 /// standalone name server's.
-fn security(config: &BrokerConfig) -> Result<(Arc<tls::Gate>, Option<acl::Acl>), BrokerError> {
+fn security(config: &SecurityConfig) -> Result<(Arc<tls::Gate>, Option<acl::Acl>), BrokerError> {
     let gate = Arc::new(tls::Gate::from_config(config)?);
     let acl = match &config.acl_file {
         Some(path) => Some(acl::Acl::load(path).map_err(BrokerError::Config)?),
@@ -219,13 +220,14 @@ pub async fn start_with_store(
     store: Arc<dyn Store>,
 ) -> Result<RunningBroker, BrokerError> {
     let namesrvs = config.namesrv_addrs()?;
-    let (gate, acl) = security(&config)?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
+    let (gate, acl) = security(&config.security)?;
+    let listen = config.remoting.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(io(format!("cannot bind the broker to {}", config.listen)))?;
+        .map_err(io(format!("cannot bind the broker to {listen}")))?;
     let bound = listener.local_addr().map_err(io("local address"))?;
     let store_host = config.advertised(bound);
-    let namesrv_listener = match (config.namesrv_listen, namesrvs.is_empty()) {
+    let namesrv_listener = match (config.remoting.namesrv_listen, namesrvs.is_empty()) {
         (Some(addr), true) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
@@ -237,7 +239,7 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
-    let metrics_listener = match config.metrics_listen {
+    let metrics_listener = match config.core.metrics_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
@@ -249,15 +251,21 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
-    let grpc_listener = bind_grpc(&config).await?;
+    let grpc_listener = bind_grpc(&config.grpc).await?;
     let grpc_addr = match &grpc_listener {
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
-    let mut core = Core::new(config, store, store_host);
+    let BrokerConfig {
+        core: core_config,
+        security: security_config,
+        remoting: remoting_config,
+        ..
+    } = config;
+    let mut core = Core::new(core_config, store, store_host);
     core.grpc_endpoint = grpc_addr.map(|bound| core.config.advertised(bound));
     let core = Arc::new(core);
-    let face = Arc::new(RemotingState::new(acl));
+    let face = Arc::new(RemotingState::new(remoting_config, security_config, acl));
     core.clients.set_notify(Arc::clone(&face) as _);
     core.transactions
         .register(Arc::new(remoting::processor::transaction::RemotingProducers(Arc::clone(&face))));
@@ -345,7 +353,7 @@ pub async fn start_with_store(
 /// # Errors
 /// [`BrokerError::Io`] when the port cannot be bound; [`BrokerError::Config`] when it is set
 /// in a build without feature `grpc`.
-async fn bind_grpc(config: &BrokerConfig) -> Result<Option<tokio::net::TcpListener>, BrokerError> {
+async fn bind_grpc(config: &GrpcConfig) -> Result<Option<tokio::net::TcpListener>, BrokerError> {
     let Some(addr) = config.grpc_listen else { return Ok(None) };
     if !cfg!(feature = "grpc") {
         return Err(BrokerError::Config(format!(
@@ -372,7 +380,9 @@ async fn bind_grpc(config: &BrokerConfig) -> Result<Option<tokio::net::TcpListen
 /// # Errors
 /// [`BrokerError::Io`] when the port cannot be bound.
 pub async fn start_namesrv(listen: SocketAddr) -> Result<RunningBroker, BrokerError> {
-    start_namesrv_with(BrokerConfig { listen, ..BrokerConfig::default() }).await
+    let mut config = BrokerConfig::default();
+    config.remoting.listen = listen;
+    start_namesrv_with(config).await
 }
 
 /// [`start_namesrv`] on `config.listen`, with the ACL (`acl-file`, the name server's rules of
@@ -384,20 +394,25 @@ pub async fn start_namesrv(listen: SocketAddr) -> Result<RunningBroker, BrokerEr
 /// [`BrokerError::Io`] when the port cannot be bound; [`BrokerError::Config`] for an
 /// unreadable ACL file or TLS certificate.
 pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, BrokerError> {
-    let (gate, acl) = security(&config)?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
+    let (gate, acl) = security(&config.security)?;
+    let listen = config.remoting.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(io(format!("cannot bind the name server to {}", config.listen)))?;
+        .map_err(io(format!("cannot bind the name server to {listen}")))?;
     let bound = listener.local_addr().map_err(io("local address"))?;
-    let config = BrokerConfig {
-        auto_create_topic: false,
-        namesrv_listen: None,
-        namesrv_addr: None,
-        ..config
-    };
+    let mut config = config;
+    config.core.auto_create_topic = false;
+    config.core.namesrv_addr = None;
+    config.remoting.namesrv_listen = None;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.engine_config()?)?);
-    let core = Arc::new(Core::new(config, store, bound));
-    let face = Arc::new(RemotingState::new(acl));
+    let BrokerConfig {
+        core: core_config,
+        security: security_config,
+        remoting: remoting_config,
+        ..
+    } = config;
+    let core = Arc::new(Core::new(core_config, store, bound));
+    let face = Arc::new(RemotingState::new(remoting_config, security_config, acl));
     core.clients.set_notify(Arc::clone(&face) as _);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -412,7 +427,7 @@ pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, B
     tasks.spawn(acl::watch_file(Arc::clone(&face), shutdown_rx.clone()));
     tasks.spawn(tls::watch_files(gate, shutdown_rx.clone()));
     tasks.spawn(namesrv_expiry(Arc::clone(&core), shutdown_rx));
-    tracing::info!(namesrv = %bound, acl = face.acl.is_some(), tls = ?core.config.tls_mode, "baiji name server started");
+    tracing::info!(namesrv = %bound, acl = face.acl.is_some(), tls = ?face.security.tls_mode, "baiji name server started");
     Ok(RunningBroker {
         core,
         remoting: face,

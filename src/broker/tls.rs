@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde::Deserialize;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::rustls::crypto::{aws_lc_rs, CryptoProvider};
@@ -37,67 +36,12 @@ use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 use super::acl::stamp_of;
-use super::{BrokerConfig, BrokerError};
+use super::security::config::{ClientAuth, SecurityConfig, TlsMode};
+use super::BrokerError;
 use crate::sync::RwLock;
 
 /// The first byte of a TLS record carrying a handshake message (a ClientHello opens with it).
 pub(crate) const TLS_HANDSHAKE_RECORD: u8 = 0x16;
-
-/// Which connections a remoting port accepts (RocketMQ: `tls.server.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TlsMode {
-    /// Plaintext only; TLS handshakes are refused.
-    #[default]
-    Disabled,
-    /// TLS and plaintext on the same port, told apart by the first byte.
-    Permissive,
-    /// TLS only; plaintext connections are refused.
-    Enforcing,
-}
-
-impl std::str::FromStr for TlsMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "disabled" => Ok(TlsMode::Disabled),
-            "permissive" => Ok(TlsMode::Permissive),
-            "enforcing" => Ok(TlsMode::Enforcing),
-            other => Err(format!(
-                "unknown TLS mode `{other}` (expected disabled, permissive or enforcing)"
-            )),
-        }
-    }
-}
-
-/// Whether TLS clients must show a certificate (RocketMQ: `tls.server.need.client.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ClientAuth {
-    /// No client certificate is asked for.
-    #[default]
-    None,
-    /// A client certificate is asked for and verified if shown; clients without one are served.
-    Optional,
-    /// A client certificate signed by `tls-client-ca` is required.
-    Require,
-}
-
-impl std::str::FromStr for ClientAuth {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(ClientAuth::None),
-            "optional" => Ok(ClientAuth::Optional),
-            "require" => Ok(ClientAuth::Require),
-            other => Err(format!(
-                "unknown client-auth setting `{other}` (expected none, optional or require)"
-            )),
-        }
-    }
-}
 
 /// What the accept loop needs to admit a connection: the mode and, unless disabled, the
 /// acceptor built from the certificate files (and the store it takes the certificate from).
@@ -230,7 +174,7 @@ impl Gate {
     /// # Errors
     /// [`BrokerError::Config`] when a file is missing or unreadable, holds no certificate or
     /// key, or the certificate and key do not match.
-    pub(crate) fn from_config(config: &BrokerConfig) -> Result<Self, BrokerError> {
+    pub(crate) fn from_config(config: &SecurityConfig) -> Result<Self, BrokerError> {
         if config.tls_mode == TlsMode::Disabled {
             return Ok(Gate::disabled());
         }

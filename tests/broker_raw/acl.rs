@@ -67,7 +67,7 @@ fn acl_file(text: &str) -> PathBuf {
 async fn acl_broker(text: &str) -> (RunningBroker, PathBuf) {
     let path = acl_file(text);
     let p = path.clone();
-    (start_broker(move |c| c.acl_file = Some(p)).await, path)
+    (start_broker(move |c| c.security.acl_file = Some(p)).await, path)
 }
 
 /// Signs `req` as the Java `AclClientRPCHook` does.
@@ -286,8 +286,11 @@ async fn given_no_acl_file_should_serve_unsigned_requests_as_before() {
 async fn acl_namesrv(text: &str) -> RunningBroker {
     let path = acl_file(text);
     baiji::broker::start_namesrv_with(BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        acl_file: Some(path),
+        security: baiji::broker::SecurityConfig { acl_file: Some(path), ..Default::default() },
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     })
     .await
@@ -335,10 +338,10 @@ async fn given_an_acl_protected_name_server_should_register_a_broker_that_signs_
     let ns = namesrv.namesrv_addr().expect("its address");
     let external = |name: &'static str, secret: &'static str| {
         move |c: &mut BrokerConfig| {
-            c.namesrv_listen = None;
-            c.namesrv_addr = Some(ns.to_string());
-            c.broker_name = name.to_string();
-            c.inner_client_authentication_credentials =
+            c.remoting.namesrv_listen = None;
+            c.core.namesrv_addr = Some(ns.to_string());
+            c.core.broker_name = name.to_string();
+            c.remoting.inner_client_authentication_credentials =
                 Some(Credentials { access_key: ADMIN_AK.into(), secret_key: secret.into() });
         }
     };

@@ -17,7 +17,7 @@ fn batch_of(entries: usize, body: &[u8]) -> BytesMut {
 
 #[tokio::test]
 async fn given_a_batch_whose_whole_body_exceeds_the_maximum_should_answer_message_illegal() {
-    let broker = start_broker(|c| c.max_message_size = 4096).await;
+    let broker = start_broker(|c| c.core.max_message_size = 4096).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("BatchTopic", 1)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
@@ -34,7 +34,7 @@ async fn given_a_batch_whose_whole_body_exceeds_the_maximum_should_answer_messag
 #[tokio::test]
 async fn given_a_batch_of_more_entries_than_the_cap_should_answer_message_illegal_and_store_nothing(
 ) {
-    let broker = start_broker(|c| c.max_message_size = 16 * 1024 * 1024).await;
+    let broker = start_broker(|c| c.core.max_message_size = 16 * 1024 * 1024).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("BatchTopic", 1)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");

@@ -327,7 +327,7 @@ async fn served(addr: SocketAddr) -> bool {
 #[tokio::test]
 async fn given_max_connections_when_one_more_connects_should_close_it_and_accept_again_after_one_closes(
 ) {
-    let broker = start_broker(|c| c.max_connections = 2).await;
+    let broker = start_broker(|c| c.core.max_connections = 2).await;
     let addr = broker_addr(&broker);
     let mut first = Conn::open(addr).await;
     assert_still_served(&mut first, "RawTopic").await;
@@ -347,7 +347,7 @@ async fn given_max_connections_when_one_more_connects_should_close_it_and_accept
 
 #[tokio::test]
 async fn given_an_idle_timeout_when_a_connection_sends_nothing_should_close_it() {
-    let broker = start_broker(|c| c.server_channel_max_idle_time_seconds = 1).await;
+    let broker = start_broker(|c| c.remoting.server_channel_max_idle_time_seconds = 1).await;
     let mut idle = Conn::open(broker_addr(&broker)).await;
     assert_still_served(&mut idle, "RawTopic").await;
     assert!(idle.closed_within(PATIENCE).await, "an idle connection is closed");
@@ -356,7 +356,7 @@ async fn given_an_idle_timeout_when_a_connection_sends_nothing_should_close_it()
 
 #[tokio::test]
 async fn given_the_suspended_pull_cap_when_one_more_pull_would_wait_should_answer_it_at_once() {
-    let broker = start_broker(|c| c.max_suspended_pulls_per_connection = 2).await;
+    let broker = start_broker(|c| c.remoting.max_suspended_pulls_per_connection = 2).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("RawTopic", 4)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
@@ -380,7 +380,7 @@ async fn given_the_suspended_pull_cap_when_one_more_pull_would_wait_should_answe
 #[tokio::test]
 async fn given_a_client_that_pipelines_pulls_and_never_reads_should_stop_reading_its_requests() {
     const HIGH: usize = 1024 * 1024;
-    let broker = start_broker(|c| c.write_buffer_high_water_mark = HIGH).await;
+    let broker = start_broker(|c| c.remoting.write_buffer_high_water_mark = HIGH).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("RawTopic", 1)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");

@@ -138,8 +138,8 @@ async fn given_no_metrics_listen_should_serve_no_endpoint() {
 #[tokio::test]
 async fn given_sends_and_pulls_when_scraped_should_count_them_exactly_in_valid_text() {
     let broker = start_broker(|c| {
-        c.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
-        c.cluster_name = CLUSTER.into();
+        c.core.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
+        c.core.cluster_name = CLUSTER.into();
     })
     .await;
     let metrics = broker.metrics_addr().expect("the endpoint is bound");
@@ -251,9 +251,9 @@ async fn given_sends_and_pulls_when_scraped_should_count_them_exactly_in_valid_t
 /// and a clustering group that holds every message (it never commits).
 async fn small_broker(policy: &str) -> (RunningBroker, Conn, SocketAddr) {
     let broker = start_broker(|c| {
-        c.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
-        c.memory_budget = 64 * 1024;
-        c.memory_policy = policy.into();
+        c.core.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
+        c.core.memory_budget = 64 * 1024;
+        c.core.memory_policy = policy.into();
     })
     .await;
     let metrics = broker.metrics_addr().expect("the endpoint is bound");

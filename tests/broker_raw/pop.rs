@@ -175,7 +175,8 @@ async fn given_messages_in_every_queue_when_popping_queue_minus_one_should_hand_
 #[tokio::test]
 async fn given_popped_messages_when_scraped_should_count_them_as_messages_out_of_the_group() {
     let (broker, mut conn) =
-        pop_broker(|c| c.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"))).await;
+        pop_broker(|c| c.core.metrics_listen = Some("127.0.0.1:0".parse().expect("an address")))
+            .await;
     send_n(&mut conn, 1, 3).await;
     send_n(&mut conn, 2, 2).await;
     let got = popped(&conn.call(pop_request(&Pop::default())).await);
@@ -303,7 +304,7 @@ async fn given_ordered_pop_when_queue_has_an_invisible_message_should_block_it_u
 
 #[tokio::test]
 async fn given_message_never_acked_when_its_attempts_run_out_should_move_it_to_the_group_dlq() {
-    let (broker, mut conn) = pop_broker(|c| c.pop_retry_max_times = 1).await;
+    let (broker, mut conn) = pop_broker(|c| c.core.pop_retry_max_times = 1).await;
     send_n(&mut conn, 0, 1).await;
     let quick = Pop { invisible_ms: 200, poll_ms: 10_000, ..Pop::default() };
     let first = popped(&conn.call(pop_request(&quick)).await);
@@ -387,7 +388,8 @@ async fn given_request_mode_set_to_pop_when_querying_assignment_should_assign_ev
 
 #[tokio::test]
 async fn given_broker_default_mode_pop_when_querying_assignment_should_answer_pop() {
-    let (_broker, mut conn) = pop_broker(|c| c.default_message_request_mode = "POP".into()).await;
+    let (_broker, mut conn) =
+        pop_broker(|c| c.remoting.default_message_request_mode = "POP".into()).await;
     let pop = modes(&conn.call(query_assignment("127.0.0.1@pop")).await);
     assert!(!pop.is_empty() && pop.iter().all(|(_, m)| m == "POP"), "{pop:?}");
 }

@@ -159,7 +159,7 @@ async fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
 #[tokio::test]
 async fn given_timers_beyond_the_maximum_or_malformed_should_answer_message_illegal_and_store_nothing(
 ) {
-    let broker = start_broker(|c| c.timer_max_delay_sec = 10).await;
+    let broker = start_broker(|c| c.core.timer_max_delay_sec = 10).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("TimerTopic", 1)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
@@ -219,7 +219,7 @@ async fn given_a_timer_time_already_past_should_store_the_message_on_its_topic_a
 #[tokio::test]
 async fn given_waiting_timers_filling_the_memory_budget_should_refuse_the_next_send_with_system_busy(
 ) {
-    let broker = start_broker(|c| c.memory_budget = 1024 * 1024).await;
+    let broker = start_broker(|c| c.core.memory_budget = 1024 * 1024).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(create_topic_request("TimerTopic", 1)).await;
     assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");
@@ -248,7 +248,7 @@ async fn given_waiting_timers_filling_the_memory_budget_should_refuse_the_next_s
 #[tokio::test]
 async fn given_no_room_on_the_real_topic_when_timers_are_due_should_deliver_each_once_when_room_returns(
 ) {
-    let broker = start_broker(|c| c.memory_budget = 1024 * 1024).await;
+    let broker = start_broker(|c| c.core.memory_budget = 1024 * 1024).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     for t in ["TimerTopic", "Filler"] {
         let r = conn.call(create_topic_request(t, 1)).await;
@@ -406,7 +406,7 @@ async fn fill_the_budget_with_waiting_messages_then_expect_each_delivered(
     live: bool,
 ) {
     let start_budget = if live { 64 } else { 1 } * 1024 * 1024;
-    let broker = start_broker(|c| c.memory_budget = start_budget).await;
+    let broker = start_broker(|c| c.core.memory_budget = start_budget).await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     if live {
         let body = format!("memoryBudget={}\n", 1024 * 1024);

@@ -63,9 +63,9 @@ impl Pki {
 
     /// Points `c` at the server certificate and key, in `mode`.
     fn configure(&self, c: &mut BrokerConfig, mode: TlsMode) {
-        c.tls_mode = mode;
-        c.tls_cert = Some(self.dir.join("server.pem"));
-        c.tls_key = Some(self.dir.join("server.key"));
+        c.security.tls_mode = mode;
+        c.security.tls_cert = Some(self.dir.join("server.pem"));
+        c.security.tls_key = Some(self.dir.join("server.key"));
     }
 
     /// A client trusting the CA, showing the client certificate if `with_cert`.
@@ -229,7 +229,7 @@ async fn given_enforcing_mode_should_serve_tls_and_close_plaintext_on_both_ports
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_disabled_mode_should_refuse_a_tls_handshake_and_serve_plaintext() {
     let pki = Pki::new();
-    let broker = start_broker(|c| c.tls_mode = TlsMode::Disabled).await;
+    let broker = start_broker(|c| c.security.tls_mode = TlsMode::Disabled).await;
     let refused = TlsConn::open(broker_addr(&broker), &pki.connector(false)).await;
     assert!(refused.is_err(), "a TLS handshake is refused under disabled");
     assert_eq!(
@@ -249,8 +249,8 @@ async fn given_required_client_auth_should_refuse_a_client_without_a_certificate
     let pki = Pki::new();
     let broker = start_broker(|c| {
         pki.configure(c, TlsMode::Enforcing);
-        c.tls_client_ca = Some(pki.dir.join("ca.pem"));
-        c.tls_need_client_auth = ClientAuth::Require;
+        c.security.tls_client_ca = Some(pki.dir.join("ca.pem"));
+        c.security.tls_need_client_auth = ClientAuth::Require;
     })
     .await;
     // Under TLS 1.3 the client's handshake ends before the server has judged its (missing)
@@ -272,7 +272,7 @@ async fn given_a_tls_handshake_that_stalls_should_close_it_after_the_handshake_t
     let pki = Pki::new();
     let broker = start_broker(|c| {
         pki.configure(c, TlsMode::Permissive);
-        c.tls_handshake_timeout_ms = 300;
+        c.security.tls_handshake_timeout_ms = 300;
     })
     .await;
     let stalled = TcpStream::connect(broker_addr(&broker)).await.expect("connects");
@@ -289,9 +289,15 @@ async fn given_a_tls_handshake_that_stalls_should_close_it_after_the_handshake_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_tls_mode_without_a_certificate_should_refuse_to_start() {
     let config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: None,
-        tls_mode: TlsMode::Enforcing,
+        security: baiji::broker::SecurityConfig {
+            tls_mode: TlsMode::Enforcing,
+            ..Default::default()
+        },
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: None,
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     let Err(e) = baiji::broker::start(config).await else {
@@ -304,8 +310,13 @@ async fn given_tls_mode_without_a_certificate_should_refuse_to_start() {
 async fn given_a_standalone_name_server_in_enforcing_mode_should_answer_over_tls_and_close_plaintext(
 ) {
     let pki = Pki::new();
-    let mut config =
-        BrokerConfig { listen: "127.0.0.1:0".parse().expect("an address"), ..Default::default() };
+    let mut config = BrokerConfig {
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     pki.configure(&mut config, TlsMode::Enforcing);
     let namesrv = baiji::broker::start_namesrv_with(config).await.expect("the name server starts");
     let addr = namesrv.namesrv_addr().expect("its address");

@@ -283,8 +283,8 @@ async fn next_check(conn: &mut Conn) -> RemotingCommand {
 }
 
 fn fast_checks(c: &mut BrokerConfig) {
-    c.transaction_time_out = 200;
-    c.transaction_check_interval = 100;
+    c.core.transaction_time_out = 200;
+    c.core.transaction_check_interval = 100;
 }
 
 #[tokio::test]
@@ -341,7 +341,7 @@ async fn given_an_undecided_half_message_should_check_its_producer_with_the_mess
 async fn given_a_producer_that_never_decides_should_move_the_message_after_the_maximum_checks() {
     let (broker, mut conn) = tx_broker(|c| {
         fast_checks(c);
-        c.transaction_check_max = 2;
+        c.core.transaction_check_max = 2;
     })
     .await;
     let r = conn.call(producer_heartbeat("127.0.0.1@tx")).await;
@@ -384,8 +384,8 @@ async fn given_a_long_check_interval_when_a_producer_of_the_group_connects_shoul
 {
     // One pass a minute: only the producer's arrival can bring the check within PATIENCE.
     let (broker, mut conn) = tx_broker(|c| {
-        c.transaction_time_out = 200;
-        c.transaction_check_interval = 60_000;
+        c.core.transaction_time_out = 200;
+        c.core.transaction_check_interval = 60_000;
     })
     .await;
     let uniq = "7F0000010001000000000000000000A5";
@@ -436,7 +436,7 @@ async fn given_an_undecided_half_message_when_later_ones_are_decided_should_rele
 #[tokio::test]
 async fn given_a_message_past_its_own_check_immunity_should_refuse_a_producer_decision_but_take_a_check_answer(
 ) {
-    let (broker, mut conn) = tx_broker(|c| c.transaction_time_out = 100).await;
+    let (broker, mut conn) = tx_broker(|c| c.core.transaction_time_out = 100).await;
     let uniq = "7F0000010001000000000000000000A5";
     let mut send = half_send(2, "immune", uniq);
     let props = format!(
@@ -470,7 +470,7 @@ async fn given_a_message_past_its_own_check_immunity_should_refuse_a_producer_de
 #[tokio::test]
 async fn given_a_small_memory_budget_when_half_messages_fill_it_should_refuse_more_until_they_are_decided(
 ) {
-    let (broker, mut conn) = tx_broker(|c| c.memory_budget = 256 * 1024).await;
+    let (broker, mut conn) = tx_broker(|c| c.core.memory_budget = 256 * 1024).await;
     let body = "h".repeat(8 * 1024);
     let mut stored = Vec::new();
     let refused = loop {
@@ -524,7 +524,7 @@ async fn given_concurrent_first_half_messages_when_unheld_messages_expire_at_onc
     for round in 0..3 {
         // Messages no group holds are reclaimed at once: a half message stored before the
         // internal group holds the half topic would be gone.
-        let broker = start_broker(|c| c.retention_secs = 0).await;
+        let broker = start_broker(|c| c.core.retention_secs = 0).await;
         let mut admin = Conn::open(broker_addr(&broker)).await;
         let r = admin.call(create_topic_request(TOPIC, 4)).await;
         assert_eq!(r.code, code::SUCCESS, "creating a topic succeeds: {r:?}");

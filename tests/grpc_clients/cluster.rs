@@ -48,12 +48,12 @@ async fn ids_on(b: &Broker, topic: &str) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_two_baiji_brokers_when_a_grpc_client_uses_one_should_send_to_and_receive_from_both()
 {
-    let a = start_broker(|c| c.broker_name = "baiji-a".into()).await;
+    let a = start_broker(|c| c.core.broker_name = "baiji-a".into()).await;
     let ns = a.running.namesrv_addr().expect("a's embedded name server");
     let b = start_broker(|c| {
-        c.broker_name = "baiji-b".into();
-        c.namesrv_listen = None;
-        c.namesrv_addr = Some(ns.to_string());
+        c.core.broker_name = "baiji-b".into();
+        c.remoting.namesrv_listen = None;
+        c.core.namesrv_addr = Some(ns.to_string());
     })
     .await;
     let topic = unique("GrpcCluster");

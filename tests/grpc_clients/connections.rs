@@ -25,7 +25,7 @@ async fn open(addr: &str) -> Option<TcpStream> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_max_connections_open_when_one_more_connects_should_close_it_until_one_leaves() {
-    let b = start_broker(|c| c.max_connections = 1).await;
+    let b = start_broker(|c| c.core.max_connections = 1).await;
     let first = open(&b.grpc).await.expect("the first connection is served");
     assert!(open(&b.grpc).await.is_none(), "a connection beyond max-connections is closed");
     assert!(b.running.connections_refused() >= 1, "and counted");
@@ -63,10 +63,15 @@ async fn second_broker(
     is_default: bool,
 ) -> Result<baiji::broker::RunningBroker, baiji::broker::BrokerError> {
     baiji::broker::start(baiji::broker::BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-        grpc_listen: Some(grpc),
-        grpc_listen_is_default: is_default,
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
+        grpc: baiji::broker::GrpcConfig {
+            grpc_listen: Some(grpc),
+            grpc_listen_is_default: is_default,
+        },
         ..baiji::broker::BrokerConfig::default()
     })
     .await

@@ -130,8 +130,8 @@ async fn transactions_deliver_the_committed_and_drop_the_rolled_back(sdk: Sdk) {
 
 async fn an_orphaned_transaction_is_recovered_through_the_checker(sdk: Sdk) {
     let b = start_broker(|c| {
-        c.transaction_time_out = 1_000;
-        c.transaction_check_interval = 1_000;
+        c.core.transaction_time_out = 1_000;
+        c.core.transaction_check_interval = 1_000;
     })
     .await;
     let topic = unique("GrpcOrphan");
@@ -240,9 +240,9 @@ async fn given_a_rust_orphaned_transaction_when_checked_should_ask_over_telemetr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_bad_input_when_sent_over_grpc_should_answer_rocketmq_codes_and_keep_serving() {
     let b = start_broker(|c| {
-        c.auto_create_topic = false;
-        c.max_message_size = 64 * 1024;
-        c.memory_budget = 2 * 1024 * 1024;
+        c.core.auto_create_topic = false;
+        c.core.max_message_size = 64 * 1024;
+        c.core.memory_budget = 2 * 1024 * 1024;
     })
     .await;
     let topic = unique("GrpcBad");

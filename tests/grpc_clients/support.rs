@@ -37,9 +37,15 @@ pub(crate) struct Broker {
 /// `tweak`.
 pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> Broker {
     let mut config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-        grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
+        grpc: baiji::broker::GrpcConfig {
+            grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     tweak(&mut config);

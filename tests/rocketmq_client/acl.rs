@@ -63,7 +63,7 @@ async fn given_acl_credentials_should_send_and_consume_permitted_topics_and_be_r
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let path = dir.join("plain_acl.yml");
     std::fs::write(&path, ACL).expect("the ACL file is written");
-    let b = start_broker(|c| c.acl_file = Some(path.clone())).await;
+    let b = start_broker(|c| c.security.acl_file = Some(path.clone())).await;
     let rt = client_runtime("acl");
 
     // The admin account creates the topics; the normal account may not.
@@ -133,7 +133,7 @@ async fn given_ali_ons_with_acl_credentials_should_send_and_consume_permitted_to
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let path = dir.join("plain_acl.yml");
     std::fs::write(&path, ACL).expect("the ACL file is written");
-    let b = start_broker(|c| c.acl_file = Some(path.clone())).await;
+    let b = start_broker(|c| c.security.acl_file = Some(path.clone())).await;
     let rt = client_runtime("acl-ons");
     // ali-ons sends only to topics that have a route: the admin creates both.
     let mut admin = signed_producer(&rt, &b.namesrv, "acl_admin", "RocketMQ", "adminsecret").await;

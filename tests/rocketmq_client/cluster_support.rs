@@ -273,13 +273,19 @@ pub(crate) async fn start_broker(
     register_interval_secs: u64,
 ) -> RunningBroker {
     baiji::broker::start(BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        namesrv_listen: None,
-        namesrv_addr: Some(namesrv.to_string()),
-        cluster_name: cluster.to_string(),
-        broker_name: name.to_string(),
-        register_interval_secs,
-        default_queues: 4,
+        core: baiji::broker::CoreConfig {
+            namesrv_addr: Some(namesrv.to_string()),
+            cluster_name: cluster.to_string(),
+            broker_name: name.to_string(),
+            default_queues: 4,
+            ..Default::default()
+        },
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            namesrv_listen: None,
+            register_interval_secs,
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     })
     .await

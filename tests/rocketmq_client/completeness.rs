@@ -788,7 +788,7 @@ const FREEZE_EXPIRY_SECS: u64 = 15;
 async fn member_dies(test: &str, label: &str, death: Death, orderly: bool) {
     let b = start_broker(|c| {
         // A kill must be noticed by the connection closing, long before the default expiry.
-        c.client_expiry_secs = if death == Death::Freeze { FREEZE_EXPIRY_SECS } else { 120 };
+        c.core.client_expiry_secs = if death == Death::Freeze { FREEZE_EXPIRY_SECS } else { 120 };
     })
     .await;
     let rt = client_runtime("dying");

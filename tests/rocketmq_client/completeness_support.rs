@@ -90,8 +90,11 @@ impl TestBroker {
 pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
     init_logging();
     let mut config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("address"),
-        namesrv_listen: Some("127.0.0.1:0".parse().expect("address")),
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("address"),
+            namesrv_listen: Some("127.0.0.1:0".parse().expect("address")),
+            ..Default::default()
+        },
         ..Default::default()
     };
     tweak(&mut config);

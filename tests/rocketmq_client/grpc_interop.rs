@@ -16,8 +16,8 @@ use crate::completeness_support::*;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn broker_with_grpc() -> (TestBroker, String) {
-    let b =
-        start_broker(|c| c.grpc_listen = Some("127.0.0.1:0".parse().expect("an address"))).await;
+    let b = start_broker(|c| c.grpc.grpc_listen = Some("127.0.0.1:0".parse().expect("an address")))
+        .await;
     let grpc = b.broker.grpc_addr().expect("the gRPC endpoint").to_string();
     (b, grpc)
 }

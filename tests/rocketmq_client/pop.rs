@@ -46,7 +46,7 @@ async fn pop_consumer(
 
 async fn pop_broker(tweak: impl FnOnce(&mut baiji::broker::BrokerConfig)) -> TestBroker {
     start_broker(|c| {
-        c.default_message_request_mode = "POP".into();
+        c.remoting.default_message_request_mode = "POP".into();
         tweak(c);
     })
     .await
@@ -169,7 +169,7 @@ async fn given_listener_failing_the_first_delivery_when_popping_should_get_it_ag
 async fn given_listener_always_failing_when_attempts_run_out_should_move_the_message_to_the_group_dlq(
 ) {
     // One delivery only: the expiry after the client's nack dead-letters it.
-    let b = pop_broker(|c| c.pop_retry_max_times = 0).await;
+    let b = pop_broker(|c| c.core.pop_retry_max_times = 0).await;
     let rt = client_runtime("pop-dlq");
     let (topic, group) = ("pop_dlq_topic", "pop_dlq_group");
     let mut p = producer(&rt, &b.namesrv, "pop_dlq_producer").await;

@@ -135,9 +135,9 @@ async fn given_enforcing_tls_the_real_client_should_send_and_consume_over_tls_an
 ) {
     let pki = Pki::new("enforcing");
     let b = start_broker(|c| {
-        c.tls_mode = TlsMode::Enforcing;
-        c.tls_cert = Some(pki.path("server.pem"));
-        c.tls_key = Some(pki.path("server.key"));
+        c.security.tls_mode = TlsMode::Enforcing;
+        c.security.tls_cert = Some(pki.path("server.pem"));
+        c.security.tls_key = Some(pki.path("server.key"));
     })
     .await;
     let rt = client_runtime("tls-enforcing");
@@ -156,9 +156,9 @@ async fn given_enforcing_tls_the_real_client_should_send_and_consume_over_tls_an
 async fn given_permissive_tls_the_real_client_should_be_served_with_and_without_tls() {
     let pki = Pki::new("permissive");
     let b = start_broker(|c| {
-        c.tls_mode = TlsMode::Permissive;
-        c.tls_cert = Some(pki.path("server.pem"));
-        c.tls_key = Some(pki.path("server.key"));
+        c.security.tls_mode = TlsMode::Permissive;
+        c.security.tls_cert = Some(pki.path("server.pem"));
+        c.security.tls_key = Some(pki.path("server.key"));
     })
     .await;
     let rt = client_runtime("tls-permissive");

@@ -113,8 +113,8 @@ fn counts(log: &Log) -> HashMap<String, usize> {
 }
 
 fn fast_checks(c: &mut baiji::broker::BrokerConfig) {
-    c.transaction_time_out = 1_000;
-    c.transaction_check_interval = 300;
+    c.core.transaction_time_out = 1_000;
+    c.core.transaction_check_interval = 300;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -89,8 +89,11 @@ pub(crate) fn unique(prefix: &str) -> String {
 pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> RunningBroker {
     init();
     let mut config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+        remoting: baiji::broker::RemotingConfig {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     };
     tweak(&mut config);

@@ -216,25 +216,25 @@ impl SecurityArgs {
     /// Sets the keys given on the command line, leaving the others as they are.
     fn apply(self, c: &mut BrokerConfig) {
         if self.acl_file.is_some() {
-            c.acl_file = self.acl_file;
+            c.security.acl_file = self.acl_file;
         }
         if let Some(v) = self.tls_mode {
-            c.tls_mode = v;
+            c.security.tls_mode = v;
         }
         if self.tls_cert.is_some() {
-            c.tls_cert = self.tls_cert;
+            c.security.tls_cert = self.tls_cert;
         }
         if self.tls_key.is_some() {
-            c.tls_key = self.tls_key;
+            c.security.tls_key = self.tls_key;
         }
         if self.tls_client_ca.is_some() {
-            c.tls_client_ca = self.tls_client_ca;
+            c.security.tls_client_ca = self.tls_client_ca;
         }
         if let Some(v) = self.tls_need_client_auth {
-            c.tls_need_client_auth = v;
+            c.security.tls_need_client_auth = v;
         }
         if let Some(v) = self.tls_handshake_timeout_ms {
-            c.tls_handshake_timeout_ms = v;
+            c.security.tls_handshake_timeout_ms = v;
         }
     }
 }
@@ -277,113 +277,114 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
         None => BrokerConfig::default(),
     };
     if let Some(v) = a.listen {
-        c.listen = v;
+        c.remoting.listen = v;
     }
     if let Some(p) = a.listen_port {
-        c.listen.set_port(p);
+        c.remoting.listen.set_port(p);
     }
     if a.broker_ip.is_some() {
-        c.broker_ip = a.broker_ip;
+        c.core.broker_ip = a.broker_ip;
     }
     if a.namesrv_addr.is_some() {
-        c.namesrv_addr = a.namesrv_addr;
+        c.core.namesrv_addr = a.namesrv_addr;
     }
     if a.namesrv_listen.is_some() {
-        c.namesrv_listen = a.namesrv_listen;
+        c.remoting.namesrv_listen = a.namesrv_listen;
     }
     if a.no_namesrv {
-        c.namesrv_listen = None;
+        c.remoting.namesrv_listen = None;
     }
     if a.metrics_listen.is_some() {
-        c.metrics_listen = a.metrics_listen;
+        c.core.metrics_listen = a.metrics_listen;
     }
     match a.grpc_listen {
-        Some(GrpcListen::Off) => c.grpc_listen = None,
-        Some(GrpcListen::At(addr)) => c.grpc_listen = Some(addr),
-        None if c.grpc_listen.is_none() => {
-            c.grpc_listen = Some(DEFAULT_GRPC_LISTEN);
-            c.grpc_listen_is_default = true;
+        Some(GrpcListen::Off) => c.grpc.grpc_listen = None,
+        Some(GrpcListen::At(addr)) => c.grpc.grpc_listen = Some(addr),
+        None if c.grpc.grpc_listen.is_none() => {
+            c.grpc.grpc_listen = Some(DEFAULT_GRPC_LISTEN);
+            c.grpc.grpc_listen_is_default = true;
         }
         None => {}
     }
     a.security.apply(&mut c);
     if a.inner_client_authentication_credentials.is_some() {
-        c.inner_client_authentication_credentials = a.inner_client_authentication_credentials;
+        c.remoting.inner_client_authentication_credentials =
+            a.inner_client_authentication_credentials;
     }
     if let Some(v) = a.cluster_name {
-        c.cluster_name = v;
+        c.core.cluster_name = v;
     }
     if let Some(v) = a.broker_name {
-        c.broker_name = v;
+        c.core.broker_name = v;
     }
     if let Some(v) = a.default_queues {
-        c.default_queues = v;
+        c.core.default_queues = v;
     }
     if a.no_auto_create_topic {
-        c.auto_create_topic = false;
+        c.core.auto_create_topic = false;
     }
     if let Some(v) = a.memory_budget {
-        c.memory_budget = v;
+        c.core.memory_budget = v;
     }
     if let Some(v) = a.memory_policy {
-        c.memory_policy = v;
+        c.core.memory_policy = v;
     }
     if let Some(v) = a.max_message_size {
-        c.max_message_size =
+        c.core.max_message_size =
             usize::try_from(v).map_err(|_| "max-message-size is too large".to_string())?;
     }
     if let Some(v) = a.retention_secs {
-        c.retention_secs = v;
+        c.core.retention_secs = v;
     }
     if let Some(v) = a.retention_bytes {
-        c.retention_bytes = v;
+        c.core.retention_bytes = v;
     }
     if let Some(v) = a.dlq_retention_secs {
-        c.dlq_retention_secs = v;
+        c.core.dlq_retention_secs = v;
     }
     if let Some(v) = a.dlq_retention_bytes {
-        c.dlq_retention_bytes = v;
+        c.core.dlq_retention_bytes = v;
     }
     if let Some(v) = a.default_message_request_mode {
-        c.default_message_request_mode = v;
+        c.remoting.default_message_request_mode = v;
     }
     if let Some(v) = a.pop_retry_max_times {
-        c.pop_retry_max_times = v;
+        c.core.pop_retry_max_times = v;
     }
     if let Some(v) = a.group_idle_secs {
-        c.group_idle_secs = v;
+        c.core.group_idle_secs = v;
     }
     if let Some(v) = a.max_transfer_bytes_on_message_in_memory {
-        c.max_transfer_bytes_on_message_in_memory = usize::try_from(v)
+        c.remoting.max_transfer_bytes_on_message_in_memory = usize::try_from(v)
             .map_err(|_| "max-transfer-bytes-on-message-in-memory is too large".to_string())?;
     }
     if let Some(v) = a.max_transfer_count_on_message_in_memory {
-        c.max_transfer_count_on_message_in_memory = v;
+        c.remoting.max_transfer_count_on_message_in_memory = v;
     }
     if let Some(v) = a.max_connections {
-        c.max_connections = v;
+        c.core.max_connections = v;
     }
     if let Some(v) = a.server_channel_max_idle_time_seconds {
-        c.server_channel_max_idle_time_seconds = v;
+        c.remoting.server_channel_max_idle_time_seconds = v;
     }
     if let Some(v) = a.max_suspended_pulls_per_connection {
-        c.max_suspended_pulls_per_connection = v;
+        c.remoting.max_suspended_pulls_per_connection = v;
     }
     if let Some(v) = a.write_buffer_high_water_mark {
-        c.write_buffer_high_water_mark = usize::try_from(v)
+        c.remoting.write_buffer_high_water_mark = usize::try_from(v)
             .map_err(|_| "write-buffer-high-water-mark is too large".to_string())?;
     }
     if let Some(v) = a.transaction_time_out {
-        c.transaction_time_out = v;
+        c.core.transaction_time_out = v;
     }
     if let Some(v) = a.transaction_check_interval {
-        c.transaction_check_interval = v;
+        c.core.transaction_check_interval = v;
     }
     if let Some(v) = a.transaction_check_max {
-        c.transaction_check_max = v;
+        c.core.transaction_check_max = v;
     }
     if let Some(v) = a.timer_max_delay_sec {
-        c.timer_max_delay_sec = v;
+        c.core.timer_max_delay_sec = v;
     }
     Ok(c)
 }
@@ -468,9 +469,15 @@ fn main() -> ExitCode {
                 running
             }
             Command::Namesrv(args) => {
-                let mut config = BrokerConfig { listen: args.listen, ..BrokerConfig::default() };
+                let mut config = BrokerConfig {
+                    remoting: baiji::broker::RemotingConfig {
+                        listen: args.listen,
+                        ..Default::default()
+                    },
+                    ..BrokerConfig::default()
+                };
                 if let Some(p) = args.listen_port {
-                    config.listen.set_port(p);
+                    config.remoting.listen.set_port(p);
                 }
                 args.security.apply(&mut config);
                 broker::start_namesrv_with(config).await.map_err(|e| e.to_string())?
@@ -508,18 +515,21 @@ mod tests {
 
     #[test]
     fn given_no_grpc_flag_when_starting_the_broker_should_serve_grpc_on_the_proxy_port() {
-        assert_eq!(config(&[]).grpc_listen, Some(DEFAULT_GRPC_LISTEN));
-        assert!(config(&[]).grpc_listen_is_default, "a default: a second broker may go without");
-        assert!(!config(&["--grpc-listen", "127.0.0.1:8081"]).grpc_listen_is_default);
+        assert_eq!(config(&[]).grpc.grpc_listen, Some(DEFAULT_GRPC_LISTEN));
+        assert!(
+            config(&[]).grpc.grpc_listen_is_default,
+            "a default: a second broker may go without"
+        );
+        assert!(!config(&["--grpc-listen", "127.0.0.1:8081"]).grpc.grpc_listen_is_default);
         assert_eq!(DEFAULT_GRPC_LISTEN.to_string(), "127.0.0.1:8081");
     }
 
     #[test]
     fn given_grpc_listen_flags_should_move_or_disable_the_grpc_port() {
-        let at = config(&["--grpc-listen", "0.0.0.0:9081"]).grpc_listen;
+        let at = config(&["--grpc-listen", "0.0.0.0:9081"]).grpc.grpc_listen;
         assert_eq!(at, Some("0.0.0.0:9081".parse().expect("an address")));
-        assert_eq!(config(&["--grpc-listen", "off"]).grpc_listen, None);
-        assert_eq!(config(&["--grpc-listen", "NONE"]).grpc_listen, None);
+        assert_eq!(config(&["--grpc-listen", "off"]).grpc.grpc_listen, None);
+        assert_eq!(config(&["--grpc-listen", "NONE"]).grpc.grpc_listen, None);
         assert!(Cli::try_parse_from(["baiji", "broker", "--grpc-listen", "nowhere"]).is_err());
     }
 }

@@ -22,6 +22,7 @@
 //! [`ClientNotify`]: clients::ClientNotify
 
 pub(crate) mod clients;
+pub(crate) mod config;
 pub(crate) mod counters;
 pub(crate) mod delay;
 pub(crate) mod filter;
@@ -42,7 +43,7 @@ use std::net::SocketAddr;
 
 use tokio::sync::watch;
 
-use crate::broker::BrokerConfig;
+use self::config::CoreConfig;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::msgid::UniqKeyGenerator;
 use crate::store::{Store, StoreError};
@@ -50,7 +51,7 @@ use crate::sync::{lock, Arc, Mutex};
 
 /// The broker's state, shared by both faces and the core's own tasks.
 pub(crate) struct Core {
-    pub(crate) config: BrokerConfig,
+    pub(crate) config: CoreConfig,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) topics: topics::TopicTable,
     pub(crate) clients: clients::ClientRegistry,
@@ -100,7 +101,7 @@ fn rand_u32() -> u32 {
 
 impl Core {
     /// The core of a broker over `store`, whose clients reach it at `store_host`.
-    pub(crate) fn new(config: BrokerConfig, store: Arc<dyn Store>, store_host: SocketAddr) -> Self {
+    pub(crate) fn new(config: CoreConfig, store: Arc<dyn Store>, store_host: SocketAddr) -> Self {
         let ip = match store_host.ip() {
             std::net::IpAddr::V4(ip) => ip,
             std::net::IpAddr::V6(_) => std::net::Ipv4Addr::LOCALHOST,

@@ -400,7 +400,7 @@ mod tests {
             MemoryStore::new(config.engine_config().expect("a valid engine config"))
                 .expect("a store"),
         );
-        let core = Core::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let core = Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an address"));
         let mut c = TopicConfig::new(TOPIC, 1, 1);
         c.perm = perm::RW;
         core.create_topic(c).expect("the topic is created");

@@ -339,7 +339,7 @@ mod engine_tests {
         let store: Arc<dyn crate::store::Store> = Arc::new(
             MemoryStore::new(config.engine_config().expect("an engine config")).expect("a store"),
         );
-        let s = Core::new(config, store, "127.0.0.1:10911".parse().expect("an address"));
+        let s = Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an address"));
         let mut c = TopicConfig::new("T", 1, 1);
         c.perm = crate::broker::core::topics::perm::RW;
         s.create_topic(c).expect("a topic");

@@ -12,6 +12,7 @@
 //! What only this face keeps is in [`RemotingState`]: the ACL, the `SET_MESSAGE_REQUEST_MODE`
 //! table, the RPC latencies, its connections' outgoing channels and its counters.
 
+pub(crate) mod config;
 pub(crate) mod namesrv;
 pub(crate) mod processor;
 pub(crate) mod registrar;
@@ -26,6 +27,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::broker::acl::Acl;
 use crate::broker::core::clients::{ClientNotify, ConnId};
+use crate::broker::security::config::SecurityConfig;
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::sync::{read, write, Arc, AtomicU32, AtomicU64, Ordering, RwLock};
@@ -104,6 +106,10 @@ impl Counters {
 /// name server's).
 #[derive(Debug)]
 pub(crate) struct RemotingState {
+    /// This face's settings.
+    pub(crate) config: config::RemotingConfig,
+    /// The security settings its ports apply.
+    pub(crate) security: SecurityConfig,
     /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
     pub(crate) acl: Option<Acl>,
     /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
@@ -119,9 +125,15 @@ pub(crate) struct RemotingState {
 }
 
 impl RemotingState {
-    /// The state of a remoting face with `acl`.
-    pub(crate) fn new(acl: Option<Acl>) -> Self {
+    /// The state of a remoting face with `config`, `security` and the ACL it loaded.
+    pub(crate) fn new(
+        config: config::RemotingConfig,
+        security: SecurityConfig,
+        acl: Option<Acl>,
+    ) -> Self {
         RemotingState {
+            config,
+            security,
             acl,
             request_modes: processor::pop::RequestModes::default(),
             rpc: rpc::RpcLatency::default(),

@@ -54,8 +54,8 @@ pub(crate) fn register_request(core: &Core, face: &RemotingState) -> RemotingCom
 }
 
 /// `req` signed with the broker's credentials, if it has any.
-fn signed(core: &Core, mut req: RemotingCommand) -> RemotingCommand {
-    if let Some(c) = &core.config.inner_client_authentication_credentials {
+fn signed(face: &RemotingState, mut req: RemotingCommand) -> RemotingCommand {
+    if let Some(c) = &face.config.inner_client_authentication_credentials {
         c.sign(&mut req);
     }
     req
@@ -116,7 +116,7 @@ pub(crate) async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut changed = core.topics_changed.subscribe();
-    let interval = Duration::from_secs(core.config.register_interval_secs.clamp(1, 60));
+    let interval = Duration::from_secs(face.config.register_interval_secs.clamp(1, 60));
     // Retries stay within one interval, so a name server that comes back has the broker again
     // within an interval.
     let max_backoff = MAX_BACKOFF.min(interval);
@@ -145,7 +145,7 @@ pub(crate) async fn run(
         };
         // Registered (again): everything below runs on this connection until it fails.
         let reason = loop {
-            match link.call(signed(&core, register_request(&core, &face))).await {
+            match link.call(signed(&face, register_request(&core, &face))).await {
                 Ok(resp) if resp.code == response_code::SUCCESS => {
                     if !was_up {
                         tracing::info!(namesrv = %addr, "registered with the name server");
@@ -170,7 +170,7 @@ pub(crate) async fn run(
                 Idle::Lost(e) => break e,
                 Idle::Shutdown => {
                     let req = signed(
-                        &core,
+                        &face,
                         RemotingCommand::request(
                             request_code::UNREGISTER_BROKER,
                             face.next_opaque(),

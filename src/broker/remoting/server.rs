@@ -36,7 +36,8 @@ use super::table::{self, Role};
 use super::{ConnCtx, Outgoing, RemotingState, Reply};
 use crate::broker::core::clients::ConnId;
 use crate::broker::core::Core;
-use crate::broker::tls::{self, Gate, TlsMode};
+use crate::broker::security::config::TlsMode;
+use crate::broker::tls::{self, Gate};
 use crate::remoting::code::response_code;
 use crate::remoting::codec::{CodecError, RemotingCodec};
 use crate::remoting::error::quote;
@@ -122,7 +123,7 @@ async fn admit(
         connection(core, face, stream.into_split(), peer, role, shutdown).await;
         return;
     }
-    let idle = idle_time(&core);
+    let idle = idle_time(&face);
     let first = tokio::select! {
         first = tokio::time::timeout(idle, tls::first_byte(&stream)) => match first {
             Ok(Some(b)) => b,
@@ -166,8 +167,8 @@ async fn admit(
 }
 
 /// The idle bound of a connection (`Duration::MAX` for never).
-fn idle_time(core: &Core) -> Duration {
-    match core.config.server_channel_max_idle_time_seconds {
+fn idle_time(face: &RemotingState) -> Duration {
+    match face.config.server_channel_max_idle_time_seconds {
         0 => Duration::MAX,
         s => Duration::from_secs(s),
     }
@@ -288,7 +289,7 @@ async fn connection<R, W>(
 {
     // Relaxed: ids only need to be unique.
     let id = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-    let max_suspended = core.config.suspended_pull_cap();
+    let max_suspended = face.config.suspended_pull_cap();
     let (tx, mut rx) = mpsc::channel::<Outgoing>(max_suspended + NOTIFY_SLOTS);
     let ctx = ConnCtx {
         id,
@@ -301,8 +302,8 @@ async fn connection<R, W>(
     core.clients.open(id, peer);
     let _cleanup = Cleanup { core: Arc::clone(&core), face: Arc::clone(&face), id, peer };
     tracing::debug!(conn = id, %peer, ?role, "connection opened");
-    let high_water = core.config.write_buffer_high_water_mark.max(1);
-    let idle = idle_time(&core);
+    let high_water = face.config.write_buffer_high_water_mark.max(1);
+    let idle = idle_time(&face);
     let mut codec = RemotingCodec::default();
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = Outbox::default();
@@ -480,8 +481,11 @@ mod tests {
     #[tokio::test]
     async fn given_a_handler_that_panics_should_still_remove_the_connections_clients() {
         let config = BrokerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            namesrv_listen: None,
+            remoting: crate::broker::RemotingConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                namesrv_listen: None,
+                ..Default::default()
+            },
             ..BrokerConfig::default()
         };
         let broker = crate::broker::start(config).await.unwrap();

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::broker::config::policy_name;
+use crate::broker::core::config::policy_name;
 use crate::broker::core::Core;
 use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::response_code;
@@ -21,8 +21,9 @@ pub(crate) const LIVE_KEYS: &[&str] =
     &["memoryBudget", "memoryPolicy", "retentionSecs", "retentionBytes"];
 
 /// Every setting as `(name, value)`, the live ones as in force now.
-pub(crate) fn properties(core: &Core) -> Vec<(&'static str, String)> {
+pub(crate) fn properties(core: &Core, face: &RemotingState) -> Vec<(&'static str, String)> {
     let c = &core.config;
+    let r = &face.config;
     let live = core.store.settings();
     let opt = |v: Option<String>| v.unwrap_or_default();
     vec![
@@ -33,7 +34,7 @@ pub(crate) fn properties(core: &Core) -> Vec<(&'static str, String)> {
         ("brokerIP1", core.store_host.ip().to_string()),
         ("listenPort", core.store_host.port().to_string()),
         ("namesrvAddr", opt(c.namesrv_addr.clone())),
-        ("namesrvListen", opt(c.namesrv_listen.map(|a| a.to_string()))),
+        ("namesrvListen", opt(r.namesrv_listen.map(|a| a.to_string()))),
         ("metricsListen", opt(c.metrics_listen.map(|a| a.to_string()))),
         // The proxy's name for its gRPC port; peers read it to route gRPC clients here.
         ("grpcServerPort", opt(core.grpc_endpoint.map(|a| a.port().to_string()))),
@@ -48,26 +49,26 @@ pub(crate) fn properties(core: &Core) -> Vec<(&'static str, String)> {
         ("dlqRetentionBytes", c.dlq_retention_bytes.to_string()),
         ("clientExpirySecs", c.client_expiry_secs.to_string()),
         ("groupIdleSecs", c.group_idle_secs.to_string()),
-        ("longPollMaxMs", c.long_poll_max_ms.to_string()),
-        ("registerNameServerPeriod", (c.register_interval_secs * 1000).to_string()),
+        ("longPollMaxMs", r.long_poll_max_ms.to_string()),
+        ("registerNameServerPeriod", (r.register_interval_secs * 1000).to_string()),
         (
             "maxTransferBytesOnMessageInMemory",
-            c.max_transfer_bytes_on_message_in_memory.to_string(),
+            r.max_transfer_bytes_on_message_in_memory.to_string(),
         ),
         (
             "maxTransferCountOnMessageInMemory",
-            c.max_transfer_count_on_message_in_memory.to_string(),
+            r.max_transfer_count_on_message_in_memory.to_string(),
         ),
         ("maxConnections", c.max_connections.to_string()),
-        ("serverChannelMaxIdleTimeSeconds", c.server_channel_max_idle_time_seconds.to_string()),
-        ("maxSuspendedPullsPerConnection", c.max_suspended_pulls_per_connection.to_string()),
-        ("writeBufferHighWaterMark", c.write_buffer_high_water_mark.to_string()),
+        ("serverChannelMaxIdleTimeSeconds", r.server_channel_max_idle_time_seconds.to_string()),
+        ("maxSuspendedPullsPerConnection", r.max_suspended_pulls_per_connection.to_string()),
+        ("writeBufferHighWaterMark", r.write_buffer_high_water_mark.to_string()),
         ("transactionTimeOut", c.transaction_time_out.to_string()),
         ("transactionCheckInterval", c.transaction_check_interval.to_string()),
         ("transactionCheckMax", c.transaction_check_max.to_string()),
         ("timerMaxDelaySec", c.timer_max_delay_sec.to_string()),
-        ("aclEnable", c.acl_file.is_some().to_string()),
-        ("tlsMode", format!("{:?}", c.tls_mode).to_ascii_lowercase()),
+        ("aclEnable", face.security.acl_file.is_some().to_string()),
+        ("tlsMode", format!("{:?}", face.security.tls_mode).to_ascii_lowercase()),
     ]
 }
 
@@ -75,12 +76,12 @@ pub(crate) fn properties(core: &Core) -> Vec<(&'static str, String)> {
 /// the `version` header field.
 pub(crate) fn get_broker_config(
     core: &Arc<Core>,
-    _face: &Arc<RemotingState>,
+    face: &Arc<RemotingState>,
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
     let mut text = String::new();
-    for (k, v) in properties(core) {
+    for (k, v) in properties(core, face) {
         text.push_str(k);
         text.push('=');
         text.push_str(&v);

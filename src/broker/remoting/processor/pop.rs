@@ -100,7 +100,7 @@ enum PopResult {
 /// `POP_MESSAGE` (200050).
 pub(crate) fn pop_message(
     core: &Arc<Core>,
-    _face: &Arc<RemotingState>,
+    face: &Arc<RemotingState>,
     ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
@@ -110,7 +110,7 @@ pub(crate) fn pop_message(
     };
     let poll = PopMessageRequestHeader::from_ext_fields(&req.ext_fields)
         .map_or(0, |h| u64::try_from(h.poll_time).unwrap_or(0));
-    let hold = Duration::from_millis(poll.min(core.config.long_poll_max_ms));
+    let hold = Duration::from_millis(poll.min(face.config.long_poll_max_ms));
     // Over the connection's cap of parked requests (or with its channel full): POLLING_FULL.
     let slot = Arc::clone(&ctx.suspended).try_acquire_owned();
     let permit = ctx.tx.clone().try_reserve_owned();
@@ -518,7 +518,7 @@ pub(crate) fn query_assignment(
         MessageRequestMode::Pull
     } else {
         face.request_modes.get(&body.topic, &body.consumer_group).unwrap_or(
-            if core.config.pop_by_default() {
+            if face.config.pop_by_default() {
                 MessageRequestMode::Pop
             } else {
                 MessageRequestMode::Pull

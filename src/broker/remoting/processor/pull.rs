@@ -41,11 +41,11 @@ use crate::store::{Filter, TopicStore};
 /// `PULL_MESSAGE` (11) and `LITE_PULL_MESSAGE` (361).
 pub(crate) fn pull_message(
     core: &Arc<Core>,
-    _face: &Arc<RemotingState>,
+    face: &Arc<RemotingState>,
     ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    match pull(core, ctx, &req, Pass::First) {
+    match pull(core, face, ctx, &req, Pass::First) {
         Pulled::Reply(r) => r,
         Pulled::Suspend { topic, queue, offset, hold } => {
             // Over the connection's cap of suspended pulls (or with its channel full), the pull
@@ -59,12 +59,12 @@ pub(crate) fn pull_message(
                     queue,
                     "pull not held: over the connection's cap"
                 );
-                return match pull(core, ctx, &req, Pass::Last) {
+                return match pull(core, face, ctx, &req, Pass::Last) {
                     Pulled::Reply(r) => r,
                     Pulled::Suspend { .. } => Reply::Nothing,
                 };
             };
-            let (core, ctx) = (Arc::clone(core), ctx.clone());
+            let (core, face, ctx) = (Arc::clone(core), Arc::clone(face), ctx.clone());
             tokio::spawn(async move {
                 let mut shutdown = ctx.shutdown.clone();
                 let deadline = tokio::time::Instant::now() + hold;
@@ -86,12 +86,12 @@ pub(crate) fn pull_message(
                         _ = shutdown.changed() => break None,
                         _ = ctx.tx.closed() => return,
                     }
-                    match pull(&core, &ctx, &req, Pass::Woken(at)) {
+                    match pull(&core, &face, &ctx, &req, Pass::Woken(at)) {
                         Pulled::Reply(r) => break Some(r),
                         Pulled::Suspend { offset: next, .. } => at = next,
                     }
                 };
-                let reply = woken.or_else(|| match pull(&core, &ctx, &req, Pass::Last) {
+                let reply = woken.or_else(|| match pull(&core, &face, &ctx, &req, Pass::Last) {
                     Pulled::Reply(r) => Some(r),
                     Pulled::Suspend { .. } => None,
                 });
@@ -193,7 +193,13 @@ fn filter_for(
     }
 }
 
-fn pull(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> Pulled {
+fn pull(
+    core: &Arc<Core>,
+    face: &RemotingState,
+    ctx: &ConnCtx,
+    req: &RemotingCommand,
+    pass: Pass,
+) -> Pulled {
     let h = match PullMessageRequestHeader::from_ext_fields(&req.ext_fields) {
         Ok(h) => h,
         Err(e) => return Pulled::Reply(bad_header(req, &e)),
@@ -261,8 +267,8 @@ fn pull(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> P
     // messages and `maxTransferBytesOnMessageInMemory` bytes, whatever the client's
     // `maxMsgBytes` (Java's lite pull sends i32::MAX), but always at least one message.
     let max_msgs =
-        usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, core.config.pull_max_count());
-    let max_bytes = core.config.pull_max_bytes();
+        usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, face.config.pull_max_count());
+    let max_bytes = face.config.pull_max_bytes();
     let mut body = BytesMut::new();
     let store_host = core.store_host;
     let (topic_name, uid) = (topic.name().to_string(), topic.uid());
@@ -344,7 +350,7 @@ fn pull(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand, pass: Pass) -> P
         let hold = Duration::from_millis(if asked == 0 {
             1000
         } else {
-            asked.min(core.config.long_poll_max_ms)
+            asked.min(face.config.long_poll_max_ms)
         });
         tracing::debug!(
             conn = ctx.id,

@@ -129,7 +129,7 @@ pub(crate) fn runtime_info(core: &Core, face: &RemotingState) -> KvTable {
         // baiji's own.
         ("baijiMemoryUsed", mem.bytes_used.to_string()),
         ("baijiMemoryBudget", mem.budget.to_string()),
-        ("baijiMemoryPolicy", crate::broker::config::policy_name(settings.policy).into()),
+        ("baijiMemoryPolicy", crate::broker::core::config::policy_name(settings.policy).into()),
         ("baijiLiveMessages", mem.live_messages.to_string()),
         ("baijiReclaimedMessages", mem.reclaimed_messages.to_string()),
         ("baijiEvictedMessages", mem.evicted_messages.to_string()),

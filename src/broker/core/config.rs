@@ -1,0 +1,194 @@
+//! The core's section of the broker configuration (file and flag keys stay flat: see
+//! [`BrokerConfig`](crate::broker::BrokerConfig)).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::store::{EngineConfig, EngineError, MemoryPolicy, Retention};
+
+/// The core's settings: the node's identity, topics, memory, retention, clients, transactions,
+/// timers and POP retries (one section of [`BrokerConfig`](crate::broker::BrokerConfig),
+/// whose file and flag keys stay flat).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct CoreConfig {
+    /// Cluster name (RocketMQ: `brokerClusterName`).
+    pub cluster_name: String,
+    /// Broker name (RocketMQ: `brokerName`).
+    pub broker_name: String,
+    /// IP published to clients in routes and message ids (RocketMQ: `brokerIP1`); the listen
+    /// address's IP when unset (or 127.0.0.1 if that is unspecified).
+    pub broker_ip: Option<IpAddr>,
+    /// External name servers, `host:port;host:port` (RocketMQ: `namesrvAddr`). When set, the
+    /// broker registers with them instead of embedding one.
+    pub namesrv_addr: Option<String>,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`); `None` (the default)
+    /// serves none (RocketMQ's `metricsExporterType` defaults to `DISABLE` too; its
+    /// Prometheus exporter's port is 5557).
+    pub metrics_listen: Option<SocketAddr>,
+    /// Queues of a topic created from `TBW102` or by an admin without a count
+    /// (RocketMQ: `defaultTopicQueueNums`).
+    pub default_queues: u32,
+    /// Create unknown topics on first send (RocketMQ: `autoCreateTopicEnable`).
+    pub auto_create_topic: bool,
+    /// Memory budget in bytes (payload plus bookkeeping).
+    pub memory_budget: u64,
+    /// `reject` (default) or `drop-oldest` (`block`, the in-process API's policy, is refused:
+    /// the broker answers every send at once).
+    pub memory_policy: String,
+    /// Largest message body accepted, bytes (RocketMQ: `maxMessageSize`, 4 MiB).
+    pub max_message_size: usize,
+    /// How long messages no group holds are kept, seconds.
+    pub retention_secs: u64,
+    /// Per queue, bytes of messages no group holds that are kept.
+    pub retention_bytes: u64,
+    /// How long a dead-letter topic (`%DLQ%<group>`) keeps messages nobody consumes, seconds
+    /// (RocketMQ keeps them on disk for `fileReservedTime`, 72 h); bounded per queue by
+    /// `dlq_retention_bytes` and by the memory budget.
+    pub dlq_retention_secs: u64,
+    /// Per queue, bytes of unconsumed dead letters kept (the oldest go first).
+    pub dlq_retention_bytes: u64,
+    /// A client that has not sent a heartbeat for this long is dropped, seconds.
+    pub client_expiry_secs: u64,
+    /// A clustering group without members stops holding messages after this long, seconds
+    /// (0: never).
+    pub group_idle_secs: u64,
+    /// Most connections served at once per listener (broker and name-server ports each); one
+    /// more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// A half (transactional) message not committed or rolled back for this long is checked
+    /// with its producer, milliseconds (RocketMQ: `transactionTimeOut`, 6000); a message's
+    /// `CHECK_IMMUNITY_TIME_IN_SECONDS` overrides it.
+    pub transaction_time_out: u64,
+    /// Milliseconds between passes of the transaction check (RocketMQ:
+    /// `transactionCheckInterval`, 30000 in 5.x).
+    pub transaction_check_interval: u64,
+    /// Checks of one half message before it moves to `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ:
+    /// `transactionCheckMax`, 15).
+    pub transaction_check_max: u32,
+    /// Longest a timer message (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`, `TIMER_DELAY_MS`) may
+    /// wait, seconds (RocketMQ: `timerMaxDelaySec`, 3 days); further ahead is refused with
+    /// `MESSAGE_ILLEGAL`.
+    pub timer_max_delay_sec: u64,
+    /// Redeliveries of a popped message after its invisible time expired before it goes to
+    /// `%DLQ%<group>` (RocketMQ: the subscription group's `retryMaxTimes`, 16): a message is
+    /// popped at most this many times plus one.
+    pub pop_retry_max_times: u32,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: "baiji-a".into(),
+            broker_ip: None,
+            namesrv_addr: None,
+            metrics_listen: None,
+            default_queues: 8,
+            auto_create_topic: true,
+            memory_budget: 1 << 30,
+            memory_policy: "reject".into(),
+            max_message_size: 4 * 1024 * 1024,
+            retention_secs: 60,
+            retention_bytes: 64 * 1024 * 1024,
+            dlq_retention_secs: 72 * 3600,
+            dlq_retention_bytes: 64 * 1024 * 1024,
+            client_expiry_secs: 120,
+            group_idle_secs: 1800,
+            max_connections: 10_000,
+            transaction_time_out: 6_000,
+            transaction_check_interval: 30_000,
+            transaction_check_max: 15,
+            timer_max_delay_sec: 259_200,
+            pop_retry_max_times: 16,
+        }
+    }
+}
+
+/// The configuration name of a memory policy (`memory-policy`).
+pub(crate) fn policy_name(p: MemoryPolicy) -> &'static str {
+    match p {
+        MemoryPolicy::Reject => "reject",
+        MemoryPolicy::DropOldest => "drop-oldest",
+        MemoryPolicy::Block => "block",
+    }
+}
+
+impl CoreConfig {
+    /// The address clients are told to connect to, for a port bound at `bound`.
+    pub fn advertised(&self, bound: SocketAddr) -> SocketAddr {
+        let ip = self.broker_ip.unwrap_or(if bound.ip().is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            bound.ip()
+        });
+        SocketAddr::new(ip, bound.port())
+    }
+
+    /// The external name servers, parsed.
+    ///
+    /// # Errors
+    /// The reason, for an entry that is not `host:port`.
+    pub fn namesrv_addrs(&self) -> Result<Vec<String>, String> {
+        let Some(list) = &self.namesrv_addr else { return Ok(Vec::new()) };
+        let addrs: Vec<String> =
+            list.split(';').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        for a in &addrs {
+            let ok =
+                a.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(format!("namesrv-addr entry `{a}` is not host:port"));
+            }
+        }
+        if addrs.is_empty() {
+            return Err("namesrv-addr is empty".into());
+        }
+        Ok(addrs)
+    }
+
+    /// The memory policy `memory-policy` names, if the broker serves it.
+    ///
+    /// # Errors
+    /// The reason, for an unknown policy or `block`.
+    pub(crate) fn memory_policy(&self) -> Result<MemoryPolicy, String> {
+        let policy: MemoryPolicy =
+            self.memory_policy.parse().map_err(|e: EngineError| e.to_string())?;
+        if policy == MemoryPolicy::Block {
+            // Every broker append is synchronous, so `block` would behave exactly like
+            // `reject` (review 3.4): refuse it rather than let it pretend to wait.
+            return Err(
+                "memory-policy block is the in-process API's policy (an async send waits for \
+                 room); the broker answers every send at once: use reject (clients get \
+                 SYSTEM_BUSY and retry) or drop-oldest"
+                    .into(),
+            );
+        }
+        Ok(policy)
+    }
+
+    /// The engine configuration these settings imply, under `policy`.
+    ///
+    /// # Errors
+    /// The reason, for a queue count out of range.
+    pub(crate) fn engine_config(&self, policy: MemoryPolicy) -> Result<EngineConfig, String> {
+        if self.default_queues == 0 || self.default_queues > crate::store::MAX_QUEUES {
+            return Err(format!(
+                "default-queues must be between 1 and {}",
+                crate::store::MAX_QUEUES
+            ));
+        }
+        Ok(EngineConfig {
+            memory_budget: self.memory_budget,
+            policy,
+            // The engine counts the whole stored record; leave room for headers and properties.
+            max_message_size: self.max_message_size.saturating_add(64 * 1024),
+            retention: Retention {
+                time: Duration::from_secs(self.retention_secs),
+                bytes: self.retention_bytes,
+            },
+            ..EngineConfig::default()
+        })
+    }
+}
