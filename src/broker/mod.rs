@@ -19,15 +19,18 @@
 //!
 //! [`store`]: crate::store
 
-pub mod acl;
+/// RocketMQ ACL signatures, as `baiji::broker::acl` has always named them (see
+/// [`security::sign`]).
+pub mod acl {
+    pub use super::security::sign::{sign, verify, Credentials, ACCESS_KEY, SIGNATURE};
+}
 mod config;
 pub(crate) mod core;
 #[cfg(feature = "grpc")]
 pub(crate) mod grpc;
 pub(crate) mod metrics;
 pub(crate) mod remoting;
-pub(crate) mod security;
-mod tls;
+pub mod security;
 
 use std::net::SocketAddr;
 
@@ -40,7 +43,9 @@ pub use security::config::{ClientAuth, TlsMode};
 
 use self::core::Core;
 use self::remoting::table::Role;
+use self::remoting::tls::Gate;
 use self::remoting::RemotingState;
+use self::security::acl::Acl;
 use crate::store::{MemoryStore, Store, StoreError};
 use crate::sync::{Arc, Ordering};
 
@@ -191,13 +196,28 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BrokerError 
 
 /// The TLS gate and the ACL `config` asks for, one code path for the broker's ports and the
 /// standalone name server's.
-fn security(config: &SecurityConfig) -> Result<(Arc<tls::Gate>, Option<acl::Acl>), BrokerError> {
-    let gate = Arc::new(tls::Gate::from_config(config)?);
+fn security(config: &SecurityConfig) -> Result<(Arc<Gate>, Option<Arc<Acl>>), BrokerError> {
+    let gate = Arc::new(Gate::from_config(config)?);
     let acl = match &config.acl_file {
-        Some(path) => Some(acl::Acl::load(path).map_err(BrokerError::Config)?),
+        Some(path) => Some(Arc::new(Acl::load(path).map_err(BrokerError::Config)?)),
         None => None,
     };
     Ok((gate, acl))
+}
+
+/// Reloads the ACL file and the TLS certificate when they change, until shutdown.
+fn watch_security(
+    gate: &Gate,
+    face: &RemotingState,
+    tasks: &mut tokio::task::JoinSet<()>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    if let Some(certs) = &gate.certs {
+        tasks.spawn(security::watch::poll(Arc::clone(certs) as _, shutdown.clone()));
+    }
+    if let Some(acl) = &face.acl {
+        tasks.spawn(security::watch::poll(Arc::clone(acl) as _, shutdown.clone()));
+    }
 }
 
 /// Starts a broker with `config` over a fresh in-memory store: binds its listener (and the
@@ -280,8 +300,7 @@ pub async fn start_with_store(
     let mut tasks = tokio::task::JoinSet::new();
     self::core::spawn_tasks(&core, &mut tasks, &shutdown_rx);
     // The remoting face: the broker port, the embedded name server's, the registrar.
-    tasks.spawn(tls::watch_files(Arc::clone(&gate), shutdown_rx.clone()));
-    tasks.spawn(acl::watch_file(Arc::clone(&face), shutdown_rx.clone()));
+    watch_security(&gate, &face, &mut tasks, &shutdown_rx);
     tasks.spawn(remoting::server::serve(
         Arc::clone(&core),
         Arc::clone(&face),
@@ -424,8 +443,7 @@ pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, B
         Arc::clone(&gate),
         shutdown_rx.clone(),
     ));
-    tasks.spawn(acl::watch_file(Arc::clone(&face), shutdown_rx.clone()));
-    tasks.spawn(tls::watch_files(gate, shutdown_rx.clone()));
+    watch_security(&gate, &face, &mut tasks, &shutdown_rx);
     tasks.spawn(namesrv_expiry(Arc::clone(&core), shutdown_rx));
     tracing::info!(namesrv = %bound, acl = face.acl.is_some(), tls = ?face.security.tls_mode, "baiji name server started");
     Ok(RunningBroker {

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use serde::Deserialize;
 
-use crate::broker::acl::Credentials;
+use crate::broker::security::sign::Credentials;
 
 /// The remoting face's settings: its listeners, the registrar, pulls and connection bounds
 /// (one section of [`BrokerConfig`](crate::broker::BrokerConfig)).

@@ -12,6 +12,7 @@
 //! What only this face keeps is in [`RemotingState`]: the ACL, the `SET_MESSAGE_REQUEST_MODE`
 //! table, the RPC latencies, its connections' outgoing channels and its counters.
 
+pub(crate) mod acl;
 pub(crate) mod config;
 pub(crate) mod namesrv;
 pub(crate) mod processor;
@@ -19,14 +20,15 @@ pub(crate) mod registrar;
 pub(crate) mod rpc;
 pub(crate) mod server;
 pub(crate) mod table;
+pub(crate) mod tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::broker::acl::Acl;
 use crate::broker::core::clients::{ClientNotify, ConnId};
+use crate::broker::security::acl::Acl;
 use crate::broker::security::config::SecurityConfig;
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -111,7 +113,7 @@ pub(crate) struct RemotingState {
     /// The security settings its ports apply.
     pub(crate) security: SecurityConfig,
     /// The ACL (`acl-file`); `None`: every request is served, as without ACL.
-    pub(crate) acl: Option<Acl>,
+    pub(crate) acl: Option<Arc<Acl>>,
     /// `SET_MESSAGE_REQUEST_MODE` data, for `QUERY_ASSIGNMENT`.
     pub(crate) request_modes: processor::pop::RequestModes,
     /// `rocketmq_rpc_latency` (the metrics endpoint).
@@ -129,7 +131,7 @@ impl RemotingState {
     pub(crate) fn new(
         config: config::RemotingConfig,
         security: SecurityConfig,
-        acl: Option<Acl>,
+        acl: Option<Arc<Acl>>,
     ) -> Self {
         RemotingState {
             config,

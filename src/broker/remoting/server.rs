@@ -33,11 +33,11 @@ use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
 use super::table::{self, Role};
+use super::tls::{self, Gate};
 use super::{ConnCtx, Outgoing, RemotingState, Reply};
 use crate::broker::core::clients::ConnId;
 use crate::broker::core::Core;
 use crate::broker::security::config::TlsMode;
-use crate::broker::tls::{self, Gate};
 use crate::remoting::code::response_code;
 use crate::remoting::codec::{CodecError, RemotingCodec};
 use crate::remoting::error::quote;

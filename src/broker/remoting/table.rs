@@ -149,7 +149,9 @@ pub(crate) fn dispatch(
     };
     match table.binary_search_by_key(&req.code, |(code, _, _)| *code) {
         Ok(i) => {
-            if let Some(refused) = face.acl.as_ref().and_then(|acl| acl.check(role, ctx, &req)) {
+            if let Some(refused) =
+                face.acl.as_ref().and_then(|acl| super::acl::check(acl, role, ctx, &req))
+            {
                 return refused;
             }
             let start = std::time::Instant::now();

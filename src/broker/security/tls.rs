@@ -1,0 +1,170 @@
+//! TLS's shared half: the server's certificate chain and key ([`CertStore`], re-read when the
+//! files change) and the rustls server built over it ([`server`]). The remoting face's gate
+//! (`remoting/tls.rs`: the three modes, the first-byte sniffing, the handshake timeout) uses
+//! them; a gRPC TLS port would use the same store.
+//!
+//! The certificate and key are re-read when either file's modification time or length changes
+//! (polled every 500 ms, as the ACL file): new handshakes get the new pair, established
+//! sessions keep theirs. A pair that does not load (unreadable, no certificate, a key that does
+//! not match) leaves the previous one in force, with a warning (a poll between writing the key
+//! and the chain sees such a half-written pair; the next poll loads the whole one). The client
+//! CA (`tls-client-ca`) is read once, at start.
+
+use std::path::{Path, PathBuf};
+
+use tokio_rustls::rustls::crypto::{aws_lc_rs, CryptoProvider};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use tokio_rustls::rustls::sign::CertifiedKey;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+
+use super::config::{ClientAuth, SecurityConfig, TlsMode};
+use super::watch::{FileStamp, Reload};
+use crate::broker::BrokerError;
+use crate::sync::{read, write, Arc, RwLock};
+
+/// The server's certificate chain and key, as rustls asks for them at each handshake; replaced
+/// by [`CertStore::reload_if_changed`] when the files change.
+#[derive(Debug)]
+pub(crate) struct CertStore {
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    provider: Arc<CryptoProvider>,
+    current: RwLock<Arc<CertifiedKey>>,
+    stamp: FileStamp,
+}
+
+impl CertStore {
+    fn load(
+        cert_path: &Path,
+        key_path: &Path,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<Self, BrokerError> {
+        let stamp = FileStamp::of(&[cert_path, key_path]);
+        let key = certified_key(cert_path, key_path, &provider)?;
+        Ok(CertStore {
+            cert_path: cert_path.to_owned(),
+            key_path: key_path.to_owned(),
+            provider,
+            current: RwLock::new(Arc::new(key)),
+            stamp,
+        })
+    }
+
+    /// Re-reads the pair if either file changed; keeps the current one if the new one does not
+    /// load.
+    pub(crate) fn reload_if_changed(&self) {
+        if self.stamp.unchanged(&[&self.cert_path, &self.key_path]) {
+            return;
+        }
+        match certified_key(&self.cert_path, &self.key_path, &self.provider) {
+            Ok(key) => {
+                *write(&self.current) = Arc::new(key);
+                tracing::info!(cert = %self.cert_path.display(), "TLS certificate reloaded");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "TLS certificate not reloaded; the previous one stays in use")
+            }
+        }
+    }
+}
+
+impl ResolvesServerCert for CertStore {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(&read(&self.current)))
+    }
+}
+
+/// Reads the chain and key and checks that they belong together.
+fn certified_key(
+    cert_path: &Path,
+    key_path: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, BrokerError> {
+    let certs = read_certs(cert_path)?;
+    let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
+        BrokerError::Config(format!("cannot read a private key from {}: {e}", key_path.display()))
+    })?;
+    let pair = CertifiedKey::from_der(certs, key, provider).map_err(|e| {
+        BrokerError::Config(format!(
+            "TLS certificate {} and key {}: {e}",
+            cert_path.display(),
+            key_path.display()
+        ))
+    })?;
+    // `from_der` lets a pair whose match it cannot tell through; a mismatch it can tell is an
+    // error above.
+    Ok(pair)
+}
+
+impl Reload for CertStore {
+    fn reload_if_changed(&self) {
+        CertStore::reload_if_changed(self);
+    }
+}
+
+/// The TLS server `config` asks for (`None` under `tls-mode disabled`): the acceptor, over
+/// a certificate store read from the PEM files (and reloaded by [`CertStore`]'s watch).
+///
+/// # Errors
+/// [`BrokerError::Config`] when a file is missing or unreadable, holds no certificate or key,
+/// or the certificate and key do not match.
+pub(crate) fn server(
+    config: &SecurityConfig,
+) -> Result<Option<(TlsAcceptor, Arc<CertStore>)>, BrokerError> {
+    if config.tls_mode == TlsMode::Disabled {
+        return Ok(None);
+    }
+    let cfg = |what: String| BrokerError::Config(what);
+    let cert_path = config.tls_cert.as_deref().ok_or_else(|| {
+        cfg("tls-mode permissive or enforcing needs tls-cert (a PEM certificate chain)".into())
+    })?;
+    let key_path = config.tls_key.as_deref().ok_or_else(|| {
+        cfg("tls-mode permissive or enforcing needs tls-key (a PEM private key)".into())
+    })?;
+    let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
+    let certs = Arc::new(CertStore::load(cert_path, key_path, Arc::clone(&provider))?);
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| cfg(format!("TLS protocol versions: {e}")))?;
+    let builder = match config.tls_need_client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let ca_path = config.tls_client_ca.as_deref().ok_or_else(|| {
+                cfg("tls-need-client-auth optional or require needs tls-client-ca (PEM)".into())
+            })?;
+            let mut roots = RootCertStore::empty();
+            for c in read_certs(ca_path)? {
+                roots
+                    .add(c)
+                    .map_err(|e| cfg(format!("a CA certificate in {}: {e}", ca_path.display())))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if auth == ClientAuth::Optional {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier =
+                verifier.build().map_err(|e| cfg(format!("client certificate verifier: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let server = builder.with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
+    Ok(Some((TlsAcceptor::from(Arc::new(server)), certs)))
+}
+
+/// The certificates of a PEM file (at least one).
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, BrokerError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            BrokerError::Config(format!("cannot read certificates from {}: {e}", path.display()))
+        })?;
+    if certs.is_empty() {
+        return Err(BrokerError::Config(format!("no certificate in {}", path.display())));
+    }
+    Ok(certs)
+}
