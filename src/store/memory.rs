@@ -8,14 +8,16 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use super::{
-    AckOutcome, ConsumerOffsets, GroupFigures, MemoryStats, MessageLookup, MessageStore,
-    PopConsumption, PopOutcome, PopRequest, QueueFigures, ReadOutcome, StoreError, StoreStats,
-    StoredRef, TopicFigures, TopicStore, WaitId, MAX_ID_OFFSET, MAX_TOPIC_UID,
+    AckOutcome, ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup,
+    MessageStore, PopConsumption, PopOutcome, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
+    StoreError, StoreStats, StoredRef, TopicFigures, TopicStore, WaitId, MAX_ID_OFFSET,
+    MAX_TOPIC_UID,
 };
 use crate::engine::{
-    Engine, EngineConfig, EngineError, Filter, MemberId, Message, Mode, Retention, StartFrom,
-    SubscribeOptions, TopicHandle,
+    Engine, EngineConfig, EngineError, Filter, Group, MemberId, Message, Mode, Retention,
+    StartFrom, SubscribeOptions, TopicHandle,
 };
+use crate::sync::{lock, read, write};
 
 fn map_err(e: EngineError) -> StoreError {
     match e {
@@ -198,6 +200,91 @@ impl TopicStore for MemTopic {
 
 type OffsetKey = (String, String, u32);
 
+/// Every group's committed offsets, by (group, topic, queue): what clients are told.
+type Offsets = Arc<Mutex<HashMap<OffsetKey, u64>>>;
+
+/// Stores a group's committed offset (the client's view, which may move backward) and
+/// acknowledges everything below it in the engine (only forward).
+fn commit_offset(
+    offsets: &Mutex<HashMap<OffsetKey, u64>>,
+    t: &MemTopic,
+    g: Option<&Group>,
+    (group, queue, offset): (&str, u32, u64),
+) -> Result<(), StoreError> {
+    let topic = t.handle.name();
+    if queue >= t.queue_count() {
+        return Err(StoreError::QueueOutOfRange {
+            topic: topic.into(),
+            queue,
+            queues: t.queue_count(),
+        });
+    }
+    lock(offsets).insert((group.to_string(), topic.to_string(), queue), offset);
+    if let Some(g) = g.filter(|g| g.mode() == Mode::Clustering) {
+        let end = t.handle.queue_stats(queue).map_err(map_err)?.max_offset;
+        // Acknowledgements only move forward; a client moving its offset backward (an offset
+        // reset) only changes what it is told, not what was acknowledged. A subscription that
+        // ended meanwhile has nothing left to acknowledge.
+        match g.commit(queue, offset.min(end)) {
+            Ok(()) | Err(EngineError::CommitBehind { .. } | EngineError::NotAMember) => {}
+            Err(e) => return Err(map_err(e)),
+        }
+    }
+    Ok(())
+}
+
+/// A group's subscription to a topic of the in-memory store (see [`GroupStore`]).
+#[derive(Debug)]
+struct MemGroup {
+    group: Group,
+    topic: Arc<MemTopic>,
+    offsets: Offsets,
+}
+
+impl GroupStore for MemGroup {
+    fn group(&self) -> &str {
+        self.group.name()
+    }
+
+    fn topic(&self) -> &str {
+        self.group.topic()
+    }
+
+    fn pop(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+    ) -> Result<(), StoreError> {
+        self.group.pop(queue, req, out).map_err(|e| self.gone(e))
+    }
+
+    fn pop_ack(&self, r: PopReceipt) -> Result<AckOutcome, StoreError> {
+        self.group.pop_ack(r.queue, r.offset, r.pop_time).map_err(|e| self.gone(e))
+    }
+
+    fn commit(&self, queue: u32, offset: u64) -> Result<(), StoreError> {
+        if self.topic.handle.is_deleted() {
+            return Err(StoreError::UnknownTopic(self.topic.handle.name().into()));
+        }
+        commit_offset(&self.offsets, &self.topic, Some(&self.group), (self.group(), queue, offset))
+    }
+}
+
+impl MemGroup {
+    /// A subscription that ended since the handle was taken reads as an unknown group, as a
+    /// lookup by name would find it.
+    fn gone(&self, e: EngineError) -> StoreError {
+        match e {
+            EngineError::NotAMember => StoreError::UnknownGroup {
+                group: self.group.name().into(),
+                topic: self.group.topic().into(),
+            },
+            other => map_err(other),
+        }
+    }
+}
+
 /// The store traits over an in-memory [`Engine`].
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -205,11 +292,7 @@ pub struct MemoryStore {
     topics: RwLock<HashMap<String, Arc<MemTopic>>>,
     by_uid: RwLock<HashMap<u32, Arc<MemTopic>>>,
     uids: Mutex<Uids>,
-    offsets: Mutex<HashMap<OffsetKey, u64>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    offsets: Offsets,
 }
 
 impl MemoryStore {
@@ -223,7 +306,7 @@ impl MemoryStore {
             topics: RwLock::new(HashMap::new()),
             by_uid: RwLock::new(HashMap::new()),
             uids: Mutex::new(Uids { next: 1, free: VecDeque::new() }),
-            offsets: Mutex::new(HashMap::new()),
+            offsets: Arc::default(),
         })
     }
 
@@ -233,23 +316,18 @@ impl MemoryStore {
     }
 
     fn handle(&self, name: &str) -> Option<Arc<MemTopic>> {
-        let t = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()?;
+        let t = read(&self.topics).get(name).cloned()?;
         (!t.handle.is_deleted()).then_some(t)
     }
 
     /// The live topic behind `topic`: the one holding its uid now, if that is still it (not a
     /// topic created since under the same name or given the same uid).
     fn same_topic(&self, topic: &dyn TopicStore) -> Option<Arc<MemTopic>> {
-        let t = self.by_uid.read().unwrap_or_else(|p| p.into_inner()).get(&topic.uid()).cloned()?;
+        let t = read(&self.by_uid).get(&topic.uid()).cloned()?;
         (!t.handle.is_deleted() && t.handle.name() == topic.name()).then_some(t)
     }
 
-    fn group(
-        &self,
-        group: &str,
-        topic: &str,
-        mode: Mode,
-    ) -> Result<crate::engine::Group, StoreError> {
+    fn group(&self, group: &str, topic: &str, mode: Mode) -> Result<Group, StoreError> {
         // New clustering groups hold every retained message until they commit; a broadcasting
         // member holds from the oldest retained until its first pull says where it reads.
         let opts = SubscribeOptions { start: StartFrom::First, mode, filter: Filter::All };
@@ -275,7 +353,7 @@ impl MessageStore for MemoryStore {
         if let Some(t) = self.handle(name) {
             return Ok(t);
         }
-        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        let mut topics = write(&self.topics);
         if let Some(t) = topics.get(name).filter(|t| !t.handle.is_deleted()) {
             return Ok(Arc::clone(t) as Arc<dyn TopicStore>);
         }
@@ -298,14 +376,14 @@ impl MessageStore for MemoryStore {
         };
         let t = Arc::new(MemTopic { handle, uid, high: AtomicU64::new(first) });
         topics.insert(name.to_string(), Arc::clone(&t));
-        self.by_uid.write().unwrap_or_else(|p| p.into_inner()).insert(uid, Arc::clone(&t));
+        write(&self.by_uid).insert(uid, Arc::clone(&t));
         Ok(t)
     }
 
     fn delete_topic(&self, name: &str) -> Result<(), StoreError> {
-        let t = self.topics.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+        let t = write(&self.topics).remove(name);
         if let Some(t) = &t {
-            self.by_uid.write().unwrap_or_else(|p| p.into_inner()).remove(&t.uid);
+            write(&self.by_uid).remove(&t.uid);
         }
         lock(&self.offsets).retain(|(_, topic, _), _| topic != name);
         let deleted = self.engine.delete_topic(name).map_err(map_err);
@@ -318,7 +396,7 @@ impl MessageStore for MemoryStore {
     }
 
     fn topic_by_uid(&self, uid: u32) -> Option<Arc<dyn TopicStore>> {
-        let t = self.by_uid.read().unwrap_or_else(|p| p.into_inner()).get(&uid).cloned()?;
+        let t = read(&self.by_uid).get(&uid).cloned()?;
         (!t.handle.is_deleted()).then_some(t as Arc<dyn TopicStore>)
     }
 
@@ -339,28 +417,16 @@ impl ConsumerOffsets for MemoryStore {
         lock(&self.offsets).retain(|(g, t, _), _| !(g == group && t == topic));
     }
 
+    fn holder(&self, group: &str, topic: &str) -> Result<Arc<dyn GroupStore>, StoreError> {
+        let g = self.group(group, topic, Mode::Clustering)?;
+        let t = self.handle(topic).ok_or_else(|| StoreError::UnknownTopic(topic.into()))?;
+        Ok(Arc::new(MemGroup { group: g, topic: t, offsets: Arc::clone(&self.offsets) }))
+    }
+
     fn commit(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), StoreError> {
         let t = self.handle(topic).ok_or_else(|| StoreError::UnknownTopic(topic.into()))?;
-        if queue >= t.queue_count() {
-            return Err(StoreError::QueueOutOfRange {
-                topic: topic.into(),
-                queue,
-                queues: t.queue_count(),
-            });
-        }
-        lock(&self.offsets).insert((group.to_string(), topic.to_string(), queue), offset);
-        if let Ok(g) = self.engine.group(group, topic) {
-            if g.mode() == Mode::Clustering {
-                let end = t.handle.queue_stats(queue).map_err(map_err)?.max_offset;
-                // Acknowledgements only move forward; a client moving its offset backward
-                // (an offset reset) only changes what it is told, not what was acknowledged.
-                match g.commit(queue, offset.min(end)) {
-                    Ok(()) | Err(EngineError::CommitBehind { .. }) => {}
-                    Err(e) => return Err(map_err(e)),
-                }
-            }
-        }
-        Ok(())
+        let g = self.engine.group(group, topic).ok();
+        commit_offset(&self.offsets, &t, g.as_ref(), (group, queue, offset))
     }
 
     fn committed(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
@@ -395,14 +461,7 @@ impl ConsumerOffsets for MemoryStore {
 }
 
 impl PopConsumption for MemoryStore {
-    fn pop(
-        &self,
-        group: &str,
-        topic: &str,
-        queue: u32,
-        req: &PopRequest<'_>,
-        out: &mut PopOutcome,
-    ) -> Result<(), StoreError> {
+    fn pop_group(&self, group: &str, topic: &str) -> Result<Arc<dyn GroupStore>, StoreError> {
         let g = match self.engine.group(group, topic) {
             Ok(g) if g.mode() == Mode::Clustering => g,
             // POP is clustering consumption; a broadcasting group of that name keeps its state.
@@ -413,33 +472,25 @@ impl PopConsumption for MemoryStore {
             }
             Err(_) => self.group(group, topic, Mode::Clustering)?,
         };
-        g.pop(queue, req, out).map_err(map_err)
+        let t = self.handle(topic).ok_or_else(|| StoreError::UnknownTopic(topic.into()))?;
+        Ok(Arc::new(MemGroup { group: g, topic: t, offsets: Arc::clone(&self.offsets) }))
     }
 
-    fn pop_ack(
-        &self,
-        group: &str,
-        topic: &str,
-        queue: u32,
-        offset: u64,
-        pop_time: u64,
-    ) -> Result<AckOutcome, StoreError> {
+    fn pop_ack(&self, group: &str, topic: &str, r: PopReceipt) -> Result<AckOutcome, StoreError> {
         let g = self.engine.group(group, topic).map_err(map_err)?;
-        g.pop_ack(queue, offset, pop_time).map_err(map_err)
+        g.pop_ack(r.queue, r.offset, r.pop_time).map_err(map_err)
     }
 
     fn change_invisible(
         &self,
         group: &str,
         topic: &str,
-        queue: u32,
-        offset: u64,
-        pop_time: u64,
+        r: PopReceipt,
         invisible_ms: u64,
         now_ms: u64,
     ) -> Result<u64, StoreError> {
         let g = self.engine.group(group, topic).map_err(map_err)?;
-        g.change_invisible(queue, offset, pop_time, invisible_ms, now_ms).map_err(map_err)
+        g.change_invisible(r.queue, r.offset, r.pop_time, invisible_ms, now_ms).map_err(map_err)
     }
 
     fn inflight(&self, group: &str, topic: &str) -> u64 {
@@ -500,8 +551,7 @@ impl StoreStats for MemoryStore {
     }
 
     fn topic_figures(&self) -> Vec<TopicFigures> {
-        let handles: Vec<Arc<MemTopic>> =
-            self.topics.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let handles: Vec<Arc<MemTopic>> = read(&self.topics).values().cloned().collect();
         let mut out: Vec<TopicFigures> = handles
             .iter()
             .filter(|t| !t.handle.is_deleted())

@@ -216,6 +216,13 @@ pub trait ConsumerOffsets: Send + Sync {
     /// # Errors
     /// [`StoreError::UnknownTopic`].
     fn subscribe(&self, group: &str, topic: &str) -> Result<(), StoreError>;
+    /// The handle of a clustering group that holds `topic`, made to subscribe if it does not:
+    /// for the broker's own groups, which commit over and over (releasing delivered delay,
+    /// timer and half messages).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`].
+    fn holder(&self, group: &str, topic: &str) -> Result<Arc<dyn GroupStore>, StoreError>;
     /// Releases a clustering group's hold on `topic` (its offsets are forgotten).
     fn unsubscribe(&self, group: &str, topic: &str);
     /// Stores a group's committed offset (the client's view, which may move backward) and
@@ -245,25 +252,57 @@ pub trait ConsumerOffsets: Send + Sync {
     );
 }
 
-/// POP consumption (RocketMQ 5's server-side load balancing): any caller pops any queue of a
-/// clustering group; each popped message is invisible to the group for a time and is
-/// acknowledged one by one by its receipt `(queue, offset, pop time)`, or comes back with one
-/// more attempt. A group name used for pulling as well shares its acknowledgement position
-/// with the pops (a commit acknowledges popped messages below it).
-pub trait PopConsumption: Send + Sync {
-    /// Pops queue `queue` of `topic` for `group` into `out` (call it per queue with one `out`
-    /// to pop several). Makes the group a subscriber of the topic if it was not.
+/// The receipt of a popped message: which delivery of which message. A redelivery or a change
+/// of invisible time gives the message a later pop time, and the older receipt is then stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PopReceipt {
+    /// The queue of the message.
+    pub queue: u32,
+    /// Its offset in the queue.
+    pub offset: u64,
+    /// The pop time of the delivery, ms since the epoch.
+    pub pop_time: u64,
+}
+
+/// One consumer group's subscription to one topic, taken once (like a [`TopicStore`]) by
+/// whoever pops, acknowledges or commits several times in a row, instead of looking the group
+/// up by name each time.
+pub trait GroupStore: Send + Sync + std::fmt::Debug {
+    /// The group's name.
+    fn group(&self) -> &str;
+    /// The topic's name.
+    fn topic(&self) -> &str;
+    /// Pops queue `queue` into `out` (call it per queue with one `out` to pop several).
+    ///
+    /// # Errors
+    /// [`StoreError::QueueOutOfRange`], [`StoreError::UnknownGroup`] (the subscription ended).
+    fn pop(&self, queue: u32, req: &PopRequest<'_>, out: &mut PopOutcome)
+        -> Result<(), StoreError>;
+    /// Acknowledges a popped message by its receipt.
+    ///
+    /// # Errors
+    /// [`StoreError::StaleReceipt`], [`StoreError::QueueOutOfRange`],
+    /// [`StoreError::UnknownGroup`].
+    fn pop_ack(&self, receipt: PopReceipt) -> Result<AckOutcome, StoreError>;
+    /// Stores the group's committed offset of `queue` (as [`ConsumerOffsets::commit`]).
     ///
     /// # Errors
     /// [`StoreError::UnknownTopic`], [`StoreError::QueueOutOfRange`].
-    fn pop(
-        &self,
-        group: &str,
-        topic: &str,
-        queue: u32,
-        req: &PopRequest<'_>,
-        out: &mut PopOutcome,
-    ) -> Result<(), StoreError>;
+    fn commit(&self, queue: u32, offset: u64) -> Result<(), StoreError>;
+}
+
+/// POP consumption (RocketMQ 5's server-side load balancing): any caller pops any queue of a
+/// clustering group; each popped message is invisible to the group for a time and is
+/// acknowledged one by one by its [`PopReceipt`], or comes back with one more attempt. A group
+/// name used for pulling as well shares its acknowledgement position with the pops (a commit
+/// acknowledges popped messages below it).
+pub trait PopConsumption: Send + Sync {
+    /// The group whose pops of `topic` `group` names, made a (clustering) subscriber of the
+    /// topic if it was not.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownTopic`]; [`StoreError::Other`] for a group that broadcasts.
+    fn pop_group(&self, group: &str, topic: &str) -> Result<Arc<dyn GroupStore>, StoreError>;
     /// Acknowledges a popped message by its receipt.
     ///
     /// # Errors
@@ -273,23 +312,18 @@ pub trait PopConsumption: Send + Sync {
         &self,
         group: &str,
         topic: &str,
-        queue: u32,
-        offset: u64,
-        pop_time: u64,
+        receipt: PopReceipt,
     ) -> Result<AckOutcome, StoreError>;
     /// Makes a popped message invisible for `invisible_ms` from `now_ms`; returns the pop time
     /// of its new receipt (the old one becomes stale).
     ///
     /// # Errors
     /// As [`pop_ack`](Self::pop_ack).
-    #[allow(clippy::too_many_arguments)]
     fn change_invisible(
         &self,
         group: &str,
         topic: &str,
-        queue: u32,
-        offset: u64,
-        pop_time: u64,
+        receipt: PopReceipt,
         invisible_ms: u64,
         now_ms: u64,
     ) -> Result<u64, StoreError>;

@@ -242,7 +242,8 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             return;
         }
     };
-    let _ = core.store.subscribe(SCHEDULE_GROUP, SCHEDULE_TOPIC);
+    // The internal group's handle: it commits after every delivery.
+    let holder = core.store.holder(SCHEDULE_GROUP, SCHEDULE_TOPIC).ok();
     let mut next: Vec<u64> =
         (0..MAX_LEVEL).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
     loop {
@@ -284,7 +285,9 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                     break;
                 }
                 *next_offset = out.next_offset;
-                let _ = core.store.commit(SCHEDULE_GROUP, SCHEDULE_TOPIC, q, *next_offset);
+                if let Some(h) = &holder {
+                    let _ = h.commit(q, *next_offset);
+                }
             }
         }
         let wait = earliest.map_or(Duration::from_secs(3600), |due| {

@@ -46,7 +46,7 @@ use tokio::sync::watch;
 use self::config::CoreConfig;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::msgid::UniqKeyGenerator;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, TopicStore};
 use crate::sync::{lock, Arc, Mutex};
 
 /// The broker's state, shared by both faces and the core's own tasks.
@@ -89,6 +89,15 @@ impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core").field("store_host", &self.store_host).finish_non_exhaustive()
     }
+}
+
+/// Why a topic cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unreadable {
+    /// It does not exist (or is not routed: the internal topics are not).
+    Unknown,
+    /// Its permission forbids reading.
+    Forbidden,
 }
 
 /// A process-unique value for message-id generation (no `rand` dependency needed).
@@ -184,6 +193,28 @@ impl Core {
         self.topics.remove(topic);
         let _ = self.store.delete_topic(topic);
         self.publish_topics();
+    }
+
+    /// The topic a pull or pop reads, with its counters, in the one lookup both make: only
+    /// routed topics are readable (the internal ones are not), and only with the read
+    /// permission.
+    ///
+    /// # Errors
+    /// [`Unreadable`].
+    pub(crate) fn readable_topic(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<dyn TopicStore>, Arc<counters::TopicCounters>), Unreadable> {
+        let routed = self.topics.get_perm_counted(name);
+        let Some(((perm_bits, counters), topic)) =
+            routed.and_then(|r| Some((r, self.store.topic(name)?)))
+        else {
+            return Err(Unreadable::Unknown);
+        };
+        if perm_bits & topics::perm::READ == 0 {
+            return Err(Unreadable::Forbidden);
+        }
+        Ok((topic, counters))
     }
 
     /// Creates the store's topics for the topic table's configs (at start) and publishes them.

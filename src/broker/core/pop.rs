@@ -21,20 +21,21 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::clients::filter_of;
+use super::counters::{Pulled, TopicCounters};
 use super::delay::rewrite_properties;
 use super::filter::{self, SQL92};
 use super::groups::GroupError;
 use super::record::{self, physical_offset, NewRecord};
-use super::topics::{perm, DLQ_PREFIX};
+use super::topics::DLQ_PREFIX;
 use super::wait::AppendWait;
-use super::Core;
-use crate::broker::core::counters::TopicCounters;
+use super::{Core, Unreadable};
 use crate::remoting::msgid::encode_offset_msg_id;
 use crate::remoting::properties;
 use crate::remoting::sql92::Sql92;
 use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
 use crate::store::{
-    AckOutcome, Filter, PopInit, PopOutcome, PopRequest, Popped, StoreError, TopicStore,
+    AckOutcome, Filter, GroupStore, PopInit, PopOutcome, PopReceipt, PopRequest, Popped,
+    StoreError, TopicStore,
 };
 use crate::time::now_ms;
 
@@ -124,6 +125,8 @@ pub(crate) enum PopError {
 pub(crate) struct PopBatch {
     /// The topic popped.
     pub(crate) topic: Arc<dyn TopicStore>,
+    /// The group that popped it.
+    pub(crate) group: Arc<dyn GroupStore>,
     /// Its counters (`rocketmq_messages_out_total` and the admin codes' figures).
     pub(crate) counters: Arc<TopicCounters>,
     /// The pop time of every message: with its queue and offset, its receipt.
@@ -135,8 +138,60 @@ pub(crate) struct PopBatch {
     pub(crate) ends: Vec<(u32, u64)>,
     /// Nothing found: when an in-flight message becomes visible again, ms since the epoch.
     pub(crate) wake_at: Option<u64>,
-    /// [`Shared::pop_changes`] as it was before the pop looked.
+    /// [`Core::pop_changes`] as it was before the pop looked.
     pub(crate) changes: u64,
+}
+
+/// What a face wrote out of one popped queue.
+#[derive(Debug)]
+pub(crate) struct QueueOut {
+    /// The queue.
+    pub(crate) queue: u32,
+    /// The offsets written, with their delivery attempts, in the order written.
+    pub(crate) offsets: Vec<(u64, u32)>,
+    /// The bytes they took.
+    pub(crate) bytes: usize,
+}
+
+impl PopBatch {
+    /// Hands each message to `write`, which writes it out in its face's form and returns the
+    /// bytes it took, or `None` for a record it cannot write: that one is acknowledged (it
+    /// would come back forever) and logged. Counts what was written out for the group
+    /// (`rocketmq_messages_out_total` and the admin codes' out figures, as pulls count) and
+    /// returns it per queue, in the order written.
+    pub(crate) fn write_out(
+        &self,
+        mut write: impl FnMut(&Popped) -> Option<usize>,
+    ) -> Vec<QueueOut> {
+        let mut per_queue: Vec<QueueOut> = Vec::new();
+        for m in &self.messages {
+            let d = &m.delivery;
+            let Some(n) = write(m) else {
+                tracing::warn!(topic = %self.topic.name(), queue = d.queue, offset = d.offset, "a stored message cannot be popped; skipped");
+                let receipt =
+                    PopReceipt { queue: d.queue, offset: d.offset, pop_time: self.pop_time };
+                let _ = self.group.pop_ack(receipt);
+                continue;
+            };
+            match per_queue.iter_mut().find(|o| o.queue == d.queue) {
+                Some(o) => {
+                    o.offsets.push((d.offset, m.attempts));
+                    o.bytes += n;
+                }
+                None => per_queue.push(QueueOut {
+                    queue: d.queue,
+                    offsets: vec![(d.offset, m.attempts)],
+                    bytes: n,
+                }),
+            }
+        }
+        for o in &per_queue {
+            let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
+            let pulled = Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
+            self.counters.messages_out(self.group.group(), self.topic.queue_count(), pulled);
+        }
+        per_queue
+    }
 }
 
 /// Tells parked pops that a popped message may be visible again although nothing was
@@ -166,15 +221,10 @@ fn compile(f: FilterExpr<'_>) -> Result<(Filter, Option<Arc<Sql92>>), PopError> 
 /// or a store that refused.
 pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopBatch, PopError> {
     let changes = *core.pop_changes.borrow();
-    let routed = core.topics.get_perm_counted(call.topic);
-    let Some(((perm_bits, counters), topic)) =
-        routed.and_then(|r| Some((r, core.store.topic(call.topic)?)))
-    else {
-        return Err(PopError::UnknownTopic(call.topic.to_owned()));
-    };
-    if perm_bits & perm::READ == 0 {
-        return Err(PopError::NoPermission(call.topic.to_owned()));
-    }
+    let (topic, counters) = core.readable_topic(call.topic).map_err(|e| match e {
+        Unreadable::Unknown => PopError::UnknownTopic(call.topic.to_owned()),
+        Unreadable::Forbidden => PopError::NoPermission(call.topic.to_owned()),
+    })?;
     core.check_group(call.group, call.announced)?;
     let count = topic.queue_count();
     let queues: Vec<u32> = match call.queue {
@@ -207,12 +257,14 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
     // Before looking: an append after this is news to a parked pop.
     let ends: Vec<(u32, u64)> =
         queues.iter().filter_map(|&q| Some((q, topic.offsets(q).ok()?.1))).collect();
+    // One handle for every queue: the group is looked up (or subscribed) once per pop.
+    let group = core.store.pop_group(call.group, call.topic)?;
     let mut out = PopOutcome::default();
     for &q in &queues {
         if out.messages.len() >= req.max {
             break;
         }
-        core.store.pop(call.group, call.topic, q, &req, &mut out)?;
+        group.pop(q, &req, &mut out)?;
     }
     for d in &out.dead {
         dead_letter(core, call.group, topic.as_ref(), d);
@@ -225,12 +277,21 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
             let keep = filter::matches(sql, &d.payload, &core.cluster_property);
             if !keep {
                 // RocketMQ acknowledges what the expression rejects.
-                let _ = core.store.pop_ack(call.group, call.topic, d.queue, d.offset, pop_time);
+                let _ = group.pop_ack(PopReceipt { queue: d.queue, offset: d.offset, pop_time });
             }
             keep
         });
     }
-    Ok(PopBatch { topic, counters, pop_time, messages, ends, wake_at: out.next_expiry, changes })
+    Ok(PopBatch {
+        topic,
+        group,
+        counters,
+        pop_time,
+        messages,
+        ends,
+        wake_at: out.next_expiry,
+        changes,
+    })
 }
 
 /// Waits until a message is appended to one of `batch`'s queues at or after its end, an
@@ -349,8 +410,7 @@ fn copy_to_dlq(core: &Core, group: &str, topic: &dyn TopicStore, p: &Popped) -> 
     Ok(())
 }
 
-/// Moves the popped message at `(queue, offset)` of `topic`, delivered under the receipt
-/// `pop_time` for the `attempts`-th time, to `%DLQ%<group>` and acknowledges it (gRPC's
+/// Moves the popped message `receipt` names in `topic`, delivered for the `attempts`-th time, to `%DLQ%<group>` and acknowledges it (gRPC's
 /// `ForwardMessageToDeadLetterQueue`, remoting's `CONSUMER_SEND_MSG_BACK` past the maximum).
 ///
 /// # Errors
@@ -361,16 +421,15 @@ pub(crate) fn forward_to_dlq(
     core: &Core,
     group: &str,
     topic: &str,
-    queue: u32,
-    offset: u64,
-    pop_time: u64,
+    receipt: PopReceipt,
     attempts: u32,
 ) -> Result<(), StoreError> {
+    let PopReceipt { queue, offset, .. } = receipt;
     let Some(t) = core.store.topic(topic) else {
         return Err(StoreError::UnknownTopic(topic.to_owned()));
     };
     // Acknowledged first: only the holder of the latest receipt moves the message, once.
-    match core.store.pop_ack(group, topic, queue, offset, pop_time)? {
+    match core.store.pop_ack(group, topic, receipt)? {
         AckOutcome::Acked => note_change(core),
         // Already done by an earlier call (a client retrying): nothing more to copy.
         AckOutcome::AlreadyAcked => return Ok(()),
@@ -402,7 +461,7 @@ mod tests {
         );
         let core = Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an address"));
         let mut c = TopicConfig::new(TOPIC, 1, 1);
-        c.perm = perm::RW;
+        c.perm = crate::broker::core::topics::perm::RW;
         core.create_topic(c).expect("the topic is created");
         core
     }
@@ -473,11 +532,31 @@ mod tests {
         let b = pop_once(&core, &c, 1_000_000).expect("pops");
         let m = b.messages.first().expect("a message");
         let (q, off) = (m.delivery.queue, m.delivery.offset);
-        let stale = forward_to_dlq(&core, GROUP, TOPIC, q, off, b.pop_time + 1, 1);
+        let stale = forward_to_dlq(
+            &core,
+            GROUP,
+            TOPIC,
+            PopReceipt { queue: q, offset: off, pop_time: b.pop_time + 1 },
+            1,
+        );
         assert!(matches!(stale, Err(StoreError::StaleReceipt { .. })), "{stale:?}");
         assert_eq!(dead_letters(&core), 0, "a stale receipt moves nothing");
-        forward_to_dlq(&core, GROUP, TOPIC, q, off, b.pop_time, 1).expect("forwarded");
-        forward_to_dlq(&core, GROUP, TOPIC, q, off, b.pop_time, 1).expect("a retry is fine");
+        forward_to_dlq(
+            &core,
+            GROUP,
+            TOPIC,
+            PopReceipt { queue: q, offset: off, pop_time: b.pop_time },
+            1,
+        )
+        .expect("forwarded");
+        forward_to_dlq(
+            &core,
+            GROUP,
+            TOPIC,
+            PopReceipt { queue: q, offset: off, pop_time: b.pop_time },
+            1,
+        )
+        .expect("a retry is fine");
         assert_eq!(dead_letters(&core), 1, "moved once");
         let after = pop_once(&core, &c, 1_000_000 + 5_000).expect("pops");
         assert!(after.messages.is_empty(), "a dead-lettered message is not redelivered");

@@ -28,7 +28,7 @@
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -37,7 +37,8 @@ use super::delay::{self, Parked};
 use super::record::{NewRecord, PutError};
 use super::Core;
 use crate::remoting::properties::{self, Routing};
-use crate::store::{StoreError, TopicStore};
+use crate::store::{GroupStore, StoreError, TopicStore};
+use crate::sync::lock;
 use crate::time::now_ms;
 
 /// The internal topic timer messages wait in (RocketMQ's `TimerMessageStore.TIMER_TOPIC`).
@@ -238,6 +239,8 @@ fn band(bounds: &[u64], delay_ms: u64) -> u32 {
 #[derive(Debug)]
 struct State {
     topic: Arc<dyn TopicStore>,
+    /// The timer group's handle: its commits release delivered messages.
+    holder: Arc<dyn GroupStore>,
     bounds: Vec<u64>,
     index: TimerIndex,
     /// Taken from the index by the delivery task and not yet reported back.
@@ -258,10 +261,6 @@ impl Timers {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Runs `f` on the timer state, creating the topic (one queue per band, held by the timer
 /// group before anything is stored in it) on first use.
 fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, StoreError> {
@@ -272,10 +271,11 @@ fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, Stor
     let bounds = band_bounds(core.config.timer_max_delay_sec.saturating_mul(1000));
     let queues = u32::try_from(bounds.len() + 1).unwrap_or(u32::MAX);
     let topic = core.store.ensure_topic(TIMER_TOPIC, queues)?;
-    core.store.subscribe(TIMER_GROUP, TIMER_TOPIC)?;
+    let holder = core.store.holder(TIMER_GROUP, TIMER_TOPIC)?;
     let starts: Vec<u64> =
         (0..topic.queue_count()).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
-    let st = g.insert(State { topic, bounds, index: TimerIndex::new(starts), in_flight: 0 });
+    let index = TimerIndex::new(starts);
+    let st = g.insert(State { topic, holder, bounds, index, in_flight: 0 });
     Ok(f(st))
 }
 
@@ -377,9 +377,9 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 }
             }
             st.in_flight = due.len();
-            Arc::clone(&st.topic)
+            (Arc::clone(&st.topic), Arc::clone(&st.holder))
         });
-        let topic = match taken {
+        let (topic, holder) = match taken {
             Ok(t) => t,
             Err(e) => {
                 // Sends fail the same way until the topic exists; keep trying.
@@ -424,7 +424,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
         .ok()
         .flatten();
         for (q, c) in commits {
-            let _ = core.store.commit(TIMER_GROUP, TIMER_TOPIC, q, c);
+            let _ = holder.commit(q, c);
         }
         let wait = if no_room {
             RETRY_FULL

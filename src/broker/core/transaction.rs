@@ -70,7 +70,7 @@ use super::timer::{self, Wait};
 use super::Core;
 use crate::remoting::message::sys_flag;
 use crate::remoting::properties::{self, Routing};
-use crate::store::{Retention, StoreError, TopicStore};
+use crate::store::{GroupStore, Retention, StoreError, TopicStore};
 use crate::time::now_ms;
 
 /// The internal topic half messages wait in.
@@ -114,9 +114,9 @@ struct Table {
     halves: BTreeMap<u64, Half>,
     /// Every `Half::at`: the lowest one is the release point.
     positions: BTreeSet<u64>,
-    /// Whether the internal group holds the half topic (set, under the lock, before the first
-    /// half message is appended).
-    held: bool,
+    /// The internal group's handle, once it holds the half topic (set, under the lock, before
+    /// the first half message is appended).
+    holder: Option<Arc<dyn GroupStore>>,
 }
 
 impl Table {
@@ -247,9 +247,8 @@ fn half_topic(core: &Core, pending: &mut Table) -> Result<Arc<dyn TopicStore>, S
         Some(t) => t,
         None => core.store.ensure_topic(HALF_TOPIC, 1)?,
     };
-    if !pending.held {
-        core.store.subscribe(HALF_GROUP, HALF_TOPIC)?;
-        pending.held = true;
+    if pending.holder.is_none() {
+        pending.holder = Some(core.store.holder(HALF_GROUP, HALF_TOPIC)?);
     }
     Ok(t)
 }
@@ -261,7 +260,11 @@ fn release(core: &Core, topic: &dyn TopicStore, pending: &Table) {
         Some(first) => *first,
         None => topic.offsets(0).map_or(0, |(_, max)| max),
     };
-    if let Err(e) = core.store.commit(HALF_GROUP, HALF_TOPIC, 0, upto) {
+    let committed = match &pending.holder {
+        Some(holder) => holder.commit(0, upto),
+        None => core.store.commit(HALF_GROUP, HALF_TOPIC, 0, upto),
+    };
+    if let Err(e) = committed {
         tracing::warn!(error = %e, "cannot release decided half messages");
     }
 }

@@ -42,13 +42,12 @@ use super::session::Session;
 use super::settings::retry_max_times;
 use super::status::{ok, status};
 use super::GrpcState;
-use crate::broker::core::counters;
 use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopCall, PopError};
 use crate::broker::core::record;
 use crate::broker::core::Core;
 use crate::broker::grpc::receipt::{ReceiptHandle, DEFAULT_INVISIBLE_MS, RENEW_TICK};
-use crate::store::{AckOutcome, PopInit, StoreError};
+use crate::store::{AckOutcome, PopInit, PopReceipt, StoreError};
 use crate::time::now_ms;
 
 /// Shortest long-polling time, ms (the proxy's `grpcClientConsumerMinLongPollingTimeoutMillis`).
@@ -234,7 +233,7 @@ pub(crate) async fn receive_message(
             Ok(b) => b,
             Err(e) => return one_status(pop_status(&e)),
         };
-        let items = deliver(svc, &client, &group, req.auto_renew, invisible_ms, &batch);
+        let items = deliver(svc, &client, req.auto_renew, invisible_ms, &batch);
         if !items.is_empty() {
             let mut all = vec![ReceiveMessageResponse { content: Some(Content::Status(ok())) }];
             all.extend(items);
@@ -263,83 +262,50 @@ fn rand_seed(client: &str) -> u32 {
 }
 
 /// The messages of a pop as stream items (with their receipt handles), noting `auto_renew`
-/// ones for renewal and counting them out. A record that cannot be read is acknowledged
+/// ones for renewal. The batch counts them out, and acknowledges a record that cannot be read
 /// (it would come back forever).
 fn deliver(
     svc: &Messaging,
     client: &str,
-    group: &str,
     auto_renew: bool,
     invisible_ms: u64,
     batch: &popper::PopBatch,
 ) -> Vec<ReceiveMessageResponse> {
-    let core = &svc.core;
     let topic = &batch.topic;
     let mut items = Vec::with_capacity(batch.messages.len());
-    let mut per_queue: Vec<counters::Pulled> = Vec::new();
-    for m in &batch.messages {
+    batch.write_out(|m| {
         let d = &m.delivery;
-        let Some(rec) = record::decode(&d.payload) else {
-            tracing::warn!(topic = %topic.name(), queue = d.queue, offset = d.offset, "a stored message cannot be received; skipped");
-            let _ = core.store.pop_ack(group, topic.name(), d.queue, d.offset, batch.pop_time);
-            continue;
-        };
-        let handle = ReceiptHandle {
-            topic_uid: topic.uid(),
-            queue: d.queue,
-            offset: d.offset,
-            pop_time: batch.pop_time,
-        };
+        let rec = record::decode(&d.payload)?;
+        let receipt = PopReceipt { queue: d.queue, offset: d.offset, pop_time: batch.pop_time };
+        let handle = ReceiptHandle { topic_uid: topic.uid(), receipt };
         let at = Placement {
             topic: topic.name(),
             queue_id: i32::try_from(d.queue).unwrap_or(i32::MAX),
             queue_offset: i64::try_from(d.offset).unwrap_or(i64::MAX),
             store_timestamp_ms: i64::try_from(d.timestamp).unwrap_or(i64::MAX),
-            store_host: core.store_host,
+            store_host: svc.core.store_host,
             receipt_handle: Some(handle.encode()),
             invisible_ms: Some(invisible_ms),
             reconsume_times: i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX),
         };
         let message = to_message(&rec, &at);
-        if auto_renew
-            && !svc.grpc.renewals.track(
-                client,
-                group,
-                topic.name(),
-                d.queue,
-                d.offset,
-                batch.pop_time,
-                invisible_ms,
-            )
-        {
+        let names = (batch.group.group(), topic.name());
+        if auto_renew && !svc.grpc.renewals.track(client, names, receipt, invisible_ms) {
             tracing::debug!(%client, "renewal table full: the delivery is not renewed");
         }
         let bytes = message.body.len();
-        match per_queue.iter_mut().find(|p| p.queue == d.queue) {
-            Some(p) => {
-                p.next = p.next.max(d.offset + 1);
-                p.messages += 1;
-                p.bytes += bytes;
-            }
-            None => per_queue.push(counters::Pulled {
-                queue: d.queue,
-                next: d.offset + 1,
-                messages: 1,
-                bytes,
-            }),
-        }
         items.push(ReceiveMessageResponse { content: Some(Content::Message(message)) });
-    }
-    for p in per_queue {
-        batch.counters.messages_out(group, topic.queue_count(), p);
-    }
+        Some(bytes)
+    });
     items
 }
 
-/// A receipt handle of `topic` checked and resolved to the engine's latest receipt.
+/// A receipt handle of `topic` checked, and the engine's latest receipt for it.
 struct Resolved {
+    /// The handle the client holds.
     handle: ReceiptHandle,
-    pop_time: u64,
+    /// The engine's receipt now (a renewed delivery has a later pop time).
+    current: PopReceipt,
 }
 
 fn resolve(
@@ -360,15 +326,8 @@ fn resolve(
     if t.uid() != handle.topic_uid {
         return Err(invalid("the receipt handle is not of this topic"));
     }
-    let pop_time = svc.grpc.renewals.resolve(
-        client,
-        group,
-        topic,
-        handle.queue,
-        handle.offset,
-        handle.pop_time,
-    );
-    Ok(Resolved { handle, pop_time })
+    let current = svc.grpc.renewals.resolve(client, (group, topic), handle.receipt);
+    Ok(Resolved { handle, current })
 }
 
 fn check_names(group: &str, topic: &str) -> Result<(), pb::Status> {
@@ -409,19 +368,14 @@ pub(crate) async fn ack_message(
     for e in &req.entries {
         let st = match resolve(svc, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
-            Ok(r) => {
-                let h = r.handle;
-                match core.store.pop_ack(group, topic, h.queue, h.offset, r.pop_time) {
-                    Ok(outcome) => {
-                        svc.grpc
-                            .renewals
-                            .settle(client, group, topic, h.queue, h.offset, h.pop_time);
-                        unblocks |= outcome == AckOutcome::Acked;
-                        ok()
-                    }
-                    Err(err) => store_status(&err),
+            Ok(r) => match core.store.pop_ack(group, topic, r.current) {
+                Ok(outcome) => {
+                    svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
+                    unblocks |= outcome == AckOutcome::Acked;
+                    ok()
                 }
-            }
+                Err(err) => store_status(&err),
+            },
         };
         entries.push(AckMessageResultEntry {
             message_id: e.message_id.clone(),
@@ -481,22 +435,14 @@ pub(crate) async fn change_invisible_duration(
         Ok(r) => r,
         Err(st) => return answer(st, String::new()),
     };
-    let h = r.handle;
-    match core.store.change_invisible(
-        group,
-        topic,
-        h.queue,
-        h.offset,
-        r.pop_time,
-        invisible_ms,
-        now_ms(),
-    ) {
+    match core.store.change_invisible(group, topic, r.current, invisible_ms, now_ms()) {
         Ok(renewed) => {
             popper::note_change(core);
             // The client handles the message itself from now on (a nack, or a simple
             // consumer's explicit time): no more server-side renewal.
-            svc.grpc.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
-            let new = ReceiptHandle { pop_time: renewed, ..h };
+            svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
+            let receipt = PopReceipt { pop_time: renewed, ..r.handle.receipt };
+            let new = ReceiptHandle { receipt, ..r.handle };
             answer(ok(), new.encode())
         }
         Err(e) => answer(store_status(&e), String::new()),
@@ -527,11 +473,10 @@ pub(crate) async fn forward_message_to_dead_letter_queue(
         Ok(r) => r,
         Err(st) => return answer(st),
     };
-    let h = r.handle;
     let attempts = u32::try_from(req.delivery_attempt).unwrap_or(1).max(1);
-    match popper::forward_to_dlq(core, group, topic, h.queue, h.offset, r.pop_time, attempts) {
+    match popper::forward_to_dlq(core, group, topic, r.current, attempts) {
         Ok(()) => {
-            svc.grpc.renewals.settle(client, group, topic, h.queue, h.offset, h.pop_time);
+            svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
             answer(ok())
         }
         Err(e) => answer(store_status(&e)),
@@ -602,10 +547,8 @@ pub(crate) async fn renew(
         }
         let now = now_ms();
         let alive = |client: &str| grpc.sessions.get(client).is_some();
-        let n = grpc.renewals.renew_due(now, alive, |group, topic, queue, offset, current| {
-            core.store
-                .change_invisible(group, topic, queue, offset, current, DEFAULT_INVISIBLE_MS, now)
-                .ok()
+        let n = grpc.renewals.renew_due(now, alive, |group, topic, current| {
+            core.store.change_invisible(group, topic, current, DEFAULT_INVISIBLE_MS, now).ok()
         });
         if n > 0 {
             tracing::debug!(renewed = n, "auto_renew deliveries renewed");

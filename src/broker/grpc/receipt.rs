@@ -38,8 +38,10 @@
 //!   invisible time, as RocketMQ's do. The renewal task is `grpc::consumer::renew`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::store::PopReceipt;
+use crate::sync::{lock, Arc, Mutex};
 
 /// The invisible time of an `auto_renew` delivery, and of each renewal (the proxy's
 /// `defaultInvisibleTimeMills`).
@@ -61,18 +63,15 @@ const VERSION: &str = "b1";
 pub(crate) struct ReceiptHandle {
     /// The uid of the topic the message is in.
     pub(crate) topic_uid: u32,
-    /// Its queue.
-    pub(crate) queue: u32,
-    /// Its offset in the queue.
-    pub(crate) offset: u64,
-    /// The pop time of the delivery, ms since the epoch.
-    pub(crate) pop_time: u64,
+    /// The engine's receipt: queue, offset and the delivery's pop time.
+    pub(crate) receipt: PopReceipt,
 }
 
 impl ReceiptHandle {
     /// The handle as clients hold it.
     pub(crate) fn encode(&self) -> String {
-        format!("{VERSION}.{:x}.{}.{}.{}", self.topic_uid, self.queue, self.offset, self.pop_time)
+        let r = self.receipt;
+        format!("{VERSION}.{:x}.{}.{}.{}", self.topic_uid, r.queue, r.offset, r.pop_time)
     }
 
     /// Parses a handle; `None` for anything [`encode`](Self::encode) did not write.
@@ -88,7 +87,7 @@ impl ReceiptHandle {
         if parts.next().is_some() {
             return None;
         }
-        Some(ReceiptHandle { topic_uid, queue, offset, pop_time })
+        Some(ReceiptHandle { topic_uid, receipt: PopReceipt { queue, offset, pop_time } })
     }
 }
 
@@ -122,28 +121,25 @@ pub(crate) struct Renewals {
 }
 
 impl Renewals {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ClientRenewals>> {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> crate::sync::MutexGuard<'_, HashMap<String, ClientRenewals>> {
+        lock(&self.clients)
     }
 
     fn total(map: &HashMap<String, ClientRenewals>) -> usize {
         map.values().map(HashMap::len).sum()
     }
 
-    /// Renews the delivery of `(group, topic, queue, offset)` under the receipt `pop_time`
-    /// (invisible for `invisible_ms` from it) on behalf of `client`. Returns `false` when the
-    /// table is full (the delivery is then not renewed).
-    #[allow(clippy::too_many_arguments)]
+    /// Renews the delivery `receipt` of `group` in `topic` (invisible for `invisible_ms` from
+    /// its pop time) on behalf of `client`. Returns `false` when the table is full (the
+    /// delivery is then not renewed).
     pub(crate) fn track(
         &self,
         client: &str,
-        group: &str,
-        topic: &str,
-        queue: u32,
-        offset: u64,
-        pop_time: u64,
+        (group, topic): (&str, &str),
+        receipt: PopReceipt,
         invisible_ms: u64,
     ) -> bool {
+        let PopReceipt { queue, offset, pop_time } = receipt;
         let mut m = self.lock();
         if Self::total(&m) >= MAX_RENEWALS {
             return false;
@@ -162,36 +158,27 @@ impl Renewals {
         true
     }
 
-    /// The engine's receipt for the handle pop time `handed` of `client`: the latest renewal's
-    /// if the server renewed that delivery, else `handed` itself.
+    /// The engine's receipt for the receipt `handed` of `client`'s handle: the latest
+    /// renewal's if the server renewed that delivery, else `handed` itself.
     pub(crate) fn resolve(
         &self,
         client: &str,
-        group: &str,
-        topic: &str,
-        queue: u32,
-        offset: u64,
-        handed: u64,
-    ) -> u64 {
+        (group, topic): (&str, &str),
+        handed: PopReceipt,
+    ) -> PopReceipt {
+        let PopReceipt { queue, offset, pop_time: handed_at } = handed;
         let m = self.lock();
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
         match m.get(client).and_then(|c| c.get(&key)) {
-            Some(r) if r.handed == handed => r.current,
+            Some(r) if r.handed == handed_at => PopReceipt { pop_time: r.current, ..handed },
             _ => handed,
         }
     }
 
-    /// Stops renewing the delivery with handle pop time `handed` (acknowledged, nacked or
+    /// Stops renewing the delivery of the handle receipt `handed` (acknowledged, nacked or
     /// dead-lettered by the client).
-    pub(crate) fn settle(
-        &self,
-        client: &str,
-        group: &str,
-        topic: &str,
-        queue: u32,
-        offset: u64,
-        handed: u64,
-    ) {
+    pub(crate) fn settle(&self, client: &str, (group, topic): (&str, &str), handed: PopReceipt) {
+        let PopReceipt { queue, offset, pop_time: handed } = handed;
         let mut m = self.lock();
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
         if let Some(c) = m.get_mut(client) {
@@ -216,15 +203,15 @@ impl Renewals {
     }
 
     /// One round of renewal at `now`: forgets the clients that are no longer `alive`, renews
-    /// every delivery due with `renew(group, topic, queue, offset, current receipt)` (which
-    /// returns the new receipt, or `None` when the message is no longer in flight under it),
+    /// every delivery due with `renew(group, topic, current receipt)` (which returns the new
+    /// receipt's pop time, or `None` when the message is no longer in flight under it),
     /// and drops the ones it could not renew or that reached [`RENEW_MAX_MS`]. Returns how
     /// many it renewed.
     pub(crate) fn renew_due(
         &self,
         now: u64,
         alive: impl Fn(&str) -> bool,
-        mut renew: impl FnMut(&str, &str, u32, u64, u64) -> Option<u64>,
+        mut renew: impl FnMut(&str, &str, PopReceipt) -> Option<u64>,
     ) -> usize {
         let mut m = self.lock();
         m.retain(|client, c| alive(client) && !c.is_empty());
@@ -237,7 +224,8 @@ impl Renewals {
                 if now >= r.until {
                     return false;
                 }
-                match renew(&k.group, &k.topic, k.queue, k.offset, r.current) {
+                let current = PopReceipt { queue: k.queue, offset: k.offset, pop_time: r.current };
+                match renew(&k.group, &k.topic, current) {
                     Some(t) => {
                         r.current = t;
                         r.deadline = now.saturating_add(DEFAULT_INVISIBLE_MS);
@@ -256,9 +244,16 @@ impl Renewals {
 mod tests {
     use super::*;
 
+    fn rcpt(offset: u64, pop_time: u64) -> PopReceipt {
+        PopReceipt { queue: 0, offset, pop_time }
+    }
+
     #[test]
     fn given_a_handle_when_encoded_and_parsed_should_round_trip() {
-        let h = ReceiptHandle { topic_uid: 0xabc, queue: 3, offset: 42, pop_time: 1_700_000 };
+        let h = ReceiptHandle {
+            topic_uid: 0xabc,
+            receipt: PopReceipt { queue: 3, offset: 42, pop_time: 1_700_000 },
+        };
         assert_eq!(h.encode(), "b1.abc.3.42.1700000");
         assert_eq!(ReceiptHandle::parse(&h.encode()), Some(h));
     }
@@ -277,38 +272,50 @@ mod tests {
     #[test]
     fn given_a_renewed_delivery_when_resolving_the_handed_receipt_should_give_the_latest() {
         let r = Renewals::default();
-        assert!(r.track("c", "g", "t", 0, 5, 1_000, DEFAULT_INVISIBLE_MS));
-        assert_eq!(r.renew_due(1_000, ALIVE, |_, _, _, _, _| Some(9)), 0, "not due yet");
+        assert!(r.track("c", ("g", "t"), rcpt(5, 1_000), DEFAULT_INVISIBLE_MS));
+        assert_eq!(r.renew_due(1_000, ALIVE, |_, _, _| Some(9)), 0, "not due yet");
         let due = 1_000 + DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS;
-        assert_eq!(r.renew_due(due, ALIVE, |_, _, _, _, cur| Some(cur + 7)), 1);
-        assert_eq!(r.resolve("c", "g", "t", 0, 5, 1_000), 1_007, "the handle follows renewals");
-        assert_eq!(r.resolve("other", "g", "t", 0, 5, 1_000), 1_000, "another client's is its own");
-        r.settle("c", "g", "t", 0, 5, 1_000);
-        assert_eq!(r.resolve("c", "g", "t", 0, 5, 1_000), 1_000, "settled: no longer renewed");
+        assert_eq!(r.renew_due(due, ALIVE, |_, _, cur: PopReceipt| Some(cur.pop_time + 7)), 1);
+        assert_eq!(
+            r.resolve("c", ("g", "t"), rcpt(5, 1_000)).pop_time,
+            1_007,
+            "the handle follows renewals"
+        );
+        assert_eq!(
+            r.resolve("other", ("g", "t"), rcpt(5, 1_000)).pop_time,
+            1_000,
+            "another client's is its own"
+        );
+        r.settle("c", ("g", "t"), rcpt(5, 1_000));
+        assert_eq!(
+            r.resolve("c", ("g", "t"), rcpt(5, 1_000)).pop_time,
+            1_000,
+            "settled: no longer renewed"
+        );
     }
 
     #[test]
     fn given_a_delivery_the_store_refuses_when_renewing_should_stop_renewing_it() {
         let r = Renewals::default();
-        r.track("c", "g", "t", 0, 5, 1_000, 1_000);
-        assert_eq!(r.renew_due(2_000, ALIVE, |_, _, _, _, _| None), 0);
+        r.track("c", ("g", "t"), rcpt(5, 1_000), 1_000);
+        assert_eq!(r.renew_due(2_000, ALIVE, |_, _, _| None), 0);
         assert_eq!(r.count("c"), 0);
     }
 
     #[test]
     fn given_a_gone_or_terminated_client_when_renewing_should_forget_its_deliveries() {
         let r = Renewals::default();
-        r.track("gone", "g", "t", 0, 1, 1_000, 1_000);
-        r.track("terminated", "g", "t", 0, 2, 1_000, 1_000);
+        r.track("gone", ("g", "t"), rcpt(1, 1_000), 1_000);
+        r.track("terminated", ("g", "t"), rcpt(2, 1_000), 1_000);
         r.forget_client("terminated");
         assert_eq!(r.count("terminated"), 0);
         let calls = std::cell::Cell::new(0);
         r.renew_due(
             2_000,
             |c| c != "gone",
-            |_, _, _, _, cur| {
+            |_, _, cur: PopReceipt| {
                 calls.set(calls.get() + 1);
-                Some(cur + 1)
+                Some(cur.pop_time + 1)
             },
         );
         assert_eq!(calls.get(), 0, "a gone client's deliveries are not renewed");
@@ -318,8 +325,13 @@ mod tests {
     #[test]
     fn given_a_delivery_renewed_for_three_hours_when_due_should_let_it_expire() {
         let r = Renewals::default();
-        r.track("c", "g", "t", 0, 1, 1_000, DEFAULT_INVISIBLE_MS);
-        assert_eq!(r.renew_due(1_000 + RENEW_MAX_MS, ALIVE, |_, _, _, _, cur| Some(cur + 1)), 0);
+        r.track("c", ("g", "t"), rcpt(1, 1_000), DEFAULT_INVISIBLE_MS);
+        assert_eq!(
+            r.renew_due(1_000 + RENEW_MAX_MS, ALIVE, |_, _, cur: PopReceipt| Some(
+                cur.pop_time + 1
+            )),
+            0
+        );
         assert_eq!(r.count("c"), 0);
     }
 }
@@ -331,7 +343,7 @@ mod engine_tests {
     use crate::broker::core::Core;
     use crate::broker::BrokerConfig;
     use crate::remoting::body::TopicConfig;
-    use crate::store::{MemoryStore, PopInit, StoreError};
+    use crate::store::{MemoryStore, PopInit, PopReceipt, StoreError};
 
     #[test]
     fn given_a_renewed_delivery_when_acked_with_the_handle_first_handed_out_should_succeed() {
@@ -373,24 +385,23 @@ mod engine_tests {
         let m = b.messages.first().expect("a message");
         let (q, off) = (m.delivery.queue, m.delivery.offset);
         let r = Renewals::default();
-        r.track("c", "g", "T", q, off, b.pop_time, DEFAULT_INVISIBLE_MS);
+        let handed = PopReceipt { queue: q, offset: off, pop_time: b.pop_time };
+        r.track("c", ("g", "T"), handed, DEFAULT_INVISIBLE_MS);
         // Renewed twice, each time just before the invisible time would have ended.
         for round in 1..=2 {
             let now = t0 + round * (DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS);
             let renewed = r.renew_due(
                 now,
                 |_| true,
-                |g, t, q, o, cur| {
-                    s.store.change_invisible(g, t, q, o, cur, DEFAULT_INVISIBLE_MS, now).ok()
-                },
+                |g, t, cur| s.store.change_invisible(g, t, cur, DEFAULT_INVISIBLE_MS, now).ok(),
             );
             assert_eq!(renewed, 1, "round {round}");
             let later = pop_once(&s, &call, now + DEFAULT_INVISIBLE_MS - 1).expect("pops");
             assert!(later.messages.is_empty(), "still invisible after renewal {round}");
         }
-        let direct = s.store.pop_ack("g", "T", q, off, b.pop_time);
+        let direct = s.store.pop_ack("g", "T", handed);
         assert!(matches!(direct, Err(StoreError::StaleReceipt { .. })), "the engine moved on");
-        let resolved = r.resolve("c", "g", "T", q, off, b.pop_time);
-        s.store.pop_ack("g", "T", q, off, resolved).expect("the client's handle still acks");
+        let resolved = r.resolve("c", ("g", "T"), handed);
+        s.store.pop_ack("g", "T", resolved).expect("the client's handle still acks");
     }
 }

@@ -25,9 +25,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use super::{bad_header, store_error};
-use crate::broker::core::counters;
 use crate::broker::core::groups::GroupError;
-use crate::broker::core::pop::{self as popper, FilterExpr, PopBatch, PopCall, PopError};
+use crate::broker::core::pop::{self as popper, FilterExpr, PopBatch, PopCall, PopError, QueueOut};
 use crate::broker::core::record::{self, Placement};
 use crate::broker::core::topics::RETRY_PREFIX;
 use crate::broker::core::Core;
@@ -45,7 +44,7 @@ use crate::remoting::header::{
     POP_ORDER_REVIVE_QUEUE,
 };
 use crate::remoting::{ExtFields, RemotingCommand};
-use crate::store::{AckOutcome, PopInit, StoreError};
+use crate::store::{AckOutcome, PopInit, PopReceipt, Popped, StoreError};
 use crate::time::now_ms;
 
 /// Most messages one pop returns (RocketMQ refuses more).
@@ -239,52 +238,8 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
         Ok(b) => b,
         Err(e) => return reply(pop_error(req, &e)),
     };
-    let topic = &batch.topic;
     let mut body = BytesMut::new();
-    // Per queue: the offsets written, in body order, and the bytes they took.
-    let mut per_queue: Vec<QueueOut> = Vec::new();
-    for m in &batch.messages {
-        let d = &m.delivery;
-        let at = Placement {
-            topic: topic.name(),
-            topic_uid: topic.uid(),
-            queue: d.queue,
-            offset: d.offset,
-            store_timestamp: d.timestamp,
-            store_host: core.store_host,
-        };
-        let redeliveries = i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX);
-        match record::write_out_redelivered(
-            &d.payload,
-            &at,
-            &core.cluster_property,
-            redeliveries,
-            &mut body,
-        ) {
-            Ok(n) if n > 0 => match per_queue.iter_mut().find(|o| o.queue == d.queue) {
-                Some(o) => {
-                    o.offsets.push((d.offset, m.attempts));
-                    o.bytes += n;
-                }
-                None => per_queue.push(QueueOut {
-                    queue: d.queue,
-                    offsets: vec![(d.offset, m.attempts)],
-                    bytes: n,
-                }),
-            },
-            _ => {
-                // A record that cannot be written out would come back forever: acknowledged.
-                tracing::warn!(topic = %h.topic, queue = d.queue, offset = d.offset, "a stored message cannot be popped; skipped");
-                let _ = core.store.pop_ack(
-                    h.consumer_group,
-                    h.topic,
-                    d.queue,
-                    d.offset,
-                    batch.pop_time,
-                );
-            }
-        }
-    }
+    let per_queue = batch.write_out(|m| write_out(core, &batch, m, &mut body));
     if per_queue.is_empty() {
         if pass != Pass::Last && h.poll_time > 0 {
             return PopResult::Park(batch);
@@ -296,19 +251,49 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
         };
         return reply(not_found(req, code, "no new message"));
     }
-    // Counted as pulls are (rocketmq_messages_out_total and the admin codes' out figures).
-    for o in &per_queue {
-        let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
-        let pulled =
-            counters::Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
-        batch.counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
+    let header = pop_header(&h, &batch, &per_queue, invisible_ms);
+    reply(Reply::now(
+        RemotingCommand::response_to(req, response_code::SUCCESS, None)
+            .with_ext_fields(header.to_ext_fields())
+            .with_body(body.freeze()),
+    ))
+}
+
+/// Appends the stored layout of popped message `m` (its reconsume count raised by its earlier
+/// deliveries) to `body`; the bytes written, or `None` for a record that cannot be.
+fn write_out(core: &Core, batch: &PopBatch, m: &Popped, body: &mut BytesMut) -> Option<usize> {
+    let d = &m.delivery;
+    let at = Placement {
+        topic: batch.topic.name(),
+        topic_uid: batch.topic.uid(),
+        queue: d.queue,
+        offset: d.offset,
+        store_timestamp: d.timestamp,
+        store_host: core.store_host,
+    };
+    let redeliveries = i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX);
+    match record::write_out_redelivered(&d.payload, &at, &core.cluster_property, redeliveries, body)
+    {
+        Ok(n) if n > 0 => Some(n),
+        _ => None,
     }
+}
+
+/// The header of a pop answer: the receipts' pop time, and per queue the start and popped
+/// offsets (and an ordered pop's delivery counts), as RocketMQ's `PopMessageProcessor` writes
+/// them.
+fn pop_header(
+    h: &PopMessageRequestHeader<'_>,
+    batch: &PopBatch,
+    per_queue: &[QueueOut],
+    invisible_ms: u64,
+) -> PopMessageResponseHeader {
     let revive_qid = if h.order { POP_ORDER_REVIVE_QUEUE } else { 0 };
     let mut start_info = Vec::new();
     let mut msg_info = Vec::new();
     let mut order_info = Vec::new();
     let mut rest = 0u64;
-    for QueueOut { queue: q, offsets: offs, .. } in &per_queue {
+    for QueueOut { queue: q, offsets: offs, .. } in per_queue {
         let start = offs.iter().map(|(o, _)| *o).min().unwrap_or(0);
         start_info.push(format!("0 {q} {start}"));
         let list: Vec<String> = offs.iter().map(|(o, _)| o.to_string()).collect();
@@ -321,9 +306,9 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
             order_info.push(format!("0 {q} {min}"));
         }
         let last = offs.iter().map(|(o, _)| *o).max().unwrap_or(0);
-        rest += topic.offsets(*q).map_or(0, |(_, end)| end.saturating_sub(last + 1));
+        rest += batch.topic.offsets(*q).map_or(0, |(_, end)| end.saturating_sub(last + 1));
     }
-    let header = PopMessageResponseHeader {
+    PopMessageResponseHeader {
         pop_time: batch.pop_time,
         invisible_time: invisible_ms,
         revive_qid,
@@ -331,22 +316,7 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
         start_offset_info: Some(start_info.join(";")),
         msg_offset_info: Some(msg_info.join(";")),
         order_count_info: h.order.then(|| order_info.join(";")),
-    };
-    reply(Reply::now(
-        RemotingCommand::response_to(req, response_code::SUCCESS, None)
-            .with_ext_fields(header.to_ext_fields())
-            .with_body(body.freeze()),
-    ))
-}
-
-/// What one pop answer wrote out of one queue.
-#[derive(Debug)]
-struct QueueOut {
-    queue: u32,
-    /// Offsets with their delivery attempts, in body order.
-    offsets: Vec<(u64, u32)>,
-    /// Bytes they took in the body.
-    bytes: usize,
+    }
 }
 
 /// The answer to a receipt the store refused.
@@ -359,13 +329,13 @@ fn receipt_error(req: &RemotingCommand, e: &StoreError) -> Reply {
     }
 }
 
-/// The queue and pop time a receipt names.
+/// The receipt a request names (its queue, offset and `extraInfo`'s pop time).
 fn receipt(
     req: &RemotingCommand,
     extra_info: &str,
     queue: i32,
     offset: i64,
-) -> Result<(u32, u64, u64), Reply> {
+) -> Result<PopReceipt, Reply> {
     let bad = |what: &str| {
         Err(reply_error(
             req,
@@ -379,7 +349,7 @@ fn receipt(
     else {
         return bad("negative queue, offset or pop time");
     };
-    Ok((queue, offset, pop_time))
+    Ok(PopReceipt { queue, offset, pop_time })
 }
 
 /// `ACK_MESSAGE` (200051).
@@ -393,11 +363,11 @@ pub(crate) fn ack_message(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    let (queue, offset, pop_time) = match receipt(&req, h.extra_info, h.queue_id, h.offset) {
+    let receipt = match receipt(&req, h.extra_info, h.queue_id, h.offset) {
         Ok(r) => r,
         Err(r) => return r,
     };
-    match core.store.pop_ack(h.consumer_group, h.topic, queue, offset, pop_time) {
+    match core.store.pop_ack(h.consumer_group, h.topic, receipt) {
         Ok(outcome) => {
             let ordered = ExtraInfo::parse(h.extra_info)
                 .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
@@ -438,8 +408,8 @@ pub(crate) fn batch_ack_message(
             continue;
         };
         for bit in ack.bit_set.ones() {
-            let r =
-                core.store.pop_ack(&ack.consumer_group, &ack.topic, queue, start + bit, pop_time);
+            let receipt = PopReceipt { queue, offset: start + bit, pop_time };
+            let r = core.store.pop_ack(&ack.consumer_group, &ack.topic, receipt);
             if let Err(e) = r {
                 tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
             }
@@ -459,21 +429,13 @@ pub(crate) fn change_invisible_time(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    let (queue, offset, pop_time) = match receipt(&req, h.extra_info, h.queue_id, h.offset) {
+    let receipt = match receipt(&req, h.extra_info, h.queue_id, h.offset) {
         Ok(r) => r,
         Err(r) => return r,
     };
     let revive_qid = ExtraInfo::parse(h.extra_info).map_or(0, |e| e.revive_qid);
     let invisible = u64::try_from(h.invisible_time).unwrap_or(0);
-    match core.store.change_invisible(
-        h.consumer_group,
-        h.topic,
-        queue,
-        offset,
-        pop_time,
-        invisible,
-        now_ms(),
-    ) {
+    match core.store.change_invisible(h.consumer_group, h.topic, receipt, invisible, now_ms()) {
         Ok(renewed) => {
             popper::note_change(core);
             let header = ChangeInvisibleTimeResponseHeader {

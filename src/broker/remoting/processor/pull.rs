@@ -23,9 +23,9 @@ use crate::broker::core::clients::{filter_of, Subscription};
 use crate::broker::core::counters;
 use crate::broker::core::filter::{self, SqlFilter};
 use crate::broker::core::record::{self, Placement};
-use crate::broker::core::topics::perm;
 use crate::broker::core::wait::AppendWait;
 use crate::broker::core::Core;
+use crate::broker::core::Unreadable;
 use crate::broker::remoting::{reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::MessageModel;
 use crate::remoting::code::response_code;
@@ -36,7 +36,7 @@ use crate::remoting::header::{
 use crate::remoting::sql92::Sql92;
 use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
 use crate::remoting::{MessageError, RemotingCommand};
-use crate::store::{Filter, TopicStore};
+use crate::store::{Filter, ReadOutcome, StoreError, TopicStore};
 
 /// `PULL_MESSAGE` (11) and `LITE_PULL_MESSAGE` (361).
 pub(crate) fn pull_message(
@@ -200,63 +200,36 @@ fn pull(
     req: &RemotingCommand,
     pass: Pass,
 ) -> Pulled {
-    let h = match PullMessageRequestHeader::from_ext_fields(&req.ext_fields) {
-        Ok(h) => h,
-        Err(e) => return Pulled::Reply(bad_header(req, &e)),
-    };
-    // Only routed topics are readable: the internal schedule topic is not.
-    let routed = core.topics.get_perm_counted(h.topic);
-    let Some(((perm_bits, counters), topic)) =
-        routed.and_then(|r| Some((r, core.store.topic(h.topic)?)))
-    else {
-        return Pulled::Reply(reply_error(
-            req,
-            response_code::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(h.topic)),
-        ));
-    };
-    if perm_bits & perm::READ == 0 {
-        return Pulled::Reply(reply_error(
-            req,
-            response_code::NO_PERMISSION,
-            format!("the topic[{}] pulling message is forbidden", quote(h.topic)),
-        ));
+    match pull_steps(core, face, ctx, req, pass) {
+        Ok(p) | Err(p) => p,
     }
-    let queue = match queue_id(req, h.queue_id, h.topic, topic.queue_count()) {
-        Ok(q) => q,
-        Err(r) => return Pulled::Reply(r),
-    };
-    let (filter, sql, model) = match filter_for(core, req, &h) {
-        Ok(f) => f,
-        Err(r) => return Pulled::Reply(r),
-    };
+}
+
+/// A pull, step by step: read the request, note what its first pass acknowledges, read the
+/// queue, and answer (or hold) by what the read found. `Err` is an answer given early.
+fn pull_steps(
+    core: &Arc<Core>,
+    face: &RemotingState,
+    ctx: &ConnCtx,
+    req: &RemotingCommand,
+    pass: Pass,
+) -> Result<Pulled, Pulled> {
+    let early = Pulled::Reply;
+    let h = PullMessageRequestHeader::from_ext_fields(&req.ext_fields)
+        .map_err(|e| early(bad_header(req, &e)))?;
+    let (topic, counters) =
+        core.readable_topic(h.topic).map_err(|e| early(unreadable(req, h.topic, e)))?;
+    let queue = queue_id(req, h.queue_id, h.topic, topic.queue_count()).map_err(early)?;
+    let (filter, sql, model) = filter_for(core, req, &h).map_err(early)?;
     let Ok(offset) = u64::try_from(h.queue_offset) else {
         // Below every offset: RocketMQ's OFFSET_TOO_SMALL, sent to the first retained one.
-        return Pulled::Reply(match topic.offsets(queue) {
+        return Err(early(match topic.offsets(queue) {
             Ok((min, max)) => offset_too_small(req, h.queue_offset, min, max),
             Err(e) => store_error(req, &e),
-        });
+        }));
     };
     if pass == Pass::First {
-        match model {
-            Some(MessageModel::Broadcasting) => {
-                // The client keeps its offset; its read position is its acknowledgement.
-                if let Some(m) = core.clients.broadcast_member(h.consumer_group, h.topic, ctx.id) {
-                    core.store.broadcast_position(h.consumer_group, h.topic, m, queue, offset);
-                }
-            }
-            _ => {
-                // RocketMQ stores it on the first processing of the request, whatever its
-                // suspend flag says.
-                if h.has_commit_offset()
-                    && super::check_offset_group(core, req, h.consumer_group).is_ok()
-                {
-                    if let Ok(c) = u64::try_from(h.commit_offset) {
-                        let _ = core.store.commit(h.consumer_group, h.topic, queue, c);
-                    }
-                }
-            }
-        }
+        acknowledge(core, ctx, req, &h, model, queue, offset);
     }
     // A woken pull already looked at everything below `at`: none of it matched.
     let offset = match pass {
@@ -266,84 +239,30 @@ fn pull(
     // Bounded as RocketMQ bounds a pull from memory: at most `maxTransferCountOnMessageInMemory`
     // messages and `maxTransferBytesOnMessageInMemory` bytes, whatever the client's
     // `maxMsgBytes` (Java's lite pull sends i32::MAX), but always at least one message.
-    let max_msgs =
-        usize::try_from(h.max_msg_nums).unwrap_or(0).clamp(1, face.config.pull_max_count());
-    let max_bytes = face.config.pull_max_bytes();
-    let mut body = BytesMut::new();
-    let store_host = core.store_host;
-    let (topic_name, uid) = (topic.name().to_string(), topic.uid());
-    let mut delivered = 0usize;
-    // An SQL92 filter is applied here, so the read may look at more records than it delivers:
-    // up to RocketMQ's scan window (`maxFilterMessageCount`: 16000 bytes of 20-byte
-    // consume-queue entries), stepping over the ones that do not match.
-    let scan = if sql.is_some() { max_msgs.max(SQL_SCAN_WINDOW) } else { max_msgs };
-    let mut visit = |m: crate::store::StoredRef<'_>| {
-        if let Some(sql) = &sql {
-            if delivered >= max_msgs {
-                return false;
-            }
-            if !filter::matches(sql, m.record, &core.cluster_property) {
-                return true;
-            }
-        }
-        if !body.is_empty() && body.len().saturating_add(m.record.len()) > max_bytes {
-            return false;
-        }
-        let at = Placement {
-            topic: &topic_name,
-            topic_uid: uid,
-            queue,
-            offset: m.offset,
-            store_timestamp: m.store_timestamp,
-            store_host,
-        };
-        match record::write_out(m.record, &at, &core.cluster_property, &mut body) {
-            Ok(n) if n > 0 => delivered += 1,
-            // A record that cannot be written out is stepped over (counted, logged), never
-            // stopped at: stopping would answer this offset again forever, for every group.
-            // Returning `true` makes the read advance past it.
-            result => skipped(core, &topic_name, queue, m.offset, result.err()),
-        }
-        true
+    let bounds = Bounds {
+        messages: usize::try_from(h.max_msg_nums)
+            .unwrap_or(0)
+            .clamp(1, face.config.pull_max_count()),
+        bytes: face.config.pull_max_bytes(),
     };
-    let out = match topic.read(queue, offset, scan, &filter, &mut visit) {
-        Ok(o) => o,
-        Err(e) => return Pulled::Reply(store_error(req, &e)),
-    };
-    if delivered > 0 {
+    let read = read_queue(core, topic.as_ref(), queue, offset, (&filter, sql.as_deref()), bounds)
+        .map_err(|e| early(store_error(req, &e)))?;
+    if read.delivered > 0 {
         let pulled = counters::Pulled {
             queue,
-            next: out.next_offset,
-            messages: delivered,
-            bytes: body.len(),
+            next: read.out.next_offset,
+            messages: read.delivered,
+            bytes: read.body.len(),
         };
         counters.messages_out(h.consumer_group, topic.queue_count(), pulled);
     }
-    let (min, max) = (out.min_offset, out.max_offset);
-    let (code, next) = if delivered > 0 {
-        (response_code::SUCCESS, out.next_offset)
-    } else if max == 0 {
-        if offset == 0 {
-            (response_code::PULL_NOT_FOUND, 0)
-        } else {
-            (response_code::PULL_OFFSET_MOVED, 0)
-        }
-    } else if offset < min {
-        (response_code::PULL_OFFSET_MOVED, min)
-    } else if offset == max {
-        (response_code::PULL_NOT_FOUND, offset)
-    } else if offset > max {
-        // RocketMQ's rule: back to the start when the queue was never trimmed (a restarted
-        // in-memory broker lands here with the clients' old offsets), else to the end.
-        (response_code::PULL_OFFSET_MOVED, if min == 0 { 0 } else { max })
-    } else {
-        (response_code::PULL_RETRY_IMMEDIATELY, out.next_offset)
-    };
+    let (code, next) = status(&read, offset);
+    let max = read.out.max_offset;
     // Woken by records the filter rejected (all of them up to the end): keep holding from there.
     let only_filtered = code == response_code::PULL_NOT_FOUND
         || (code == response_code::PULL_RETRY_IMMEDIATELY && next >= max);
     if matches!(pass, Pass::Woken(_)) && only_filtered {
-        return Pulled::Suspend { topic, queue, offset: next, hold: Duration::ZERO };
+        return Ok(Pulled::Suspend { topic, queue, offset: next, hold: Duration::ZERO });
     }
     if code == response_code::PULL_NOT_FOUND && pass == Pass::First && h.has_suspend() {
         let asked = u64::try_from(h.suspend_timeout_millis).unwrap_or(0);
@@ -362,7 +281,7 @@ fn pull(
             hold_ms = hold.as_millis() as u64,
             "pull to hold"
         );
-        return Pulled::Suspend { topic, queue, offset, hold };
+        return Ok(Pulled::Suspend { topic, queue, offset, hold });
     }
     tracing::debug!(
         conn = ctx.id,
@@ -375,9 +294,152 @@ fn pull(
         code,
         next,
         max,
-        messages = delivered,
+        messages = read.delivered,
         "pull answered"
     );
+    Ok(Pulled::Reply(answer(req, code, next, offset, read)))
+}
+
+/// The answer to a pull of a topic that cannot be read.
+fn unreadable(req: &RemotingCommand, topic: &str, e: Unreadable) -> Reply {
+    match e {
+        Unreadable::Unknown => reply_error(
+            req,
+            response_code::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ", quote(topic)),
+        ),
+        Unreadable::Forbidden => reply_error(
+            req,
+            response_code::NO_PERMISSION,
+            format!("the topic[{}] pulling message is forbidden", quote(topic)),
+        ),
+    }
+}
+
+/// What the first processing of a pull acknowledges: a broadcasting member's read position,
+/// or the commit offset a clustering consumer sends along (RocketMQ stores it on the first
+/// processing of the request, whatever its suspend flag says).
+fn acknowledge(
+    core: &Core,
+    ctx: &ConnCtx,
+    req: &RemotingCommand,
+    h: &PullMessageRequestHeader<'_>,
+    model: Option<MessageModel>,
+    queue: u32,
+    offset: u64,
+) {
+    match model {
+        Some(MessageModel::Broadcasting) => {
+            // The client keeps its offset; its read position is its acknowledgement.
+            if let Some(m) = core.clients.broadcast_member(h.consumer_group, h.topic, ctx.id) {
+                core.store.broadcast_position(h.consumer_group, h.topic, m, queue, offset);
+            }
+        }
+        _ => {
+            if h.has_commit_offset()
+                && super::check_offset_group(core, req, h.consumer_group).is_ok()
+            {
+                if let Ok(c) = u64::try_from(h.commit_offset) {
+                    let _ = core.store.commit(h.consumer_group, h.topic, queue, c);
+                }
+            }
+        }
+    }
+}
+
+/// The most one pull answers with.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    messages: usize,
+    bytes: usize,
+}
+
+/// What one read of a queue wrote out.
+struct Read {
+    body: BytesMut,
+    delivered: usize,
+    out: ReadOutcome,
+}
+
+/// Reads `queue` from `offset` into a pull body: the records the tag `filter` (and the SQL92
+/// expression, if any) accept, within `bounds`; a record that cannot be written out is
+/// stepped over and counted.
+fn read_queue(
+    core: &Core,
+    topic: &dyn TopicStore,
+    queue: u32,
+    offset: u64,
+    (filter, sql): (&Filter, Option<&Sql92>),
+    bounds: Bounds,
+) -> Result<Read, StoreError> {
+    let mut body = BytesMut::new();
+    let (topic_name, uid) = (topic.name().to_string(), topic.uid());
+    let mut delivered = 0usize;
+    // An SQL92 filter is applied here, so the read may look at more records than it delivers:
+    // up to RocketMQ's scan window (`maxFilterMessageCount`: 16000 bytes of 20-byte
+    // consume-queue entries), stepping over the ones that do not match.
+    let scan = if sql.is_some() { bounds.messages.max(SQL_SCAN_WINDOW) } else { bounds.messages };
+    let mut visit = |m: crate::store::StoredRef<'_>| {
+        if let Some(sql) = sql {
+            if delivered >= bounds.messages {
+                return false;
+            }
+            if !filter::matches(sql, m.record, &core.cluster_property) {
+                return true;
+            }
+        }
+        if !body.is_empty() && body.len().saturating_add(m.record.len()) > bounds.bytes {
+            return false;
+        }
+        let at = Placement {
+            topic: &topic_name,
+            topic_uid: uid,
+            queue,
+            offset: m.offset,
+            store_timestamp: m.store_timestamp,
+            store_host: core.store_host,
+        };
+        match record::write_out(m.record, &at, &core.cluster_property, &mut body) {
+            Ok(n) if n > 0 => delivered += 1,
+            // A record that cannot be written out is stepped over (counted, logged), never
+            // stopped at: stopping would answer this offset again forever, for every group.
+            // Returning `true` makes the read advance past it.
+            result => skipped(core, &topic_name, queue, m.offset, result.err()),
+        }
+        true
+    };
+    let out = topic.read(queue, offset, scan, filter, &mut visit)?;
+    Ok(Read { body, delivered, out })
+}
+
+/// The code and next offset of a pull from `offset` that found `read` (the module docs'
+/// table).
+fn status(read: &Read, offset: u64) -> (i32, u64) {
+    let (min, max) = (read.out.min_offset, read.out.max_offset);
+    if read.delivered > 0 {
+        (response_code::SUCCESS, read.out.next_offset)
+    } else if max == 0 {
+        if offset == 0 {
+            (response_code::PULL_NOT_FOUND, 0)
+        } else {
+            (response_code::PULL_OFFSET_MOVED, 0)
+        }
+    } else if offset < min {
+        (response_code::PULL_OFFSET_MOVED, min)
+    } else if offset == max {
+        (response_code::PULL_NOT_FOUND, offset)
+    } else if offset > max {
+        // RocketMQ's rule: back to the start when the queue was never trimmed (a restarted
+        // in-memory broker lands here with the clients' old offsets), else to the end.
+        (response_code::PULL_OFFSET_MOVED, if min == 0 { 0 } else { max })
+    } else {
+        (response_code::PULL_RETRY_IMMEDIATELY, read.out.next_offset)
+    }
+}
+
+/// The response to a pull answered with `code`.
+fn answer(req: &RemotingCommand, code: i32, next: u64, offset: u64, read: Read) -> Reply {
+    let (min, max) = (read.out.min_offset, read.out.max_offset);
     let resp_header = PullMessageResponseHeader {
         suggest_which_broker_id: 0,
         next_begin_offset: next,
@@ -391,12 +453,12 @@ fn pull(
     let mut resp =
         RemotingCommand::response_to(req, code, None).with_ext_fields(resp_header.to_ext_fields());
     if code == response_code::SUCCESS {
-        resp = resp.with_body(body.freeze());
+        resp = resp.with_body(read.body.freeze());
     } else if code == response_code::PULL_OFFSET_MOVED {
         resp.remark =
             Some(format!("the offset {offset} is illegal: queue range is [{min}, {max}]"));
     }
-    Pulled::Reply(Reply::now(resp))
+    Reply::now(resp)
 }
 
 /// Counts and logs a stored record a pull could not write out.
