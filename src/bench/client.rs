@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use crate::sync::lock;
 use bytes::Bytes;
 use rocketmq_client_rust::{
     ClientConfig, ClientResult, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
@@ -103,7 +104,7 @@ impl Driver for ClientDriver {
 
     async fn prepare(&self, w: &Workload) -> BenchResult<()> {
         self.admin.prepare(w).await?;
-        *self.broker_name.lock().unwrap_or_else(|p| p.into_inner()) = self.admin.broker_name()?;
+        *lock(&self.broker_name) = self.admin.broker_name()?;
         Ok(())
     }
 
@@ -123,7 +124,7 @@ impl Driver for ClientDriver {
             .build();
         p.start().await.map_err(|e| client_err("producer start", e))?;
         let p = Arc::new(p);
-        let broker = self.broker_name.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let broker = lock(&self.broker_name).clone();
         Ok((0..w.lanes)
             .map(|_| ClientProducer {
                 producer: Arc::clone(&p),

@@ -44,6 +44,7 @@ use crate::remoting::header::{
 };
 use crate::remoting::message::{decode_records, encode_batch_entry};
 use crate::remoting::{ExtFields, RemotingCommand};
+use crate::sync::lock;
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 const SUSPEND_MS: i64 = 15_000;
@@ -82,9 +83,7 @@ impl RawDriver {
     }
 
     fn broker(&self) -> BenchResult<BrokerRoute> {
-        self.route
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.route)
             .clone()
             .ok_or_else(|| BenchError::Protocol("prepare() has not found a broker".into()))
     }
@@ -163,8 +162,7 @@ impl Driver for RawDriver {
                         .iter()
                         .find_map(|b| b.broker_addrs.get(&MASTER_ID).cloned())
                         .unwrap_or(addr);
-                    *self.route.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(BrokerRoute { addr, name });
+                    *lock(&self.route) = Some(BrokerRoute { addr, name });
                     return Ok(());
                 }
             }

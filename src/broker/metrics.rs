@@ -20,21 +20,23 @@
 //! head and a read deadline. Prometheus needs nothing more, and it keeps the dependency tree
 //! as it was (no HTTP server crate).
 
+use crate::sync::Arc;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::core::counters::Histogram;
+use super::core::counters::{Histogram, TopicCounters};
 use super::core::topics::{is_system_topic, RETRY_PREFIX};
 use super::core::Core;
 use super::remoting::table::{BROKER, NAMESRV};
 use super::remoting::RemotingState;
 use crate::remoting::code::response_code;
+use crate::store::{GroupFigures, MemoryStats, TopicFigures};
+use crate::sync::read;
 use crate::sync::Ordering;
 
 /// Appends `v` escaped as a Prometheus label value (backslash, double quote, newline).
@@ -128,7 +130,7 @@ fn is_system_group(g: &str) -> bool {
     g.starts_with("CID_RMQ_SYS_") || g == "TOOLS_CONSUMER" || g == "FILTERSRV_CONSUMER"
 }
 
-/// Renders every metric (a scrape).
+/// Renders every metric (a scrape): one function per metric family, in this order.
 pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     let mut common = String::new();
     common.push_str("cluster=\"");
@@ -138,20 +140,41 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     common.push('"');
     let mut t = Text { out: String::with_capacity(16 * 1024), common };
     let entries = core.topics.counters_all();
-    let now = crate::time::now_ms();
-
     // Request-path counters.
-    let in_labels = |topic: &str| -> [(&'static str, String); 3] {
-        [
-            ("topic", topic.to_string()),
-            ("message_type", "normal".to_string()),
-            ("is_system", bool_label(is_system_topic(topic)).to_string()),
-        ]
-    };
-    let refs = |l: &[(&'static str, String)], t: &mut Text, name: &str, v: u64| {
-        let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        t.sample(name, &l, v);
-    };
+    messages_in(&mut t, &entries);
+    message_size(&mut t, &entries);
+    messages_out(&mut t, &entries);
+    rpc_latency(&mut t, face);
+    // Gauges from the store, the topic table and the client registry.
+    let topics = core.store.topic_figures();
+    let groups = core.store.group_figures();
+    clients(&mut t, core, &entries, &groups);
+    consumer_lag(&mut t, core, &entries, &topics, &groups);
+    // baiji's own.
+    let mem = core.store.memory();
+    // The policy in force now (`updateBrokerConfig` may have changed the configured one).
+    let policy = super::core::config::policy_name(core.store.settings().policy);
+    memory(&mut t, (&mem, policy), &topics, &groups);
+    refusals(&mut t, (&mem, policy), core, face);
+    t.out
+}
+
+/// The label pairs as `&str`s, for [`Text::sample`].
+fn label_refs<'a>(l: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
+    l.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// The labels of a topic's in-counters.
+fn in_labels(topic: &str) -> [(&'static str, String); 3] {
+    [
+        ("topic", topic.to_string()),
+        ("message_type", "normal".to_string()),
+        ("is_system", bool_label(is_system_topic(topic)).to_string()),
+    ]
+}
+
+/// `rocketmq_messages_in_total` and `rocketmq_throughput_in_total`, per topic.
+fn messages_in(t: &mut Text, entries: &[(String, Arc<TopicCounters>)]) {
     let totals: Vec<(u64, u64)> = entries
         .iter()
         .map(|(_, c)| {
@@ -165,21 +188,28 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     ] {
         t.family(name, "counter", help);
         for ((topic, _), (n, b)) in entries.iter().zip(&totals) {
-            refs(&in_labels(topic), &mut t, name, if bytes { *b } else { *n });
+            t.sample(name, &label_refs(&in_labels(topic)), if bytes { *b } else { *n });
         }
     }
+}
+
+/// `rocketmq_message_size`, per topic that stored any.
+fn message_size(t: &mut Text, entries: &[(String, Arc<TopicCounters>)]) {
     t.family("rocketmq_message_size", "histogram", "Sizes of stored message bodies, bytes.");
-    for (topic, c) in &entries {
+    for (topic, c) in entries {
         if c.size.is_empty() {
             continue;
         }
         let l = in_labels(topic);
-        let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        t.histogram("rocketmq_message_size", &l, &c.size, 1);
+        t.histogram("rocketmq_message_size", &label_refs(&l), &c.size, 1);
     }
+}
+
+/// `rocketmq_messages_out_total` and `rocketmq_throughput_out_total`, per topic and group.
+fn messages_out(t: &mut Text, entries: &[(String, Arc<TopicCounters>)]) {
     let mut outs: Vec<(String, String, u64, u64)> = Vec::new();
-    for (topic, c) in &entries {
-        for (group, o) in c.out.read().unwrap_or_else(|p| p.into_inner()).iter() {
+    for (topic, c) in entries {
+        for (group, o) in read(&c.out).iter() {
             // Relaxed: statistics.
             outs.push((
                 topic.clone(),
@@ -213,6 +243,10 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
             t.sample(name, &labels, if bytes { *b } else { *m });
         }
     }
+}
+
+/// `rocketmq_rpc_latency` of the remoting face, per request and response code.
+fn rpc_latency(t: &mut Text, face: &RemotingState) {
     t.family(
         "rocketmq_rpc_latency",
         "histogram",
@@ -238,10 +272,16 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
             }
         }
     }
+}
 
-    // Gauges from the store, the topic table and the client registry.
-    let topics = core.store.topic_figures();
-    let groups = core.store.group_figures();
+/// `rocketmq_topic_number`, `rocketmq_consumer_group_number` and the producer and consumer
+/// connections.
+fn clients(
+    t: &mut Text,
+    core: &Core,
+    entries: &[(String, Arc<TopicCounters>)],
+    groups: &[GroupFigures],
+) {
     t.family("rocketmq_topic_number", "gauge", "Topics this broker serves.");
     t.sample("rocketmq_topic_number", &[], entries.len());
     let mut group_names: Vec<&str> = groups.iter().map(|g| g.group.as_str()).collect();
@@ -266,96 +306,123 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
         ];
         t.sample("rocketmq_consumer_connections", &labels, *members);
     }
+}
 
-    // Lag, in flight and queueing latency, per (topic, group) the store holds messages for.
-    let by_topic: HashMap<&str, &crate::store::TopicFigures> =
-        topics.iter().map(|f| (f.name.as_str(), f)).collect();
-    struct Lag {
-        lag: u64,
-        inflight: u64,
-        queueing_ms: u64,
-    }
-    let lags: Vec<Lag> = groups
-        .iter()
-        .map(|g| {
-            let mut l = Lag { lag: 0, inflight: 0, queueing_ms: 0 };
-            let (Some(f), Some(store_topic)) =
-                (by_topic.get(g.topic.as_str()), core.store.topic(&g.topic))
-            else {
-                return l;
-            };
-            let counters = entries.iter().find(|(t, _)| *t == g.topic).map(|(_, c)| c);
-            let outs = counters.map(|c| c.out.read().unwrap_or_else(|p| p.into_inner()));
-            let out = outs.as_ref().and_then(|o| o.get(g.group.as_str()));
-            let mut oldest: Option<u64> = None;
-            for (q, qf) in f.queues.iter().enumerate() {
-                let committed = core
-                    .store
-                    .committed(&g.group, &g.topic, q as u32)
-                    .unwrap_or(qf.min_offset)
-                    .clamp(qf.min_offset, qf.max_offset);
-                let pulled = out.map_or(0, |o| o.pulled(q)).clamp(committed, qf.max_offset);
-                l.lag += qf.max_offset - committed;
-                l.inflight += pulled - committed;
-                if pulled < qf.max_offset {
-                    if let Some((_, ts)) = core.store.get(store_topic.as_ref(), q as u32, pulled) {
-                        oldest = Some(oldest.map_or(ts, |o: u64| o.min(ts)));
-                    }
-                }
-            }
-            l.queueing_ms = oldest.map_or(0, |ts| now.saturating_sub(ts));
-            l
-        })
-        .collect();
-    let group_labels = |g: &crate::store::GroupFigures| -> [(&'static str, String); 4] {
-        [
-            ("topic", g.topic.clone()),
-            ("consumer_group", g.group.clone()),
-            ("is_retry", bool_label(g.topic.starts_with(RETRY_PREFIX)).to_string()),
-            (
-                "is_system",
-                bool_label(is_system_topic(&g.topic) || is_system_group(&g.group)).to_string(),
-            ),
-        ]
+/// Lag, in flight and queueing latency of one (topic, group) the store holds messages for.
+struct Lag {
+    lag: u64,
+    inflight: u64,
+    queueing_ms: u64,
+}
+
+/// [`Lag`] of group `g`, from its topic's figures and out counters.
+fn lag_of(
+    core: &Core,
+    g: &GroupFigures,
+    by_topic: &HashMap<&str, &TopicFigures>,
+    entries: &[(String, Arc<TopicCounters>)],
+    now: u64,
+) -> Lag {
+    let mut l = Lag { lag: 0, inflight: 0, queueing_ms: 0 };
+    let (Some(f), Some(store_topic)) = (by_topic.get(g.topic.as_str()), core.store.topic(&g.topic))
+    else {
+        return l;
     };
-    t.family(
-        "rocketmq_consumer_lag_messages",
-        "gauge",
-        "Messages between a group's committed offset and the end of each queue, summed.",
-    );
-    for (g, l) in groups.iter().zip(&lags) {
-        refs(&group_labels(g), &mut t, "rocketmq_consumer_lag_messages", l.lag);
+    let counters = entries.iter().find(|(t, _)| *t == g.topic).map(|(_, c)| c);
+    let outs = counters.map(|c| read(&c.out));
+    let out = outs.as_ref().and_then(|o| o.get(g.group.as_str()));
+    let mut oldest: Option<u64> = None;
+    for (q, qf) in f.queues.iter().enumerate() {
+        let committed = core
+            .store
+            .committed(&g.group, &g.topic, q as u32)
+            .unwrap_or(qf.min_offset)
+            .clamp(qf.min_offset, qf.max_offset);
+        let pulled = out.map_or(0, |o| o.pulled(q)).clamp(committed, qf.max_offset);
+        l.lag += qf.max_offset - committed;
+        l.inflight += pulled - committed;
+        if pulled < qf.max_offset {
+            if let Some((_, ts)) = core.store.get(store_topic.as_ref(), q as u32, pulled) {
+                oldest = Some(oldest.map_or(ts, |o: u64| o.min(ts)));
+            }
+        }
     }
-    t.family(
-        "rocketmq_consumer_inflight_messages",
-        "gauge",
-        "Messages pulled by a group and not yet committed (pulled offset - committed offset).",
-    );
-    for (g, l) in groups.iter().zip(&lags) {
-        refs(&group_labels(g), &mut t, "rocketmq_consumer_inflight_messages", l.inflight);
-    }
-    t.family(
-        "rocketmq_consumer_queueing_latency",
-        "gauge",
-        "Age of the oldest message a group has not pulled yet, milliseconds (0: none waits).",
-    );
-    for (g, l) in groups.iter().zip(&lags) {
-        refs(&group_labels(g), &mut t, "rocketmq_consumer_queueing_latency", l.queueing_ms);
-    }
+    l.queueing_ms = oldest.map_or(0, |ts| now.saturating_sub(ts));
+    l
+}
 
-    // baiji's own.
-    let mem = core.store.memory();
+/// One gauge family of [`Lag`]: name, help and the value it shows.
+type LagFamily = (&'static str, &'static str, fn(&Lag) -> u64);
+
+/// The labels of a group's gauges.
+fn group_labels(g: &GroupFigures) -> [(&'static str, String); 4] {
+    [
+        ("topic", g.topic.clone()),
+        ("consumer_group", g.group.clone()),
+        ("is_retry", bool_label(g.topic.starts_with(RETRY_PREFIX)).to_string()),
+        (
+            "is_system",
+            bool_label(is_system_topic(&g.topic) || is_system_group(&g.group)).to_string(),
+        ),
+    ]
+}
+
+/// `rocketmq_consumer_lag_messages`, `rocketmq_consumer_inflight_messages` and
+/// `rocketmq_consumer_queueing_latency`, per (topic, group) the store holds messages for.
+fn consumer_lag(
+    t: &mut Text,
+    core: &Core,
+    entries: &[(String, Arc<TopicCounters>)],
+    topics: &[TopicFigures],
+    groups: &[GroupFigures],
+) {
+    let now = crate::time::now_ms();
+    let by_topic: HashMap<&str, &TopicFigures> =
+        topics.iter().map(|f| (f.name.as_str(), f)).collect();
+    let lags: Vec<Lag> = groups.iter().map(|g| lag_of(core, g, &by_topic, entries, now)).collect();
+    let families: [LagFamily; 3] = [
+        (
+            "rocketmq_consumer_lag_messages",
+            "Messages between a group's committed offset and the end of each queue, summed.",
+            |l| l.lag,
+        ),
+        (
+            "rocketmq_consumer_inflight_messages",
+            "Messages pulled by a group and not yet committed (pulled offset - committed offset).",
+            |l| l.inflight,
+        ),
+        (
+            "rocketmq_consumer_queueing_latency",
+            "Age of the oldest message a group has not pulled yet, milliseconds (0: none waits).",
+            |l| l.queueing_ms,
+        ),
+    ];
+    for (name, help, value) in families {
+        t.family(name, "gauge", help);
+        for (g, l) in groups.iter().zip(&lags) {
+            t.sample(name, &label_refs(&group_labels(g)), value(l));
+        }
+    }
+}
+
+/// baiji's memory gauges: the budget, what topics retain and what groups hold.
+fn memory(
+    t: &mut Text,
+    (mem, policy): (&MemoryStats, &str),
+    topics: &[TopicFigures],
+    groups: &[GroupFigures],
+) {
     t.family("baiji_memory_used_bytes", "gauge", "Bytes of the memory budget in use.");
     t.sample("baiji_memory_used_bytes", &[], mem.bytes_used);
     t.family("baiji_memory_limit_bytes", "gauge", "The memory budget, bytes.");
     t.sample("baiji_memory_limit_bytes", &[], mem.budget);
     t.family("baiji_topic_retained_messages", "gauge", "Messages retained, per topic.");
-    for f in &topics {
+    for f in topics {
         let n: u64 = f.queues.iter().map(|q| q.live_messages).sum();
         t.sample("baiji_topic_retained_messages", &[("topic", &f.name)], n);
     }
     t.family("baiji_topic_retained_bytes", "gauge", "Bytes retained, per topic.");
-    for f in &topics {
+    for f in topics {
         let n: u64 = f.queues.iter().map(|q| q.bytes).sum();
         t.sample("baiji_topic_retained_bytes", &[("topic", &f.name)], n);
     }
@@ -365,24 +432,26 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
         "Bytes of retained messages a group holds (not yet acknowledged), estimated per queue \
          from its mean message size.",
     );
-    for g in &groups {
+    for g in groups {
         let labels = [("topic", g.topic.as_str()), ("consumer_group", g.group.as_str())];
         t.sample("baiji_group_held_bytes", &labels, g.held_bytes);
     }
-    // The policy in force now (`updateBrokerConfig` may have changed the configured one).
-    let policy = super::core::config::policy_name(core.store.settings().policy);
     t.family(
         "baiji_dropped_messages_total",
         "counter",
         "Messages evicted by the drop-oldest policy before a group acknowledged them.",
     );
-    for g in &groups {
+    for g in groups {
         let labels =
             [("policy", policy), ("topic", g.topic.as_str()), ("consumer_group", g.group.as_str())];
         t.sample("baiji_dropped_messages_total", &labels, g.dropped);
     }
     t.family("baiji_evicted_messages_total", "counter", "Messages evicted by drop-oldest.");
     t.sample("baiji_evicted_messages_total", &[("policy", policy)], mem.evicted_messages);
+}
+
+/// baiji's refusal counters and the reaper's lag.
+fn refusals(t: &mut Text, (mem, policy): (&MemoryStats, &str), core: &Core, face: &RemotingState) {
     t.family(
         "baiji_refused_messages_total",
         "counter",
@@ -413,10 +482,9 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     let lag = if mem.last_reclaim_ms == 0 {
         "-1".to_string()
     } else {
-        fmt_scaled(now.saturating_sub(mem.last_reclaim_ms), 1000)
+        fmt_scaled(crate::time::now_ms().saturating_sub(mem.last_reclaim_ms), 1000)
     };
     t.sample("baiji_reaper_lag_seconds", &[], lag);
-    t.out
 }
 
 /// Most bytes of a request head read before answering 431.

@@ -14,7 +14,7 @@
 //! Clients never see the schedule topic: it is not in the topic table, so it is neither routed
 //! nor readable, and sends to it are forbidden.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};

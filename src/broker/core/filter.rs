@@ -9,11 +9,14 @@
 //! record's properties here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use crate::sync::{Arc, Mutex};
 
 use crate::broker::core::record;
 use crate::remoting::body::{ExpressionType, SubscriptionData};
 use crate::remoting::sql92::{Sql92, Sql92Error};
+use crate::sync::lock;
 
 /// The `expressionType` of SQL92 subscriptions (RocketMQ's `ExpressionType.SQL92`).
 pub(crate) const SQL92: &str = "SQL92";
@@ -57,12 +60,12 @@ type Cache = HashMap<Box<str>, Result<Arc<Sql92>, Sql92Error>>;
 pub(crate) fn compile(expression: &str) -> Result<Arc<Sql92>, Sql92Error> {
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(expression) {
+    if let Some(hit) = lock(cache).get(expression) {
         return hit.clone();
     }
     // Compiled outside the lock: parsing is bounded but not free.
     let result = Sql92::compile(expression).map(Arc::new);
-    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    let mut c = lock(cache);
     if c.len() >= CACHE_ENTRIES {
         c.clear();
     }

@@ -10,11 +10,12 @@
 //! only read-locked to find it (write-locked to add or remove one), never held across a
 //! request's loop.
 
+use crate::sync::{Arc, Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::remoting::body::MessageQueue;
+use crate::sync::{lock, read, write};
 
 /// How long a lock lives without renewal.
 pub(crate) const LOCK_TTL: Duration = Duration::from_secs(60);
@@ -49,20 +50,16 @@ fn key(mq: &MessageQueue) -> Key {
     (mq.topic.clone(), mq.queue_id)
 }
 
-fn guard<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl LockManager {
     fn find(&self, group: &str) -> Option<Arc<Mutex<GroupLocks>>> {
-        self.groups.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
+        read(&self.groups).get(group).cloned()
     }
 
     fn find_or_add(&self, group: &str) -> Arc<Mutex<GroupLocks>> {
         if let Some(g) = self.find(group) {
             return g;
         }
-        let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
+        let mut groups = write(&self.groups);
         Arc::clone(groups.entry(group.to_string()).or_default())
     }
 
@@ -77,7 +74,7 @@ impl LockManager {
         let now = Instant::now();
         loop {
             let g = self.find_or_add(group);
-            let mut g = guard(&g);
+            let mut g = lock(&g);
             if g.dead {
                 continue;
             }
@@ -103,7 +100,7 @@ impl LockManager {
     /// Releases the named queues if `client` holds them.
     pub(crate) fn unlock(&self, group: &str, client: &str, mqs: &[MessageQueue]) {
         if let Some(g) = self.find(group) {
-            let mut g = guard(&g);
+            let mut g = lock(&g);
             for mq in mqs {
                 let k = key(mq);
                 if g.locks.get(&k).is_some_and(|l| l.client == client) {
@@ -116,22 +113,17 @@ impl LockManager {
     /// Releases everything `client` holds in `group` (it left the group).
     pub(crate) fn release(&self, group: &str, client: &str) {
         if let Some(g) = self.find(group) {
-            guard(&g).locks.retain(|_, l| l.client != client);
+            lock(&g).locks.retain(|_, l| l.client != client);
         }
     }
 
     /// Drops locks not renewed for [`LOCK_TTL`] as of `now`, and groups left without any.
     pub(crate) fn purge(&self, now: Instant) {
-        let all: Vec<(String, Arc<Mutex<GroupLocks>>)> = self
-            .groups
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(n, g)| (n.clone(), Arc::clone(g)))
-            .collect();
+        let all: Vec<(String, Arc<Mutex<GroupLocks>>)> =
+            read(&self.groups).iter().map(|(n, g)| (n.clone(), Arc::clone(g))).collect();
         let mut empty = Vec::new();
         for (name, g) in all {
-            let mut locks = guard(&g);
+            let mut locks = lock(&g);
             locks.locks.retain(|_, l| now.duration_since(l.renewed) < LOCK_TTL);
             if locks.locks.is_empty() {
                 empty.push(name);
@@ -140,11 +132,11 @@ impl LockManager {
         if empty.is_empty() {
             return;
         }
-        let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
+        let mut groups = write(&self.groups);
         for name in empty {
             // Re-checked under the map's write lock: a locker may have added entries since.
             let gone = groups.get(&name).is_some_and(|g| {
-                let mut g = guard(g);
+                let mut g = crate::sync::lock(g);
                 g.dead = g.locks.is_empty();
                 g.dead
             });
@@ -157,7 +149,7 @@ impl LockManager {
     /// Number of groups with a lock map (tests).
     #[cfg(test)]
     fn group_count(&self) -> usize {
-        self.groups.read().unwrap_or_else(|p| p.into_inner()).len()
+        read(&self.groups).len()
     }
 }
 

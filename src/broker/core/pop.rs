@@ -15,9 +15,9 @@
 //! Writing the messages out (remoting's batch body, gRPC's `Message`) and the answer codes
 //! stay with each protocol.
 
+use crate::sync::Arc;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::clients::filter_of;

@@ -7,10 +7,11 @@
 //! bounded by the topic table. A rate over a window is the difference of the newest sample
 //! and the oldest one inside the window, divided by the time between them.
 
+use crate::sync::{Arc, Mutex};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::lock;
 use tokio::sync::watch;
 
 use super::Core;
@@ -65,7 +66,7 @@ impl Rates {
             total_out += c.delivered_total();
             per_topic.insert(topic.clone(), stored);
         }
-        let mut g = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.samples);
         if g.totals.len() == TOTALS {
             g.totals.pop_front();
         }
@@ -78,25 +79,25 @@ impl Rates {
 
     /// Messages in per second over the last 10 s, 60 s and 600 s.
     pub(crate) fn put_tps(&self) -> [f64; 3] {
-        let g = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.samples);
         [10_000, 60_000, 600_000].map(|w| rate(&g.totals, w, |s| s.1))
     }
 
     /// Messages delivered per second over the last 10 s, 60 s and 600 s.
     pub(crate) fn get_tps(&self) -> [f64; 3] {
-        let g = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.samples);
         [10_000, 60_000, 600_000].map(|w| rate(&g.totals, w, |s| s.2))
     }
 
     /// Messages stored in and delivered since the start, as last sampled.
     pub(crate) fn totals(&self) -> (u64, u64) {
-        let g = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.samples);
         g.totals.back().map_or((0, 0), |s| (s.1, s.2))
     }
 
     /// `topic`'s messages in per second over the last 10 s.
     pub(crate) fn topic_put_tps(&self, topic: &str) -> f64 {
-        let g = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.samples);
         let (Some(old), Some(new)) = (g.topics.front(), g.topics.back()) else { return 0.0 };
         let ms = new.0.saturating_sub(old.0);
         if ms == 0 {

@@ -25,10 +25,10 @@
 //! Waiting timer messages live in the store, so they count against the memory budget; a
 //! restart loses them, like every message.
 
+use crate::sync::{Arc, Mutex};
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};

@@ -1,13 +1,14 @@
 //! The broker's topic table: RocketMQ topic configs (queue counts, permissions) over the
 //! store's topics, plus the naming rules.
 
+use crate::sync::{Arc, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
 
 use crate::broker::core::counters::TopicCounters;
 
 use crate::remoting::body::{DataVersion, TopicConfig};
+use crate::sync::{read, write};
 
 /// `TBW102`: the template producers route unknown topics through.
 pub(crate) const AUTO_CREATE_TOPIC: &str = "TBW102";
@@ -116,24 +117,24 @@ impl TopicTable {
 
     /// The permission bits of `topic`, without copying its config (the send path's check).
     pub(crate) fn get_perm(&self, topic: &str) -> Option<u32> {
-        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|(c, _)| c.perm)
+        read(&self.configs).get(topic).map(|(c, _)| c.perm)
     }
 
     /// The permission bits and the metric counters of `topic`, in the one lookup the send
     /// and pull paths make anyway.
     pub(crate) fn get_perm_counted(&self, topic: &str) -> Option<(u32, Arc<TopicCounters>)> {
-        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        let configs = read(&self.configs);
         configs.get(topic).map(|(c, m)| (c.perm, Arc::clone(m)))
     }
 
     pub(crate) fn get(&self, topic: &str) -> Option<TopicConfig> {
-        self.configs.read().unwrap_or_else(|p| p.into_inner()).get(topic).map(|(c, _)| c.clone())
+        read(&self.configs).get(topic).map(|(c, _)| c.clone())
     }
 
     /// Inserts or replaces a config (a replaced topic keeps its counters); bumps the data
     /// version.
     pub(crate) fn put(&self, config: TopicConfig) {
-        let mut configs = self.configs.write().unwrap_or_else(|p| p.into_inner());
+        let mut configs = write(&self.configs);
         match configs.get_mut(&config.topic_name) {
             Some(entry) => entry.0 = config,
             None => {
@@ -146,7 +147,7 @@ impl TopicTable {
 
     /// Every topic's counters, by name (for a scrape).
     pub(crate) fn counters_all(&self) -> Vec<(String, Arc<TopicCounters>)> {
-        let configs = self.configs.read().unwrap_or_else(|p| p.into_inner());
+        let configs = read(&self.configs);
         let mut v: Vec<_> = configs.iter().map(|(k, (_, m))| (k.clone(), Arc::clone(m))).collect();
         drop(configs);
         v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -154,8 +155,7 @@ impl TopicTable {
     }
 
     pub(crate) fn remove(&self, topic: &str) -> bool {
-        let removed =
-            self.configs.write().unwrap_or_else(|p| p.into_inner()).remove(topic).is_some();
+        let removed = write(&self.configs).remove(topic).is_some();
         if removed {
             self.bump();
         }
@@ -177,13 +177,8 @@ impl TopicTable {
     }
 
     pub(crate) fn all(&self) -> Vec<TopicConfig> {
-        let mut v: Vec<TopicConfig> = self
-            .configs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|(c, _)| c.clone())
-            .collect();
+        let mut v: Vec<TopicConfig> =
+            read(&self.configs).values().map(|(c, _)| c.clone()).collect();
         v.sort_by(|a, b| a.topic_name.cmp(&b.topic_name));
         v
     }

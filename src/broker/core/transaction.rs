@@ -56,9 +56,9 @@
 //! same entry.
 
 use crate::sync::{lock, read, write, Arc, Mutex, MutexGuard, RwLock};
+use crate::sync::{AtomicU64, Ordering};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -2,11 +2,11 @@
 //! remoting port; one more is closed as soon as it is accepted and counted in
 //! `connections_refused`), with `TCP_NODELAY` set (small unary calls are latency-bound).
 
+use crate::sync::Arc;
+use crate::sync::Ordering;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -27,7 +27,7 @@ pub(crate) struct Counted {
 
 /// The connections a listener accepts, within `max-connections`.
 #[derive(Debug)]
-pub(crate) struct Incoming {
+pub(crate) struct Connections {
     listener: TcpListener,
     slots: Arc<Semaphore>,
     grpc: Arc<GrpcState>,
@@ -39,15 +39,15 @@ pub(crate) struct Incoming {
 /// How long the listener waits after a failed accept.
 const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
-impl Incoming {
+impl Connections {
     /// The connections `listener` accepts for the broker `core`, counted in `grpc`.
     pub(crate) fn new(core: &Core, grpc: Arc<GrpcState>, listener: TcpListener) -> Self {
         let slots = Arc::new(Semaphore::new(core.config.max_connections.max(1)));
-        Incoming { listener, slots, grpc, backoff: None }
+        Connections { listener, slots, grpc, backoff: None }
     }
 }
 
-impl Stream for Incoming {
+impl Stream for Connections {
     type Item = io::Result<Counted>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {

@@ -22,13 +22,13 @@
 //! Not as the proxy: a message popped for a client that went away before the answer was
 //! written stays invisible until its invisible time ends (the proxy nacks it at once).
 
-use std::sync::Arc;
+use crate::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tonic::{Request, Response};
 
-use super::convert::{duration_ms, timestamp, to_message, Placement};
+use super::convert::{duration_ms, timestamp, to_message, Delivered};
 use super::pb::{
     self, receive_message_response::Content, AckMessageRequest, AckMessageResponse,
     AckMessageResultEntry, Assignment, ChangeInvisibleDurationRequest,
@@ -278,7 +278,7 @@ fn deliver(
         let rec = record::decode(&d.payload)?;
         let receipt = PopReceipt { queue: d.queue, offset: d.offset, pop_time: batch.pop_time };
         let handle = ReceiptHandle { topic_uid: topic.uid(), receipt };
-        let at = Placement {
+        let at = Delivered {
             topic: topic.name(),
             queue_id: i32::try_from(d.queue).unwrap_or(i32::MAX),
             queue_offset: i64::try_from(d.offset).unwrap_or(i64::MAX),

@@ -139,7 +139,7 @@ pub(crate) fn duration(ms: u64) -> prost_types::Duration {
 
 /// Where and when a message being delivered is stored, and how it is being delivered.
 #[derive(Debug, Clone)]
-pub(crate) struct Placement<'a> {
+pub(crate) struct Delivered<'a> {
     /// The topic the client asked for (a retry topic's messages show their original topic
     /// when `RETRY_TOPIC` names it).
     pub(crate) topic: &'a str,
@@ -185,7 +185,7 @@ fn message_type(d: &Decoded<'_>) -> MessageType {
 }
 
 /// A stored message (a decoded record) as a v2 `Message`.
-pub(crate) fn to_message(d: &Decoded<'_>, at: &Placement<'_>) -> pb::Message {
+pub(crate) fn to_message(d: &Decoded<'_>, at: &Delivered<'_>) -> pb::Message {
     let p = d.properties;
     let find = |k: &str| properties::find(p, k).map(str::to_owned);
     let mut user_properties = HashMap::new();
@@ -266,7 +266,7 @@ mod tests {
             body: b"hello",
             properties: props,
         };
-        let at = Placement {
+        let at = Delivered {
             topic: "T",
             queue_id: 3,
             queue_offset: 7,

@@ -100,7 +100,7 @@ pub(crate) async fn serve(
     let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
-    let incoming = conn::Incoming::new(&core, Arc::clone(&grpc), listener);
+    let incoming = conn::Connections::new(&core, Arc::clone(&grpc), listener);
     let (stopping_tx, mut stopping) = watch::channel(false);
     let signal = {
         let grpc = Arc::clone(&grpc);

@@ -13,8 +13,8 @@
 //! (`send::group_queue`), deterministically; the client's `queue_id` is ignored, as the proxy
 //! ignores it.
 
+use crate::sync::Arc;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 
 use tonic::Request;
 
@@ -355,7 +355,7 @@ impl CheckProducer for TelemetryStream {
             .unwrap_or(0);
         let transaction_id =
             properties::find(p, properties::UNIQ_KEY).unwrap_or_default().to_owned();
-        let at = super::convert::Placement {
+        let at = super::convert::Delivered {
             topic: real_topic,
             queue_id,
             queue_offset: i64::try_from(half.offset).unwrap_or(i64::MAX),

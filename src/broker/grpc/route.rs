@@ -13,9 +13,9 @@
 //! queues are left out of gRPC routes: gRPC clients use the baiji brokers, remoting clients
 //! all of them.
 
+use crate::sync::Mutex;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::pb::{
@@ -32,6 +32,7 @@ use crate::remoting::client::request_once;
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::header::{GetRouteInfoRequestHeader, ToExtFields};
 use crate::remoting::RemotingCommand;
+use crate::sync::lock;
 
 /// How long a peer's gRPC port (or its having none) is trusted before it is asked again.
 pub(crate) const PEER_TTL: Duration = Duration::from_secs(30);
@@ -75,7 +76,7 @@ impl Peers {
     /// The gRPC port of the broker at `remoting`, asked at most once per [`PEER_TTL`].
     async fn grpc_port(&self, remoting: &str) -> Option<u16> {
         {
-            let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+            let known = lock(&self.known);
             if let Some((port, at)) = known.get(remoting) {
                 if at.elapsed() < PEER_TTL {
                     return *port;
@@ -83,7 +84,7 @@ impl Peers {
             }
         }
         let port = ask_grpc_port(remoting).await;
-        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let mut known = lock(&self.known);
         if known.len() >= MAX_PEERS {
             known.retain(|_, (_, at)| at.elapsed() < PEER_TTL);
         }

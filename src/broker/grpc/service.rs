@@ -4,8 +4,8 @@
 //! QueryOffset, RecallMessage, SyncLiteSubscription) keep the generated default: gRPC
 //! `UNIMPLEMENTED`, as Apache's proxy answers for the same ones.
 
+use crate::sync::Arc;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tonic::codegen::BoxStream;

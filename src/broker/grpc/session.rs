@@ -9,10 +9,11 @@
 //! read its stream (Python's push consumer stops reading after the first Settings, facts doc
 //! section 6) loses the command, never blocks the broker.
 
+use crate::sync::{Arc, Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::sync::lock;
 use tokio::sync::mpsc;
 
 use super::pb::{settings::PubSub, ClientType, Settings, TelemetryCommand};
@@ -44,7 +45,7 @@ pub(crate) struct Sessions {
 
 impl Sessions {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.map)
     }
 
     /// The session of `client_id`, created on first sight unless `cap` sessions exist already
@@ -160,7 +161,7 @@ impl Session {
 
     /// The session's state, locked.
     pub(crate) fn state(&self) -> MutexGuard<'_, SessionState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Notes that the client was heard from.

@@ -19,7 +19,7 @@
 //! `REGISTER_TOPIC_IN_NAMESRV`). Topics leave a broker's routes through
 //! `DELETE_TOPIC_IN_NAMESRV` (what `mqadmin deleteTopic` sends), or with the broker.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use bytes::Bytes;
 

@@ -9,7 +9,7 @@
 //! accepts it; a refusal (`NO_PERMISSION`: wrong secret, or an account without `admin`) is
 //! logged with the name server's remark and retried every interval.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;

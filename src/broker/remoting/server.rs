@@ -18,11 +18,11 @@
 //! * a closing connection's clients leave their groups and its registrations are dropped from
 //!   a drop guard, so this happens even if a handler panics.
 
+use crate::sync::Arc;
+use crate::sync::{AtomicU64, Ordering};
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};

@@ -1,7 +1,7 @@
 //! The one request-code → processor table. Unknown codes get `REQUEST_CODE_NOT_SUPPORTED`
 //! with the request's `opaque`, and the connection stays open.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::namesrv;
 use super::processor::{

@@ -21,11 +21,11 @@
 //! The file is re-read when its modification time or length changes (polled); a file that no
 //! longer parses leaves the previous rules in force, with a warning.
 
+use crate::sync::Arc;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::watch::FileStamp;
 use crate::broker::core::topics::RETRY_PREFIX;

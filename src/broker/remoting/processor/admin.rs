@@ -1,7 +1,7 @@
 //! Topic administration: `UPDATE_AND_CREATE_TOPIC`, `DELETE_TOPIC_IN_BROKER`,
 //! `GET_ALL_TOPIC_CONFIG`.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::{bad_header, store_error};
 use crate::broker::core::topics::{self, perm};

@@ -1,7 +1,7 @@
 //! Client management: `HEART_BEAT`, `UNREGISTER_CLIENT`, `GET_CONSUMER_LIST_BY_GROUP`,
 //! `CHECK_CLIENT_CONFIG`.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::{bad_header, MAX_GROUP_LEN};
 use crate::broker::core::topics::{perm, RETRY_PREFIX};

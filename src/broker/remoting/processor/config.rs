@@ -6,7 +6,7 @@
 //! as RocketMQ refuses keys of its black list) with a remark naming it; nothing is written to
 //! the configuration file (an update lasts until the broker restarts).
 
-use std::sync::Arc;
+use crate::sync::Arc;
 use std::time::Duration;
 
 use crate::broker::core::config::policy_name;

@@ -9,7 +9,7 @@
 //! `SubscriptionGroupConfig`, whatever version wrote it) and given back as it came; baiji
 //! itself needs none of it: a group exists once a heartbeat names it.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use serde_json::{Map, Value};
 

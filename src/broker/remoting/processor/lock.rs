@@ -1,6 +1,6 @@
 //! Orderly consumption: `LOCK_BATCH_MQ`, `UNLOCK_BATCH_MQ`.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::MAX_GROUP_LEN;
 use crate::broker::core::locks::MAX_LOCK_BATCH;

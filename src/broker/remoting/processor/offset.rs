@@ -2,7 +2,7 @@
 //! `GET_MAX_OFFSET`, `GET_MIN_OFFSET`, `SEARCH_OFFSET_BY_TIMESTAMP`,
 //! `GET_EARLIEST_MSG_STORETIME`.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::{bad_header, check_offset_group, queue_id, store_error};
 use crate::broker::core::topics;

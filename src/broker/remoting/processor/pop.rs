@@ -19,7 +19,7 @@
 //! * Dead-lettering is server-side after `pop-retry-max-times` redeliveries, for every pop (the
 //!   Rust client never sends a popped message back itself).
 
-use std::sync::Arc;
+use crate::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -45,6 +45,7 @@ use crate::remoting::header::{
 };
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::store::{AckOutcome, PopInit, PopReceipt, Popped, StoreError};
+use crate::sync::lock;
 use crate::time::now_ms;
 
 /// Most messages one pop returns (RocketMQ refuses more).
@@ -63,12 +64,12 @@ pub(crate) struct RequestModes {
 
 impl RequestModes {
     fn get(&self, topic: &str, group: &str) -> Option<MessageRequestMode> {
-        let m = self.modes.lock().unwrap_or_else(|p| p.into_inner());
+        let m = lock(&self.modes);
         m.get(&(topic.to_owned(), group.to_owned())).cloned()
     }
 
     fn set(&self, topic: String, group: String, mode: MessageRequestMode) -> bool {
-        let mut m = self.modes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = lock(&self.modes);
         if m.len() >= MAX_MODES && !m.contains_key(&(topic.clone(), group.clone())) {
             return false;
         }

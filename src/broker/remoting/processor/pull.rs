@@ -12,8 +12,8 @@
 //! | asked below the first retained offset | `PULL_OFFSET_MOVED` | first retained |
 //! | asked beyond the end | `PULL_OFFSET_MOVED` | 0 if the queue was never trimmed, else the end |
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use crate::sync::Arc;
+use crate::sync::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;

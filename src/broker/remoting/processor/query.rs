@@ -3,7 +3,7 @@
 //! scans the topic's retained messages within the time range, which costs nothing on the
 //! send path and is fast enough for an operator's lookup.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 

@@ -3,7 +3,7 @@
 //! `%RETRY%<group>` (delayed) or `%DLQ%<group>`; this file reads the request and words the
 //! answer.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::{bad_header, put_error};
 use crate::broker::core::retry::{send_back, SendBack, SendBackError};

@@ -1,8 +1,8 @@
 //! Producing: `SEND_MESSAGE` (V1 header), `SEND_MESSAGE_V2` (short names), one-way sends,
 //! `SEND_BATCH_MESSAGE`, and topic auto-creation from `TBW102`.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use crate::sync::Arc;
+use crate::sync::Ordering;
 
 use super::{bad_header, retry, store_code};
 use crate::broker::core::send::{

@@ -7,7 +7,7 @@
 //! capacity and free space are the memory budget and what is left of it, its disk ratio is
 //! the budget's used share (see README, "Operating baiji").
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::bad_header;
 use crate::broker::core::Core;

@@ -7,7 +7,7 @@
 //! ([`TransactionStats::end_refused`](crate::broker::TransactionStats::end_refused)); a
 //! request that does ask for an answer gets RocketMQ's.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use bytes::BytesMut;
 use tokio::sync::mpsc;
