@@ -28,6 +28,8 @@ mod config;
 pub(crate) mod core;
 #[cfg(feature = "grpc")]
 pub(crate) mod grpc;
+#[cfg(test)]
+mod layers;
 pub(crate) mod metrics;
 pub(crate) mod remoting;
 pub mod security;
