@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::broker::core::counters::TopicCounters;
 
-use crate::remoting::body::{DataVersion, TopicConfig};
+use crate::remoting::body::{DataVersion, TopicConfig, TopicConfigAndMappingSerializeWrapper};
 use crate::sync::{read, write};
 
 /// `TBW102`: the template producers route unknown topics through.
@@ -173,6 +173,16 @@ impl TopicTable {
             state_version: 0,
             timestamp: self.timestamp.load(Ordering::Relaxed),
             counter: self.counter.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every topic's config with the data version, as `GET_ALL_TOPIC_CONFIG` answers and
+    /// `REGISTER_BROKER` carries them.
+    pub(crate) fn serialize_wrapper(&self) -> TopicConfigAndMappingSerializeWrapper {
+        TopicConfigAndMappingSerializeWrapper {
+            topic_config_table: self.all().into_iter().map(|t| (t.topic_name.clone(), t)).collect(),
+            data_version: self.data_version(),
+            ..Default::default()
         }
     }
 

@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, watch};
 use crate::broker::core::clients::{ClientNotify, ConnId};
 use crate::broker::security::acl::Acl;
 use crate::broker::security::config::SecurityConfig;
+use crate::remoting::body::JsonBody;
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::sync::{read, write, Arc, AtomicU32, AtomicU64, Ordering, RwLock};
@@ -70,6 +71,14 @@ impl Reply {
 /// A success response carrying `ext`.
 pub(crate) fn ok(req: &RemotingCommand, ext: ExtFields) -> RemotingCommand {
     RemotingCommand::response_to(req, response_code::SUCCESS, None).with_ext_fields(ext)
+}
+
+/// A success response carrying `body` as JSON, or `SYSTEM_ERROR` if it cannot be written.
+pub(crate) fn json_reply(req: &RemotingCommand, body: &impl JsonBody) -> Reply {
+    match body.to_json_bytes() {
+        Ok(b) => Reply::now(ok(req, ExtFields::new()).with_body(b)),
+        Err(e) => reply_error(req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
 }
 
 /// An error response with RocketMQ's code and a remark saying what was wrong.

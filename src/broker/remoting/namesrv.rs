@@ -21,9 +21,7 @@
 
 use crate::sync::Arc;
 
-use bytes::Bytes;
-
-use super::{ok, reply_error, ConnCtx, RemotingState, Reply};
+use super::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::broker::core::routes::Registration;
 use crate::broker::core::Core;
 use crate::remoting::body::{JsonBody, TopicList, TopicRouteData};
@@ -33,13 +31,6 @@ use crate::remoting::header::{
     RegisterBrokerResponseHeader, ToExtFields, UnregisterBrokerRequestHeader,
 };
 use crate::remoting::{ExtFields, RemotingCommand};
-
-fn json_reply(req: &RemotingCommand, body: Result<Bytes, crate::remoting::BodyError>) -> Reply {
-    match body {
-        Ok(b) => Reply::now(ok(req, ExtFields::new()).with_body(b)),
-        Err(e) => reply_error(req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
-}
 
 /// `GET_ROUTEINFO_BY_TOPIC` (105).
 pub(crate) fn get_route_info(
@@ -53,7 +44,7 @@ pub(crate) fn get_route_info(
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     };
     match core.routes.route(h.topic) {
-        Some(route) => json_reply(&req, route.to_json_bytes()),
+        Some(route) => json_reply(&req, &route),
         None => reply_error(
             &req,
             response_code::TOPIC_NOT_EXIST,
@@ -72,7 +63,7 @@ pub(crate) fn get_broker_cluster_info(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    json_reply(&req, core.routes.cluster_info().to_json_bytes())
+    json_reply(&req, &core.routes.cluster_info())
 }
 
 /// `GET_ALL_TOPIC_LIST_FROM_NAMESERVER` (206).
@@ -82,10 +73,7 @@ pub(crate) fn get_all_topic_list(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    json_reply(
-        &req,
-        TopicList { topic_list: core.routes.topic_list(), broker_addr: None }.to_json_bytes(),
-    )
+    json_reply(&req, &TopicList { topic_list: core.routes.topic_list(), broker_addr: None })
 }
 
 /// `REGISTER_BROKER` (103): a broker (baiji or RocketMQ) joins this name server.

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::RemotingState;
 use crate::broker::core::Core;
-use crate::remoting::body::{JsonBody, RegisterBrokerBody, TopicConfigAndMappingSerializeWrapper};
+use crate::remoting::body::{JsonBody, RegisterBrokerBody};
 use crate::remoting::client::{ClientError, Connection};
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -26,16 +26,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The `REGISTER_BROKER` request for the broker's current topics.
 pub(crate) fn register_request(core: &Core, face: &RemotingState) -> RemotingCommand {
-    let wrapper = TopicConfigAndMappingSerializeWrapper {
-        topic_config_table: core
-            .topics
-            .all()
-            .into_iter()
-            .map(|t| (t.topic_name.clone(), t))
-            .collect(),
-        data_version: core.topics.data_version(),
-        ..Default::default()
-    };
+    let wrapper = core.topics.serialize_wrapper();
     let body = RegisterBrokerBody {
         topic_config_serialize_wrapper: wrapper,
         filter_server_list: Vec::new(),

@@ -6,8 +6,8 @@ use crate::sync::Arc;
 use super::{bad_header, store_error};
 use crate::broker::core::topics::{self, perm};
 use crate::broker::core::Core;
-use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
-use crate::remoting::body::{JsonBody, TopicConfig, TopicConfigAndMappingSerializeWrapper};
+use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::remoting::body::TopicConfig;
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
 use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader, FromExtFields};
@@ -89,18 +89,6 @@ pub(crate) fn get_all_topic_config(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    let wrapper = TopicConfigAndMappingSerializeWrapper {
-        topic_config_table: core
-            .topics
-            .all()
-            .into_iter()
-            .map(|t| (t.topic_name.clone(), t))
-            .collect(),
-        data_version: core.topics.data_version(),
-        ..Default::default()
-    };
-    match wrapper.to_json_bytes() {
-        Ok(b) => Reply::now(ok(&req, Default::default()).with_body(b)),
-        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
+    let wrapper = core.topics.serialize_wrapper();
+    json_reply(&req, &wrapper)
 }

@@ -4,9 +4,10 @@
 use crate::sync::Arc;
 
 use super::{bad_header, MAX_GROUP_LEN};
+use crate::broker::core::groups::valid_name;
 use crate::broker::core::topics::{perm, RETRY_PREFIX};
 use crate::broker::core::Core;
-use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
     CheckClientConfigBody, ConsumerListBody, ExpressionType, HeartbeatData, JsonBody, TopicConfig,
 };
@@ -34,7 +35,7 @@ fn check_heartbeat(hb: &HeartbeatData) -> Result<(), String> {
             "a heartbeat carries at most {MAX_HEARTBEAT_ENTRIES} producers, consumers and subscriptions; this one has {entries}"
         ));
     }
-    let bad_name = |g: &str| g.is_empty() || g.chars().count() > MAX_GROUP_LEN;
+    let bad_name = |g: &str| !valid_name(g);
     if hb.producer_data_set.iter().any(|p| bad_name(&p.group_name)) {
         return Err(format!(
             "a producer group name is blank or longer than {MAX_GROUP_LEN} characters"
@@ -132,10 +133,7 @@ pub(crate) fn get_consumer_list_by_group(
             format!("no consumer for this group, {}", quote(h.consumer_group)),
         );
     }
-    match (ConsumerListBody { consumer_id_list: ids }).to_json_bytes() {
-        Ok(b) => Reply::now(ok(&req, ExtFields::new()).with_body(b)),
-        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
+    json_reply(&req, &ConsumerListBody { consumer_id_list: ids })
 }
 
 /// `CHECK_CLIENT_CONFIG` (46): tag subscriptions always pass; an SQL92 expression is compiled

@@ -14,6 +14,7 @@ use crate::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::bad_header;
+use crate::broker::core::groups::valid_name;
 use crate::broker::core::groups::MAX_SUBSCRIPTION_GROUPS;
 use crate::broker::core::Core;
 use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
@@ -41,7 +42,7 @@ pub(crate) fn update_and_create_subscription_group(
     let Some(name) = config.get("groupName").and_then(Value::as_str).map(str::to_string) else {
         return reply_error(&req, response_code::SYSTEM_ERROR, "groupName is missing".into());
     };
-    if name.is_empty() || name.chars().count() > super::MAX_GROUP_LEN {
+    if !valid_name(&name) {
         return reply_error(
             &req,
             response_code::SYSTEM_ERROR,

@@ -5,7 +5,7 @@ use crate::sync::Arc;
 use super::MAX_GROUP_LEN;
 use crate::broker::core::locks::MAX_LOCK_BATCH;
 use crate::broker::core::Core;
-use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{JsonBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
 use crate::remoting::code::response_code;
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -60,10 +60,7 @@ pub(crate) fn lock_batch_mq(
     };
     let mqs = own_queues(core, b.mq_set);
     let granted = core.locks.lock(&b.consumer_group, &b.client_id, &mqs);
-    match (LockBatchResponseBody { lock_ok_mq_set: granted }).to_json_bytes() {
-        Ok(body) => Reply::now(ok(&req, ExtFields::new()).with_body(body)),
-        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
+    json_reply(&req, &LockBatchResponseBody { lock_ok_mq_set: granted })
 }
 
 /// `UNLOCK_BATCH_MQ` (42).

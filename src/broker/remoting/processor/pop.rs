@@ -30,7 +30,7 @@ use crate::broker::core::pop::{self as popper, FilterExpr, PopBatch, PopCall, Po
 use crate::broker::core::record::{self, Placement};
 use crate::broker::core::topics::RETRY_PREFIX;
 use crate::broker::core::Core;
-use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
     BatchAckMessageRequestBody, JsonBody, MessageModel, MessageQueue, MessageQueueAssignment,
     MessageRequestMode, QueryAssignmentRequestBody, QueryAssignmentResponseBody,
@@ -513,10 +513,7 @@ pub(crate) fn query_assignment(
             attachments: None,
         })
         .collect();
-    match (QueryAssignmentResponseBody { message_queue_assignments: assignments }).to_json_bytes() {
-        Ok(json) => Reply::now(ok(&req, ExtFields::new()).with_body(json)),
-        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
+    json_reply(&req, &QueryAssignmentResponseBody { message_queue_assignments: assignments })
 }
 
 /// RocketMQ's `AllocateMessageQueueAveragely` for client `index` of `clients`.

@@ -11,21 +11,13 @@ use crate::sync::Arc;
 
 use super::bad_header;
 use crate::broker::core::Core;
-use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::broker::remoting::{json_reply, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
-    Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KvTable, MessageQueue,
-    OffsetWrapper, ProducerConnection, TopicOffset, TopicStatsTable,
+    Connection, ConsumeStats, ConsumerConnection, GroupList, KvTable, MessageQueue, OffsetWrapper,
+    ProducerConnection, TopicOffset, TopicStatsTable,
 };
 use crate::remoting::code::response_code;
 use crate::remoting::{RemotingCommand, BROKER_VERSION};
-
-/// A reply carrying `body` as JSON, or `SYSTEM_ERROR` if it cannot be written.
-fn json_reply(req: &RemotingCommand, body: &impl JsonBody) -> Reply {
-    match body.to_json_bytes() {
-        Ok(b) => Reply::now(ok(req, Default::default()).with_body(b)),
-        Err(e) => reply_error(req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
-}
 
 fn queue(core: &Core, topic: &str, queue_id: u32) -> MessageQueue {
     MessageQueue {
