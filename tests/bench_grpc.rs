@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use baiji::bench::grpc::GrpcDriver;
 use baiji::bench::{run, BenchArgs, ConsumeMode, SendMode};
-use baiji::broker::BrokerConfig;
 
 /// Messages sent after the warm-up.
 const COUNT: u64 = 3_000;
@@ -44,20 +43,12 @@ fn args(namesrv: &str, grpc: &str) -> BenchArgs {
     }
 }
 
+#[path = "common/mod.rs"]
+mod common;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_grpc_driver_when_benchmarking_should_deliver_every_message_to_every_group() {
-    let config = BrokerConfig {
-        remoting: baiji::broker::RemotingConfig {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-            ..Default::default()
-        },
-        grpc: baiji::broker::GrpcConfig {
-            grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
-            ..Default::default()
-        },
-        ..BrokerConfig::default()
-    };
+    let config = common::broker::with_grpc();
     let broker = baiji::broker::start(config).await.expect("the broker starts on free ports");
     let namesrv = broker.namesrv_addr().expect("an embedded name server").to_string();
     let grpc = broker.grpc_addr().expect("a gRPC endpoint").to_string();

@@ -11,13 +11,16 @@ use baiji::remoting::body::{JsonBody, TopicRouteData};
 use baiji::remoting::code::{request_code as rc, response_code as code};
 use baiji::remoting::header::{
     pull_sys_flag, CreateTopicRequestHeader, PullMessageRequestHeader, SendHeaderVersion,
-    SendMessageRequestHeader, ToExtFields,
+    ToExtFields,
 };
 use baiji::remoting::message::decode_records;
 use baiji::remoting::{ExtFields, RemotingCommand, SerializeType};
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+#[path = "common/mod.rs"]
+mod common;
 
 #[path = "broker_raw/acl.rs"]
 mod acl;
@@ -48,16 +51,7 @@ mod transactions;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> RunningBroker {
-    let mut config = BrokerConfig {
-        remoting: baiji::broker::RemotingConfig {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-            ..Default::default()
-        },
-        ..BrokerConfig::default()
-    };
-    tweak(&mut config);
-    baiji::broker::start(config).await.expect("the broker starts on free ports")
+    common::broker::start(common::broker::loopback(), tweak).await
 }
 
 fn broker_addr(b: &RunningBroker) -> SocketAddr {
@@ -165,25 +159,8 @@ fn create_topic_request(topic: &str, queues: i32) -> RemotingCommand {
 
 /// A SEND_MESSAGE (V1 header) of `body` with tag `TagA` to `queue` of `topic`.
 fn send_request(topic: &str, queue: i32, body: impl Into<bytes::Bytes>) -> RemotingCommand {
-    let h = SendMessageRequestHeader {
-        producer_group: "raw_producer",
-        topic,
-        default_topic: "TBW102",
-        default_topic_queue_nums: 4,
-        queue_id: queue,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: "TAGS\u{1}TagA\u{2}",
-        reconsume_times: 0,
-        unit_mode: false,
-        max_reconsume_times: None,
-        batch: false,
-        broker_name: None,
-    };
-    let mut ext = ExtFields::new();
-    h.write_ext_fields_as(&mut ext, SendHeaderVersion::V1);
-    request(rc::SEND_MESSAGE, ext).with_body(body)
+    let to = ("raw_producer", topic, queue, 4);
+    common::raw::send(SendHeaderVersion::V1, to, "TAGS\u{1}TagA\u{2}", body)
 }
 
 fn max_offset_request(topic: &str, queue: i32) -> RemotingCommand {

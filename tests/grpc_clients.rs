@@ -7,6 +7,9 @@
 //! `support` is the harness (broker, client processes, remoting reads); each other module is
 //! one family of RPCs.
 
+#[path = "common/mod.rs"]
+mod common;
+
 #[path = "grpc_clients/cluster.rs"]
 mod cluster;
 #[path = "grpc_clients/connections.rs"]

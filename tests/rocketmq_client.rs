@@ -5,6 +5,8 @@
 //! Every test starts its own broker on free ports and uses its own topic and group names, so
 //! the tests run in parallel threads of one process (sharing one client runtime owner).
 
+#[path = "common/mod.rs"]
+mod common;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

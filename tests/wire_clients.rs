@@ -5,6 +5,8 @@
 //! text exactly as fastjson (Java) or jsoniter (Go) prints it, bodies as the clients encode
 //! them. Responses are read as raw JSON, so a test sees what a strict client decoder sees.
 
+#[path = "common/mod.rs"]
+mod common;
 mod support;
 
 use std::net::SocketAddr;

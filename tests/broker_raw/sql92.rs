@@ -22,25 +22,8 @@ fn send_with(topic: &str, body: &str, props: &[(&str, &str)]) -> RemotingCommand
     for (k, v) in props {
         properties.push_str(&format!("{k}\u{1}{v}\u{2}"));
     }
-    let h = SendMessageRequestHeader {
-        producer_group: "raw_producer",
-        topic,
-        default_topic: "TBW102",
-        default_topic_queue_nums: 4,
-        queue_id: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: &properties,
-        reconsume_times: 0,
-        unit_mode: false,
-        max_reconsume_times: None,
-        batch: false,
-        broker_name: None,
-    };
-    let mut ext = ExtFields::new();
-    h.write_ext_fields_as(&mut ext, SendHeaderVersion::V1);
-    request(rc::SEND_MESSAGE, ext).with_body(body.as_bytes().to_vec())
+    let to = ("raw_producer", topic, 0, 4);
+    crate::common::raw::send(SendHeaderVersion::V1, to, &properties, body.as_bytes().to_vec())
 }
 
 /// A pull of queue 0 from `offset` carrying the SQL92 subscription `expr`.

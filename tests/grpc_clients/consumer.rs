@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 
 use baiji::remoting::client::request_once;
 use baiji::remoting::code::{request_code as rc, response_code as code};
-use baiji::remoting::header::{SendHeaderVersion, SendMessageRequestHeader};
-use baiji::remoting::{ExtFields, RemotingCommand};
+use baiji::remoting::header::SendHeaderVersion;
+use baiji::remoting::RemotingCommand;
 use serde_json::{json, Value};
 
 use crate::support::{
@@ -49,27 +49,8 @@ async fn send(remoting: SocketAddr, topic: &str, queue: i32, body: &str) -> Sent
     let props = format!(
         "TAGS\u{1}TagG\u{2}KEYS\u{1}key-a key-b\u{2}UNIQ_KEY\u{1}{id}\u{2}color\u{1}blue\u{2}"
     );
-    let h = SendMessageRequestHeader {
-        producer_group: "grpc_consumer_tests",
-        topic,
-        default_topic: "TBW102",
-        default_topic_queue_nums: QUEUES,
-        queue_id: queue,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: &props,
-        reconsume_times: 0,
-        unit_mode: false,
-        max_reconsume_times: None,
-        batch: false,
-        broker_name: None,
-    };
-    let mut ext = ExtFields::new();
-    h.write_ext_fields_as(&mut ext, SendHeaderVersion::V2);
-    let req = RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
-        .with_ext_fields(ext)
-        .with_body(body.as_bytes().to_vec());
+    let to = ("grpc_consumer_tests", topic, queue, QUEUES);
+    let req = crate::common::raw::send(SendHeaderVersion::V2, to, &props, body.as_bytes().to_vec());
     let r = request_once(remoting, req, PATIENCE).await.expect("the broker answers a send");
     assert_eq!(r.code, code::SUCCESS, "sending to {topic} succeeds: {r:?}");
     Sent { id, body: body.to_owned() }

@@ -36,31 +36,13 @@ pub(crate) struct Broker {
 /// A broker on free loopback ports (remoting, embedded name server, gRPC), configured by
 /// `tweak`.
 pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> Broker {
-    let mut config = BrokerConfig {
-        remoting: baiji::broker::RemotingConfig {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-            ..Default::default()
-        },
-        grpc: baiji::broker::GrpcConfig {
-            grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
-            ..Default::default()
-        },
-        ..BrokerConfig::default()
-    };
-    tweak(&mut config);
-    let running = baiji::broker::start(config).await.expect("the broker starts on free ports");
+    let running = crate::common::broker::start(crate::common::broker::with_grpc(), tweak).await;
     let grpc = running.grpc_addr().expect("a gRPC endpoint").to_string();
     let remoting = running.broker_addr().expect("a broker port");
     Broker { running, grpc, remoting }
 }
 
-/// A name unique in this test binary: `<prefix>_<n>`.
-pub(crate) fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
+pub(crate) use crate::common::names::unique;
 
 /// Creates `topic` with `queues` read-write queues over the remoting port.
 pub(crate) async fn create_topic(b: &Broker, topic: &str, queues: i32) {

@@ -34,19 +34,13 @@ use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
 
 /// Polls `check` every 100 ms until it holds; panics with `what` after `timeout`. Returns how
 /// long it took.
-pub(crate) async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Duration
+pub(crate) async fn eventually<F, Fut>(what: &str, timeout: Duration, check: F) -> Duration
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let polled = crate::common::wait::poll(timeout, Duration::from_millis(100), check).await;
+    polled.unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for: {what}"))
 }
 
 /// A port nothing listens on right now, for a child process (a real name server, a baiji
@@ -424,16 +418,13 @@ pub(crate) async fn producer(
     namesrv: &str,
     group: &str,
 ) -> DefaultMQProducer {
-    let mut p = DefaultMQProducer::builder(Arc::clone(rt))
-        .client_config(client_config(namesrv, &format!("{group}-producer")))
-        .producer_group(group)
-        .name_server_addr(namesrv)
-        .send_msg_timeout(3_000)
-        .retry_times_when_send_failed(2)
-        .build();
-    p.set_send_latency_fault_enable(true);
-    p.start().await.expect("producer starts");
-    p
+    let o = crate::support::ProducerOptions {
+        send_timeout_ms: 3_000,
+        retries: 2,
+        client_config: true,
+        latency_fault: true,
+    };
+    crate::support::start_producer(rt, namesrv, group, o).await
 }
 
 /// Where a sent message was stored.
@@ -543,15 +534,15 @@ pub(crate) struct Inbox {
 
 impl Inbox {
     pub(crate) fn snapshot(&self) -> Vec<Delivery> {
-        self.deliveries.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::common::sync::lock(&self.deliveries).clone()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.deliveries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        crate::common::sync::lock(&self.deliveries).len()
     }
 
     fn push(&self, d: Delivery) {
-        self.deliveries.lock().unwrap_or_else(|p| p.into_inner()).push(d);
+        crate::common::sync::lock(&self.deliveries).push(d);
     }
 }
 
@@ -573,7 +564,7 @@ pub(crate) struct Allocations {
 impl Allocations {
     /// Queues (`broker`, id) of `topic` the members hold now, per member.
     pub(crate) fn of(&self, topic: &str) -> Vec<Vec<(String, i32)>> {
-        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let last = crate::common::sync::lock(&self.last);
         last.iter()
             .filter(|((_, t), _)| t == topic)
             .map(|(_, mqs)| {
@@ -622,10 +613,7 @@ impl AllocateMessageQueueStrategy for WholeGroupByCircle {
             }
         }
         if let Some(topic) = mq_all.first().map(|q| q.topic().to_string()) {
-            self.record
-                .last
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+            crate::common::sync::lock(&self.record.last)
                 .insert((current_cid.to_string(), topic), mine.clone());
         }
         Ok(mine)

@@ -298,7 +298,7 @@ fn orderly_listener(
         std::thread::sleep(Duration::from_millis(20));
         for m in msgs {
             let d = Delivery::from_ext(consumer, "", m);
-            log.lock().unwrap_or_else(|p| p.into_inner()).push(Consumed {
+            crate::common::sync::lock(&log).push(Consumed {
                 consumer,
                 queue: d.queue,
                 offset: d.offset,
@@ -312,7 +312,7 @@ fn orderly_listener(
 }
 
 fn consumed_ids(log: &ConsumedLog) -> HashSet<String> {
-    log.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|c| c.uniq.clone()).collect()
+    crate::common::sync::lock(log).iter().map(|c| c.uniq.clone()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,7 +363,7 @@ async fn given_two_orderly_consumers_when_one_joins_and_the_other_shuts_down_sho
     );
     let spy = tokio::task::block_in_place(|| try_lock(addr, group, "127.0.0.1@spy", topic, &all));
     assert!(spy.is_empty(), "every queue is locked by A or B: {spy:?}");
-    let snapshot = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let snapshot = crate::common::sync::lock(&log).clone();
     let b_queues: HashSet<i32> =
         snapshot.iter().filter(|c| c.consumer == "orderly-b").map(|c| c.queue).collect();
     assert_eq!(b_queues.len(), 2, "B gets half of the queues once A releases them: {b_queues:?}");
@@ -376,7 +376,7 @@ async fn given_two_orderly_consumers_when_one_joins_and_the_other_shuts_down_sho
         eventually(Duration::from_secs(30), || consumed_ids(&log).len() >= sent.len()).await,
         "B consumes phase 3 after A left"
     );
-    let snapshot = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let snapshot = crate::common::sync::lock(&log).clone();
     let phase3: HashSet<&String> = phase3.iter().collect();
     let by_b: HashSet<i32> = snapshot
         .iter()

@@ -89,16 +89,7 @@ impl TestBroker {
 /// Starts a broker; `tweak` adjusts the configuration.
 pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
     init_logging();
-    let mut config = BrokerConfig {
-        remoting: baiji::broker::RemotingConfig {
-            listen: "127.0.0.1:0".parse().expect("address"),
-            namesrv_listen: Some("127.0.0.1:0".parse().expect("address")),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    tweak(&mut config);
-    let broker = baiji::broker::start(config).await.expect("the broker starts");
+    let broker = crate::common::broker::start(crate::common::broker::loopback(), tweak).await;
     let namesrv = broker.namesrv_addr().expect("embedded name server").to_string();
     let addr = broker.broker_addr().expect("broker address");
     TestBroker { broker, namesrv, addr }
@@ -115,15 +106,13 @@ pub(crate) async fn producer(
     namesrv: &str,
     group: &str,
 ) -> DefaultMQProducer {
-    let mut p = DefaultMQProducer::builder(Arc::clone(rt))
-        .client_config(client_config(namesrv, &format!("{group}-producer")))
-        .producer_group(group)
-        .name_server_addr(namesrv)
-        .send_msg_timeout(5_000)
-        .retry_times_when_send_failed(0)
-        .build();
-    p.start().await.expect("the producer starts");
-    p
+    let o = crate::support::ProducerOptions {
+        send_timeout_ms: 5_000,
+        retries: 0,
+        client_config: true,
+        latency_fault: false,
+    };
+    crate::support::start_producer(rt, namesrv, group, o).await
 }
 
 /// A push consumer builder with the test defaults (from the first offset, one message per
@@ -195,15 +184,15 @@ pub(crate) struct Log(Arc<Mutex<Vec<Delivery>>>);
 
 impl Log {
     pub(crate) fn push(&self, d: Delivery) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(d);
+        crate::common::sync::lock(&self.0).push(d);
     }
 
     pub(crate) fn snapshot(&self) -> Vec<Delivery> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::common::sync::lock(&self.0).clone()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+        crate::common::sync::lock(&self.0).len()
     }
 
     /// Distinct `UNIQ_KEY`s delivered (to `consumer`, or to anyone).
@@ -260,16 +249,8 @@ pub(crate) fn recording_orderly_listener(
 
 /// Polls `cond` every 50 ms until it holds or `timeout` passes; returns whether it held.
 pub(crate) async fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let every = Duration::from_millis(50);
+    crate::common::wait::poll(timeout, every, || std::future::ready(cond())).await.is_ok()
 }
 
 /// A message to `topic` with a body, tag, keys and user properties.
@@ -551,7 +532,7 @@ impl ChildConsumer {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if line.ends_with("READY") {
-                    *ready2.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                    *crate::common::sync::lock(&ready2) = true;
                     continue;
                 }
                 let Some(at) = line.find("DELIVERY\t") else { continue };
@@ -578,7 +559,7 @@ impl ChildConsumer {
 
     /// Whether its consumer has started.
     pub(crate) fn is_ready(&self) -> bool {
-        *self.ready.lock().unwrap_or_else(|p| p.into_inner())
+        *crate::common::sync::lock(&self.ready)
     }
 
     fn signal(&self, sig: &str) {
@@ -673,7 +654,7 @@ fn run_program(
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                    lines.lock().unwrap_or_else(|p| p.into_inner()).push(v);
+                    crate::common::sync::lock(&lines).push(v);
                 }
             }
         })
@@ -691,7 +672,7 @@ fn run_program(
         std::thread::sleep(Duration::from_millis(50));
     };
     let _ = reader.join();
-    let lines = lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let lines = crate::common::sync::lock(&lines).clone();
     match status {
         Some(s) => assert!(s.success(), "{script} exits 0, not {s}; printed {lines:?}"),
         None => panic!("{script} did not finish within {timeout:?}; printed {lines:?}"),

@@ -56,7 +56,7 @@ impl TransactionListener for Scripted {
             .find(|(k, _)| k.as_str() == "TRANSACTION_CHECK_TIMES")
             .map(|(_, v)| v.to_string())
             .unwrap_or_default();
-        self.checks.lock().unwrap_or_else(|p| p.into_inner()).push((body.clone(), times));
+        crate::common::sync::lock(&self.checks).push((body.clone(), times));
         if body.starts_with("check-commit-") {
             LocalTransactionState::CommitMessage
         } else if body.starts_with("check-rollback-") {
@@ -69,7 +69,7 @@ impl TransactionListener for Scripted {
 
 impl Scripted {
     fn checked(&self) -> Vec<(String, String)> {
-        self.checks.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::common::sync::lock(&self.checks).clone()
     }
 }
 

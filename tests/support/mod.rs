@@ -17,9 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Once};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baiji::broker::{BrokerConfig, RunningBroker};
 use cheetah_string::CheetahString;
@@ -79,25 +78,12 @@ pub(crate) fn init() {
     });
 }
 
-/// A name unique in this process: `<prefix>_<n>`.
-pub(crate) fn unique(prefix: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
+pub(crate) use crate::common::names::unique;
 
 /// A broker on free loopback ports with its embedded name server, configured by `tweak`.
 pub(crate) async fn start_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> RunningBroker {
     init();
-    let mut config = BrokerConfig {
-        remoting: baiji::broker::RemotingConfig {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            namesrv_listen: Some("127.0.0.1:0".parse().expect("an address")),
-            ..Default::default()
-        },
-        ..BrokerConfig::default()
-    };
-    tweak(&mut config);
-    baiji::broker::start(config).await.expect("the broker starts on free ports")
+    crate::common::broker::start(crate::common::broker::loopback(), tweak).await
 }
 
 /// The name server address clients are given.
@@ -147,20 +133,57 @@ pub(crate) fn client_runtime_binary(scope: &str) -> Arc<ClientRuntime> {
     .expect("a client runtime")
 }
 
-/// A started producer.
+/// How a test producer is built: the harnesses of this binary differ in patience and retries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProducerOptions {
+    /// Send timeout, ms.
+    pub(crate) send_timeout_ms: u32,
+    /// Retries of a failed send (on another broker, when there is one).
+    pub(crate) retries: u32,
+    /// Whether it gets the tests' client config (loopback IP, an instance name from the group,
+    /// short timers), or the client's defaults.
+    pub(crate) client_config: bool,
+    /// Whether it avoids brokers that failed (`sendLatencyFaultEnable`).
+    pub(crate) latency_fault: bool,
+}
+
+/// A started producer of `group` that knows only the name server, built as `o` says.
+pub(crate) async fn start_producer(
+    rt: &Arc<ClientRuntime>,
+    namesrv: &str,
+    group: &str,
+    o: ProducerOptions,
+) -> DefaultMQProducer {
+    let mut b = DefaultMQProducer::builder(Arc::clone(rt));
+    if o.client_config {
+        b = b.client_config(client_config(namesrv, &format!("{group}-producer")));
+    }
+    let mut p = b
+        .producer_group(group)
+        .name_server_addr(namesrv)
+        .send_msg_timeout(o.send_timeout_ms)
+        .retry_times_when_send_failed(o.retries)
+        .build();
+    if o.latency_fault {
+        p.set_send_latency_fault_enable(true);
+    }
+    p.start().await.expect("the producer starts");
+    p
+}
+
+/// A started producer of a group of its own.
 pub(crate) async fn producer(
     rt: &Arc<ClientRuntime>,
     namesrv: &str,
     retries: u32,
 ) -> DefaultMQProducer {
-    let mut p = DefaultMQProducer::builder(Arc::clone(rt))
-        .producer_group(unique("pg"))
-        .name_server_addr(namesrv)
-        .send_msg_timeout(10_000)
-        .retry_times_when_send_failed(retries)
-        .build();
-    p.start().await.expect("the producer starts");
-    p
+    let o = ProducerOptions {
+        send_timeout_ms: 10_000,
+        retries,
+        client_config: false,
+        latency_fault: false,
+    };
+    start_producer(rt, namesrv, &unique("pg"), o).await
 }
 
 /// Creates `topic` with `queues` queues through the client's admin call (UPDATE_AND_CREATE_TOPIC
@@ -354,19 +377,13 @@ impl PushConsumer {
 }
 
 /// Polls `cond` every few milliseconds until it holds; panics with `what` after `within`.
-pub(crate) async fn wait_until<F, Fut>(within: Duration, what: &str, mut cond: F)
+pub(crate) async fn wait_until<F, Fut>(within: Duration, what: &str, cond: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + within;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let polled = crate::common::wait::poll(within, Duration::from_millis(20), cond).await;
+    assert!(polled.is_ok(), "timed out after {within:?} waiting until {what}");
 }
 
 /// Receives until `n` messages arrived; panics (saying what arrived) after `within`.
