@@ -4,13 +4,25 @@
 //! Layers (dependencies point downwards only; see `docs/design.md`):
 //!
 //! ```text
-//!  bin (CLI: broker, namesrv, bench)
-//!    └── broker     connections, request processors, long polling, client registry, name server
-//!          ├── remoting   frame codec, commands, codes, typed headers, stored-message layout
-//!          └── store      the traits the broker sees
-//!                └── engine    topics, queue selection, consumer groups, acks, budget
-//!                      └── queue     the lock-free doubly-linked queue, nodes, reaper, epochs
-//!                            └── sync   std / loom shim
+//!  bin (src/bin/baiji: broker, namesrv, bench, top)
+//!    ├── bench, top       the load generator and the live cluster view
+//!    └── broker           composition root (broker/mod.rs): builds the core, starts the faces
+//!          ├── broker::remoting   face: connections, the code table, one processor file per
+//!          │                      RocketMQ request family, name server, registrar, the ACL's
+//!          │                      code rules, the TLS gate
+//!          ├── broker::grpc       face: MessagingService for the RocketMQ 5 SDKs: sessions,
+//!          │                      receipts, renewals, Telemetry (neither face imports the other)
+//!          ├── broker::security   what both faces' security needs: accounts, signatures, the
+//!          │                      certificate store, file reloads
+//!          └── broker::core       protocol-free: topics, groups, clients, locks, sends, pops,
+//!                │                transactions, timers, delay levels, retries, counters; core
+//!                │                error enums each face maps to its own codes
+//!                ├── remoting     frame codec, commands, codes, typed headers, stored-message
+//!                │                layout, message properties (no I/O)
+//!                └── store        the traits the core sees
+//!                      └── engine    topics, queue selection, consumer groups, acks, budget
+//!                            └── queue     the lock-free doubly-linked queue, nodes, reaper
+//!                                  └── sync   std / loom shim
 //! ```
 //!
 //! Most programs want [`engine::Engine`].

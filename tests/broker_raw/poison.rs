@@ -149,7 +149,7 @@ async fn given_a_message_whose_properties_grow_past_the_limit_on_send_back_shoul
     broker.shutdown().await;
 }
 
-/// A stored record in the broker's layout (see `src/broker/record.rs`) with `props_len` bytes
+/// A stored record in the broker's layout (see `src/broker/core/record.rs`) with `props_len` bytes
 /// of properties: more than 32767 cannot be written out in RocketMQ's layout.
 fn raw_record(body: &[u8], props_len: u16) -> Bytes {
     let mut b = bytes::BytesMut::new();

@@ -2,7 +2,7 @@
 //! ForwardMessageToDeadLetterQueue and QueryAssignment ([`service`](super::service) delegates
 //! each here), over the POP consumption the remoting face uses ([`crate::broker::core::pop`]).
 //!
-//! * **ReceiveMessage** (facts doc 1.6) pops every queue of this broker for the group (the
+//! * **ReceiveMessage** (`docs/rocketmq5-grpc-pop-transactions.md` 1.6) pops every queue of this broker for the group (the
 //!   request's queue id is ignored, as the proxy ignores it), long-polling for the request's
 //!   `long_polling_timeout` (else the deadline less half the request timeout) clamped to
 //!   [5 s, 20 s] and to the deadline; a deadline under 5 s is `ILLEGAL_POLLING_TIME`. A simple

@@ -1,4 +1,4 @@
-//! RocketMQ messages ⇄ v2 `Message` (facts doc 1.5 and 1.11).
+//! RocketMQ messages ⇄ v2 `Message` (`docs/rocketmq5-grpc-pop-transactions.md` 1.5 and 1.11).
 //!
 //! Delivery ([`to_message`]): user properties are every property that is not one of RocketMQ's
 //! system keys; the system properties carry tag, keys, message id (`UNIQ_KEY`), an MD5 body

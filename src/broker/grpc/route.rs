@@ -1,4 +1,4 @@
-//! `QueryRoute` (facts doc 1.4): the topic's queues on every baiji broker of the cluster, each
+//! `QueryRoute` (`docs/rocketmq5-grpc-pop-transactions.md` 1.4): the topic's queues on every baiji broker of the cluster, each
 //! at its own gRPC endpoint, accepting every message type.
 //!
 //! # Several brokers

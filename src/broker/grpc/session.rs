@@ -6,8 +6,8 @@
 //! (orphaned-transaction recovery). The unary RPCs look the session up by client id.
 //!
 //! The Telemetry channel is bounded and written with `try_send` only: a client that does not
-//! read its stream (Python's push consumer stops reading after the first Settings, facts doc
-//! section 6) loses the command, never blocks the broker.
+//! read its stream (Python's push consumer stops reading after the first Settings,
+//! `docs/rocketmq5-grpc-pop-transactions.md` section 6) loses the command, never blocks the broker.
 
 use crate::sync::{Arc, Mutex, MutexGuard};
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
-//! The Settings a client sends first on Telemetry, merged with the server's values (facts doc
-//! 1.3 and section 6). Every client blocks or misbehaves without some of them:
+//! The Settings a client sends first on Telemetry, merged with the server's values
+//! (`docs/rocketmq5-grpc-pop-transactions.md` 1.3 and section 6). Every client blocks or misbehaves without some of them:
 //!
 //! - producers: an exponential backoff (10 ms, 1 s, ×2; Java refuses any other strategy),
 //!   `max_attempts` 3, `max_body_size` = the broker's `max-message-size` (Node and Python copy it
