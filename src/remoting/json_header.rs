@@ -317,6 +317,30 @@ mod tests {
         assert_eq!(h.ext_fields.get("g"), Some("1700000000000"));
     }
 
+    /// Issue 23: JSON allows whitespace before a value (`"k": false`, `"a": 2`), as Python's
+    /// `json.dumps`, Jackson's pretty printer and hand-written clients emit it; the header must
+    /// read as if the space were not there, whichever decoder reads it.
+    #[test]
+    fn given_raw_values_after_whitespace_when_decoding_should_read_them_as_written() {
+        let text = "{\"code\": 310, \"language\": \"PYTHON\", \"opaque\":\t7, \"flag\": 0, \
+                    \"remark\":\n true, \"extFields\": {\"k\": false, \"a\": 2, \"m\":\r\n\ttrue, \
+                    \"e\": -1.5e3, \"s\": \"x\", \"n\": null}}";
+        let h = parse(text).expect("legal JSON header");
+        assert_eq!((h.code, h.opaque, h.flag), (310, 7, 0));
+        assert_eq!(h.remark.as_deref(), Some("true"), "a raw remark keeps its text, not the space");
+        assert_eq!(h.ext_fields.get("k"), Some("false"), "whitespace is not part of the value");
+        assert_eq!(h.ext_fields.get("a"), Some("2"));
+        assert_eq!(h.ext_fields.get("m"), Some("true"));
+        assert_eq!(h.ext_fields.get("e"), Some("-1.5e3"));
+        assert_eq!(h.ext_fields.get("s"), Some("x"));
+        assert!(!h.ext_fields.contains_key("n"), "null values are skipped");
+        assert_eq!(h.ext_fields.optional_bool("k"), Ok(Some(false)), "a boolean reads as one");
+        assert_eq!(h.ext_fields.required_i32("a"), Ok(2));
+        let serde = decode_with_serde(text.as_bytes()).expect("serde reads it");
+        assert_eq!(serde.ext_fields, h.ext_fields, "both decoders read the same fields");
+        assert_eq!(serde.remark, h.remark, "both decoders read the same remark");
+    }
+
     #[test]
     fn given_minimal_or_odd_header_when_decoding_should_apply_defaults() {
         let h =
