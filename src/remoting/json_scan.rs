@@ -13,8 +13,10 @@
 //! would decode to the same [`HeaderParts`]; for anything else (an escaped key, a nested value,
 //! a number where a string is usual, a missing `code`, bad JSON, a header over the size limit,
 //! too many fields, ...) it returns `None` and the caller runs the serde decoder, so errors,
-//! refusals and lenient readings stay exactly as that decoder defines them. The property test
-//! below checks the agreement on generated and mutated headers.
+//! refusals and lenient readings stay exactly as that decoder defines them. Whitespace is
+//! legal before and after every token and is never part of a value (`"k": false` is `false`).
+//! The property tests below check the agreement both ways on generated headers with arbitrary
+//! whitespace, raw scalars, escapes and nested values, edited or not.
 
 use std::ops::Range;
 
@@ -174,10 +176,14 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// A string, number, boolean or `null`; `None` for an object, an array or bad JSON.
+    /// A string, number, boolean or `null`, after any whitespace; `None` for an object, an
+    /// array or bad JSON.
     fn scalar(&mut self) -> Option<Scalar> {
+        let first = self.peek()?;
+        // After `peek`, which skipped the whitespace before the value (issue 23: taken before
+        // it, `"k": false` read as " false").
         let start = self.at;
-        match self.peek()? {
+        match first {
             b'"' => self.string(),
             b'n' => self.word(b"null").map(|()| Scalar::Null),
             b't' => self.word(b"true").map(|()| Scalar::Raw(start..self.at)),
@@ -625,8 +631,14 @@ mod tests {
         Ok(fast)
     }
 
+    /// `cases` cases, no regression file (the seeds that matter are the tests above).
+    fn config(cases: u32) -> ProptestConfig {
+        ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 4096, failure_persistence: None, ..ProptestConfig::default() })]
+        // Over seeds 1..10, the scanner of issue 23 failed this one after 6 to 422 cases.
+        #![proptest_config(config(4096))]
 
         /// Generated headers of every legal shape, with arbitrary whitespace everywhere JSON
         /// allows it, raw scalars, escapes and nested values, each possibly edited by one
@@ -644,6 +656,10 @@ mod tests {
         ) {
             check_contract(&text_of(&header, &blanks, edit))?;
         }
+    }
+
+    proptest! {
+        #![proptest_config(config(1024))]
 
         /// Random token soup, valid or not: the scanner never takes what serde refuses, and
         /// agrees with it on what both take.
