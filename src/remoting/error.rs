@@ -113,32 +113,9 @@ pub struct RefusedHeader {
     /// The flags (response, one-way).
     pub flag: i32,
     /// The header encoding the answer must use.
-    pub serialize_type: crate::remoting::SerializeType,
+    pub serialize_type: crate::remoting::header_codec::types::SerializeType,
     /// Why it was refused (the answer's remark).
     pub reason: String,
-}
-
-impl RefusedHeader {
-    /// The error answer (`SYSTEM_ERROR`, the reason as remark), or `None` when the command was a
-    /// response or a one-way request, which are never answered.
-    #[must_use]
-    pub fn response(&self) -> Option<crate::remoting::RemotingCommand> {
-        use crate::remoting::RemotingCommand;
-        let request = RemotingCommand {
-            code: self.code,
-            opaque: self.opaque,
-            flag: self.flag,
-            serialize_type: self.serialize_type,
-            ..RemotingCommand::default()
-        };
-        (!request.is_response() && !request.is_oneway()).then(|| {
-            RemotingCommand::response_to(
-                &request,
-                crate::remoting::code::response_code::SYSTEM_ERROR,
-                Some(self.reason.clone()),
-            )
-        })
-    }
 }
 
 /// A custom-header field of a well-framed request is missing or malformed.

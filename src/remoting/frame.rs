@@ -22,8 +22,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::remoting::command::SerializeType;
 use crate::remoting::error::FrameError;
+use crate::remoting::header_codec::types::SerializeType;
 
 /// Largest accepted value of the `length` field (16 MiB), the Java broker's and the Rust client's
 /// default. The encoder keeps `4 + length` within it, so what baiji sends also passes Java's

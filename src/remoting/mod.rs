@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | frame | [`frame`] | cuts the byte stream into `length | type+headerLen | header | body` |
 //! | command | [`command`] | [`RemotingCommand`]: JSON or binary header + body |
+//! | header codec | `header_codec` | the JSON (direct scanner, serde fallback) and binary header encodings |
 //! | custom header | [`ext`], [`header`] | [`ExtFields`] and typed request/response headers |
 //! | bodies | [`body`], [`message`], [`properties`] | JSON bodies, stored-message records, batch bodies, properties |
 //! | ids and filters | [`msgid`], [`subscription`] | offset msgIds, UNIQ_KEYs, tag matching |
@@ -48,10 +49,7 @@ pub mod properties;
 pub mod sql92;
 pub mod subscription;
 
-mod binary_header;
-mod json_header;
-mod json_scan;
-mod json_write;
+mod header_codec;
 mod reader;
 
 #[cfg(test)]
@@ -61,7 +59,8 @@ mod fuzz_tests;
 #[cfg(test)]
 mod scenario_tests;
 
-pub use command::{LanguageCode, RemotingCommand, SerializeType, BROKER_VERSION};
+pub use command::{RemotingCommand, BROKER_VERSION};
 pub use error::{BodyError, FrameError, HeaderError, MessageError, MsgIdError, RefusedHeader};
 pub use ext::{ExtFields, MAX_EXT_FIELDS};
 pub use frame::{decode_frame, Frame, MAX_FRAME_LEN, MAX_HEADER_BYTES};
+pub use header_codec::{LanguageCode, SerializeType};

@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use crate::remoting::body::{HeartbeatData, JsonBody, TopicRouteData};
 use crate::remoting::code::{request_code, response_code};
-use crate::remoting::command::{RemotingCommand, SerializeType, BROKER_VERSION};
 use crate::remoting::frame::peek_prefix;
 use crate::remoting::header::{
     FromExtFields, PullMessageRequestHeader, PullMessageResponseHeader, SendHeaderVersion,
@@ -19,6 +18,7 @@ use crate::remoting::message::{decode_records, encode_record, StoredRecord};
 use crate::remoting::msgid::decode_offset_msg_id;
 use crate::remoting::properties;
 use crate::remoting::subscription::TagMatcher;
+use crate::remoting::{RemotingCommand, SerializeType, BROKER_VERSION};
 
 /// The 14 language names the Rust client's serde derive accepts, and nothing else.
 #[derive(Debug, Deserialize)]

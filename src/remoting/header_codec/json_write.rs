@@ -48,39 +48,7 @@ pub(crate) fn write_str(dst: &mut BytesMut, s: &str) {
 
 /// Appends the decimal form of `v` (what both Java and JavaScript print for an integer).
 pub(crate) fn write_i64(dst: &mut BytesMut, v: i64) {
-    let mut buf = [0u8; 20];
-    dst.put_slice(format_i64(v, &mut buf));
-}
-
-/// Formats `v` into `buf` and returns the used tail; 20 bytes hold `i64::MIN`.
-pub(crate) fn format_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let start = format_digits(v.unsigned_abs(), buf);
-    if v < 0 && start > 0 {
-        buf[start - 1] = b'-';
-        return &buf[start - 1..];
-    }
-    &buf[start..]
-}
-
-/// Formats `v` into `buf` and returns the used tail; 20 bytes hold `u64::MAX`.
-pub(crate) fn format_u64(v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let start = format_digits(v, buf);
-    &buf[start..]
-}
-
-/// Writes the digits of `n` right-aligned into `buf` and returns where they start. At most 20
-/// digits for `u64::MAX`, but `i64` magnitudes take at most 19, leaving room for a sign.
-fn format_digits(mut n: u64, buf: &mut [u8; 20]) -> usize {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        // `n % 10` is below 10, so the cast cannot truncate.
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return i;
-        }
-    }
+    dst.put_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[cfg(test)]
@@ -117,10 +85,6 @@ mod tests {
             let mut dst = BytesMut::new();
             write_i64(&mut dst, v);
             assert_eq!(&dst[..], v.to_string().as_bytes(), "decimal form of {v}");
-        }
-        for v in [0, 7, u64::MAX] {
-            let mut buf = [0u8; 20];
-            assert_eq!(format_u64(v, &mut buf), v.to_string().as_bytes());
         }
     }
 }

@@ -22,15 +22,19 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand, SerializeType};
 use crate::remoting::error::FrameError;
-use crate::remoting::ext::{push_raw_value, too_many_fields, ExtFields, ExtFieldsSeed};
+use crate::remoting::ext::ExtFields;
 use crate::remoting::frame::MAX_HEADER_BYTES;
-use crate::remoting::json_scan;
-use crate::remoting::json_write::{write_i64, write_str};
+use crate::remoting::header_codec::json_ext::{push_raw_value, ExtFieldsSeed};
+use crate::remoting::header_codec::json_scan;
+use crate::remoting::header_codec::json_write::{write_i64, write_str};
+use crate::remoting::header_codec::parts::{
+    header_too_long, too_many_fields, HeaderParts, HeaderRef,
+};
+use crate::remoting::header_codec::types::{LanguageCode, SerializeType};
 
 /// Appends the JSON header of `cmd` (always a complete object with all eight keys).
-pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
+pub(crate) fn encode(cmd: &HeaderRef<'_>, dst: &mut BytesMut) {
     dst.put_slice(b"{\"code\":");
     write_i64(dst, i64::from(cmd.code));
     dst.put_slice(b",\"language\":\"");
@@ -42,7 +46,7 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     dst.put_slice(b",\"flag\":");
     write_i64(dst, i64::from(cmd.flag));
     dst.put_slice(b",\"remark\":");
-    match &cmd.remark {
+    match cmd.remark {
         Some(remark) => write_str(dst, remark),
         None => dst.put_slice(b"null"),
     }
@@ -71,7 +75,7 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
 /// A header longer than [`MAX_HEADER_BYTES`] is only scanned for `code`, `opaque` and `flag`
 /// (linear, allocating nothing but serde_json's scratch for escaped keys) and comes back with
 /// `refused` set, as does one with more than
-/// [`MAX_EXT_FIELDS`](crate::remoting::ext::MAX_EXT_FIELDS) fields.
+/// [`MAX_EXT_FIELDS`](crate::remoting::MAX_EXT_FIELDS) fields.
 pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     match json_scan::decode(header) {
         Some(parts) => Ok(parts),
@@ -92,11 +96,6 @@ pub(crate) fn decode_with_serde(header: &[u8]) -> Result<HeaderParts, FrameError
         refused: if skip { Some(header_too_long(header.len())) } else { parts.refused },
         ..parts
     })
-}
-
-/// The refusal text for a header of `len` bytes.
-pub(crate) fn header_too_long(len: usize) -> String {
-    format!("the request header of {len} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes")
 }
 
 struct HeaderSeed {
@@ -287,7 +286,7 @@ impl<'de> Deserialize<'de> for LenientLanguage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::command::BROKER_VERSION;
+    use crate::remoting::{RemotingCommand, BROKER_VERSION};
 
     fn parse(json: &str) -> Result<HeaderParts, FrameError> {
         decode(json.as_bytes())
@@ -380,7 +379,7 @@ mod tests {
         resp.ext_fields.insert("queueId", "0");
         resp.ext_fields.insert("msgId", "AB\"\\");
         let mut dst = BytesMut::new();
-        encode(&resp, &mut dst);
+        encode(&resp.header_ref(), &mut dst);
         let text = std::str::from_utf8(&dst).expect("UTF-8");
         assert_eq!(
             text,

@@ -1,5 +1,5 @@
 //! A direct scanner for the JSON header shapes real clients send; the serde decoder in
-//! [`json_header`](super::json_header) handles everything else.
+//! [`json`](super::json) handles everything else.
 //!
 //! Under a max-rate load the serde visitor was the broker's largest single cost: 27 % of its
 //! CPU in a profile of `baiji bench` workload (b) (`benches/results/profile.md`). Every client
@@ -20,9 +20,11 @@
 
 use std::ops::Range;
 
-use crate::remoting::command::{HeaderParts, LanguageCode};
-use crate::remoting::ext::{unescape_into, ExtFields, DEFAULT_ENTRIES, MAX_EXT_FIELDS};
+use crate::remoting::ext::{ExtFields, MAX_EXT_FIELDS};
 use crate::remoting::frame::MAX_HEADER_BYTES;
+use crate::remoting::header_codec::json_ext::unescape_into;
+use crate::remoting::header_codec::parts::{HeaderParts, DEFAULT_ENTRIES};
+use crate::remoting::header_codec::types::LanguageCode;
 
 /// Decodes `header` if it has the common shape (see the module docs); `None` otherwise.
 pub(crate) fn decode(header: &[u8]) -> Option<HeaderParts> {
@@ -291,9 +293,9 @@ impl<'a> Scanner<'a> {
             match self.scalar()? {
                 Scalar::Null => {}
                 Scalar::Str { content, escaped } => {
-                    fields.push_scanned(key, self.slice(content), escaped);
+                    push_scanned(&mut fields, key, self.slice(content), escaped);
                 }
-                Scalar::Raw(raw) => fields.push_scanned(key, self.slice(raw), false),
+                Scalar::Raw(raw) => push_scanned(&mut fields, key, self.slice(raw), false),
             }
             if self.next_member()? {
                 break;
@@ -304,17 +306,35 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// Appends a key and a value cut out of the header, without looking for duplicates (the
+/// caller resolves them at the end): `value` is a string's content (unescaped here when
+/// `escaped`) or a number's or boolean's text, stored as
+/// [`push_raw_value`](super::json_ext::push_raw_value) stores them.
+fn push_scanned(fields: &mut ExtFields, key: &str, value: &str, escaped: bool) {
+    let arena = fields.arena_mut();
+    let key_start = arena.len();
+    arena.push_str(key);
+    let value_start = arena.len();
+    if escaped {
+        unescape_into(arena, value);
+    } else {
+        arena.push_str(value);
+    }
+    let end = arena.len();
+    fields.push_entry(key_start..value_start, value_start..end);
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::remoting::json_header;
+    use crate::remoting::header_codec::json;
 
     /// What the serde decoder makes of `header`, for comparison (the fast path is tried first
-    /// by `json_header::decode`, so this calls the serde path directly).
+    /// by `json::decode`, so this calls the serde path directly).
     fn serde_decode(header: &[u8]) -> Option<HeaderParts> {
-        json_header::decode_with_serde(header).ok()
+        json::decode_with_serde(header).ok()
     }
 
     fn same(a: &HeaderParts, b: &HeaderParts) -> bool {
