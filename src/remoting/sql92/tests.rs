@@ -2,7 +2,9 @@
 
 use proptest::prelude::*;
 
+use super::eval::last_value;
 use super::*;
+use crate::remoting::properties;
 
 /// Whether `expr` selects a message with these properties.
 fn sel(expr: &str, props: &[(&str, &str)]) -> bool {
