@@ -6,6 +6,20 @@ use std::cmp::Ordering;
 use super::{Expr, Lit, Rel, TextOp};
 use crate::remoting::properties;
 
+#[cfg(test)]
+thread_local! {
+    /// Passes over a properties string (the message's or the broker's extras): the work figure
+    /// of review item M6, counted rather than timed.
+    pub(super) static SCANS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one pass over a properties string in [`SCANS`] (tests only).
+#[inline]
+fn count_scan() {
+    #[cfg(test)]
+    SCANS.with(|n| n.set(n.get() + 1));
+}
+
 /// Whether `root` evaluates to `TRUE` without a failed conversion.
 pub(super) fn matches<'a>(root: &'a Expr, get: Get<'_, 'a>) -> bool {
     matches!(eval(root, get), Ok(Val::Bool(true)))
@@ -14,6 +28,7 @@ pub(super) fn matches<'a>(root: &'a Expr, get: Get<'_, 'a>) -> bool {
 /// The last well-formed value of `key` (what [`properties::iter`] would yield last for it),
 /// found by comparing key bytes in place: only a matching value is checked for UTF-8.
 pub(super) fn last_value<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
+    count_scan();
     let key = key.as_bytes();
     let mut found = None;
     for segment in props.split(|&b| b == properties::PROPERTY_SEPARATOR) {

@@ -265,6 +265,28 @@ fn given_properties_string_should_read_values_in_place_with_extra_first() {
     assert_eq!(f.expression(), "TAGS = 'TagA' AND CLUSTER = 'c1' AND k = '2'");
 }
 
+/// Review item M6: evaluating one record reads its properties (and the broker's extras) once,
+/// however many property references the expression makes. Counted, not timed: every pass over
+/// a properties string adds one to `eval::SCANS`.
+#[test]
+fn given_an_expression_with_many_references_when_evaluating_a_record_should_read_its_properties_once(
+) {
+    // 200 references to 7 properties, none of them matching, so all are evaluated.
+    let expression = (0..200).map(|i| format!("p{} = 'x'", i % 7)).collect::<Vec<_>>().join(" OR ");
+    let f = compiled(&expression);
+    let pairs: Vec<(String, String)> =
+        (0..20).map(|i| (format!("p{i}"), format!("v{i}"))).collect();
+    let props =
+        properties::encode(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).expect("encodable");
+    super::eval::SCANS.with(|n| n.set(0));
+    assert!(!f.matches_properties(&props, b"CLUSTER\x01c1\x02"), "no reference matches");
+    let scans = super::eval::SCANS.with(std::cell::Cell::get);
+    assert_eq!(
+        scans, 2,
+        "one pass over the properties and one over the extras per record, not one per reference"
+    );
+}
+
 /// Compiles or fails the test (for tests about evaluation, not parsing).
 fn compiled(e: &str) -> Sql92 {
     Sql92::compile(e).unwrap_or_else(|err| panic!("{e:?}: {err}"))
