@@ -6,45 +6,102 @@ use std::cmp::Ordering;
 use super::{Expr, Lit, Rel, TextOp};
 use crate::remoting::properties;
 
-#[cfg(test)]
-thread_local! {
-    /// Passes over a properties string (the message's or the broker's extras): the work figure
-    /// of review item M6, counted rather than timed.
-    pub(super) static SCANS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+/// A record's properties parsed once for evaluation (review item M6): every pair of the
+/// message's properties string and of the broker's extras (such as `CLUSTER`), sorted by key,
+/// one entry per key holding the value a lookup must see: the extras' over the message's, the
+/// last of duplicates (as Java's `HashMap` keeps it). Building one costs one pass over each
+/// string and a sort; each property reference is then a binary search, so a record costs
+/// O(properties length + references × log pairs) instead of a scan per reference.
+///
+/// Build one per record and evaluate any number of expressions against it with
+/// [`Sql92::matches_view`](super::Sql92::matches_view).
+///
+/// # Examples
+///
+/// ```
+/// use baiji::remoting::sql92::{PropertyView, Sql92};
+///
+/// let view = PropertyView::new(b"a\x017\x02region\x01east\x02a\x018\x02", b"CLUSTER\x01c1\x02");
+/// assert_eq!(view.get("a"), Some("8"), "the last duplicate");
+/// assert_eq!(view.get("CLUSTER"), Some("c1"), "the broker's extras count too");
+/// for (expression, expected) in [("a > 7", true), ("region = 'west'", false)] {
+///     assert_eq!(Sql92::compile(expression)?.matches_view(&view), expected);
+/// }
+/// # Ok::<(), baiji::remoting::sql92::Sql92Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PropertyView<'p> {
+    /// `(key, value)`, sorted by key, keys distinct.
+    entries: Vec<(&'p str, &'p str)>,
 }
 
-/// Counts one pass over a properties string in [`SCANS`] (tests only).
+impl<'p> PropertyView<'p> {
+    /// Parses the properties string `props` (`key 0x01 value 0x02 ...`) and the broker's
+    /// `extra` pairs, which take precedence. Malformed pairs (no separator, an empty key or
+    /// value, invalid UTF-8) are skipped, as [`properties::iter`] skips them.
+    #[must_use]
+    pub fn new(props: &'p [u8], extra: &'p [u8]) -> Self {
+        count_scan(2);
+        let mut entries: Vec<(&str, &str)> =
+            properties::iter(props).chain(properties::iter(extra)).collect();
+        // Reversed, the value that must win (the extras' last, else the message's last) comes
+        // first among its key, and the stable sort keeps it first: `dedup_by` keeps firsts.
+        entries.reverse();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries.dedup_by(|later, first| later.0 == first.0);
+        Self { entries }
+    }
+
+    /// The value of property `key`, as the expression sees it; `None` is SQL's `NULL`.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&'p str> {
+        let found = self.entries.binary_search_by(|(k, _)| {
+            count_probe();
+            (*k).cmp(key)
+        });
+        found.ok().and_then(|i| self.entries.get(i)).map(|(_, v)| *v)
+    }
+
+    /// Number of distinct properties.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the record has no well-formed property at all.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Passes over a properties string (the message's or the broker's extras), and key
+    /// comparisons made looking properties up: the work figures of review item M6, counted
+    /// rather than timed.
+    pub(super) static WORK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Counts `n` passes over a properties string in [`WORK`] (tests only).
 #[inline]
-fn count_scan() {
+fn count_scan(n: u64) {
     #[cfg(test)]
-    SCANS.with(|n| n.set(n.get() + 1));
+    WORK.with(|w| w.set((w.get().0 + n, w.get().1)));
+    #[cfg(not(test))]
+    let _ = n;
+}
+
+/// Counts one key comparison of a lookup in [`WORK`] (tests only).
+#[inline]
+fn count_probe() {
+    #[cfg(test)]
+    WORK.with(|w| w.set((w.get().0, w.get().1 + 1)));
 }
 
 /// Whether `root` evaluates to `TRUE` without a failed conversion.
 pub(super) fn matches<'a>(root: &'a Expr, get: Get<'_, 'a>) -> bool {
     matches!(eval(root, get), Ok(Val::Bool(true)))
-}
-
-/// The last well-formed value of `key` (what [`properties::iter`] would yield last for it),
-/// found by comparing key bytes in place: only a matching value is checked for UTF-8.
-pub(super) fn last_value<'a>(props: &'a [u8], key: &str) -> Option<&'a str> {
-    count_scan();
-    let key = key.as_bytes();
-    let mut found = None;
-    for segment in props.split(|&b| b == properties::PROPERTY_SEPARATOR) {
-        let Some(sep) = segment.iter().position(|&b| b == properties::NAME_VALUE_SEPARATOR) else {
-            continue;
-        };
-        let (k, v) = (segment.get(..sep), segment.get(sep + 1..));
-        if let (Some(k), Some(v)) = (k, v) {
-            if k == key && !v.is_empty() {
-                if let Ok(v) = std::str::from_utf8(v) {
-                    found = Some(v);
-                }
-            }
-        }
-    }
-    found
 }
 
 /// A value during evaluation; strings borrow from the expression or the properties.

@@ -60,15 +60,17 @@
 //!
 //! RocketMQ has none; baiji refuses expressions longer than [`MAX_EXPRESSION_LEN`] bytes or
 //! nested deeper than [`MAX_DEPTH`] levels (parentheses, `NOT`, signs and chained comparisons
-//! each count), so neither parsing nor evaluation can exhaust the stack. Evaluation allocates
-//! nothing: property values are found by scanning the properties string in place and numbers
-//! are parsed from the borrowed text.
+//! each count), so neither parsing nor evaluation can exhaust the stack, and expressions that
+//! refer to properties more than [`MAX_PROPERTY_REFERENCES`] times, so that what one record
+//! costs is bounded. A record's properties are parsed once into a [`PropertyView`] (one
+//! allocation); each reference is then a binary search, and numbers are parsed from the
+//! borrowed text.
 //!
 //! # Layout
 //!
 //! A small compiler: this file holds the API ([`Sql92`], [`Sql92Error`]) and the syntax tree;
 //! `lex.rs` cuts the text into tokens, `parse.rs` builds and checks the tree, `eval.rs` walks it
-//! over a message's properties; `tests.rs` has one test per rule above.
+//! over a message's properties ([`PropertyView`]); `tests.rs` has one test per rule above.
 
 use std::cmp::Ordering;
 
@@ -80,11 +82,17 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
+pub use eval::PropertyView;
+
 /// The longest expression accepted, in bytes.
 pub const MAX_EXPRESSION_LEN: usize = 16 * 1024;
 
 /// The deepest nesting accepted (see the module docs).
 pub const MAX_DEPTH: usize = 64;
+
+/// The most property references an expression may make (each `a` of `a = 1 OR a = 2` counts).
+/// Real selectors make a handful; the bound keeps one record's evaluation cost bounded too.
+pub const MAX_PROPERTY_REFERENCES: usize = 256;
 
 /// Why an expression was refused. The text starts as RocketMQ's `MQFilterException` message
 /// does (`Invalid MessageSelector. `) and then names the error.
@@ -101,6 +109,12 @@ pub enum Sql92Error {
     /// Nested deeper than [`MAX_DEPTH`].
     #[error("Invalid MessageSelector. The expression nests deeper than {max} levels")]
     TooDeep {
+        /// The limit.
+        max: usize,
+    },
+    /// More than [`MAX_PROPERTY_REFERENCES`] property references.
+    #[error("Invalid MessageSelector. The expression refers to properties more than {max} times")]
+    TooManyReferences {
         /// The limit.
         max: usize,
     },
@@ -171,10 +185,19 @@ impl Sql92 {
 
     /// [`matches`](Self::matches) on a properties string (`key 0x01 value 0x02 ...`), with
     /// `extra` pairs (the broker's own, such as `CLUSTER`) taking precedence. A key present
-    /// twice has its last value, as in Java's `HashMap`.
+    /// twice has its last value, as in Java's `HashMap`. The strings are parsed once (see
+    /// [`PropertyView`]); to test several expressions against one record, build the view once
+    /// and call [`matches_view`](Self::matches_view).
     #[must_use]
     pub fn matches_properties(&self, props: &[u8], extra: &[u8]) -> bool {
-        self.matches(&|k| eval::last_value(extra, k).or_else(|| eval::last_value(props, k)))
+        self.matches_view(&PropertyView::new(props, extra))
+    }
+
+    /// [`matches`](Self::matches) on a record's properties parsed once: each property
+    /// reference is a binary search of `view`.
+    #[must_use]
+    pub fn matches_view(&self, view: &PropertyView<'_>) -> bool {
+        self.matches(&|k| view.get(k))
     }
 }
 

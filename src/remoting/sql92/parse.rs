@@ -1,20 +1,22 @@
 //! The parser: recursive descent over the grammar of the module docs of [`super`], with
 //! RocketMQ's parse-time checks (`asBooleanExpression`, `checkLessThanOperand`,
 //! `checkEqualOperand`, `createBetween`, the bounds of literals) and baiji's limits
-//! ([`MAX_EXPRESSION_LEN`], [`MAX_DEPTH`]).
+//! ([`MAX_EXPRESSION_LEN`], [`MAX_DEPTH`], [`MAX_PROPERTY_REFERENCES`]).
 
 use std::cmp::Ordering;
 
 use super::eval::{compare, lit_val};
 use super::lex::{Lexer, Tok};
-use super::{Expr, Lit, Rel, Sql92Error, TextOp, MAX_DEPTH, MAX_EXPRESSION_LEN};
+use super::{
+    Expr, Lit, Rel, Sql92Error, TextOp, MAX_DEPTH, MAX_EXPRESSION_LEN, MAX_PROPERTY_REFERENCES,
+};
 
 /// Parses and checks `expression` into the tree [`Sql92`](super::Sql92) evaluates.
 pub(super) fn parse(expression: &str) -> Result<Expr, Sql92Error> {
     if expression.len() > MAX_EXPRESSION_LEN {
         return Err(Sql92Error::TooLong { len: expression.len(), max: MAX_EXPRESSION_LEN });
     }
-    let mut p = Parser { lex: Lexer::new(expression), ahead: Vec::new(), depth: 0 };
+    let mut p = Parser { lex: Lexer::new(expression), ahead: Vec::new(), depth: 0, references: 0 };
     let e = p.or_expr()?;
     as_boolean(e)
 }
@@ -69,6 +71,8 @@ struct Parser<'s> {
     ahead: Vec<(usize, Tok<'s>)>,
     /// Current nesting (see [`MAX_DEPTH`]).
     depth: usize,
+    /// Property references so far (see [`MAX_PROPERTY_REFERENCES`]).
+    references: usize,
 }
 
 impl<'s> Parser<'s> {
@@ -318,7 +322,13 @@ impl<'s> Parser<'s> {
                 self.expect(Tok::RParen, ")")?;
                 e
             }
-            Tok::Id(name) => Expr::Prop(name.into()),
+            Tok::Id(name) => {
+                self.references += 1;
+                if self.references > MAX_PROPERTY_REFERENCES {
+                    return Err(Sql92Error::TooManyReferences { max: MAX_PROPERTY_REFERENCES });
+                }
+                Expr::Prop(name.into())
+            }
             Tok::Str(raw) => Expr::Lit(Lit::Str(raw.replace("''", "'").into_boxed_str())),
             Tok::True => Expr::Lit(Lit::Bool(true)),
             Tok::False => Expr::Lit(Lit::Bool(false)),
