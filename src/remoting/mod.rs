@@ -31,6 +31,13 @@
 //! * **No panic from peer bytes, no allocation beyond them.** Every length read from the wire is
 //!   checked against the bytes that remain before anything is sliced or reserved; bodies and
 //!   message payloads are zero-copy [`bytes::Bytes`] views of the read buffer.
+//!
+//! # Tests
+//!
+//! One layout, the standard library's: the unit tests of `foo.rs` (or `foo/mod.rs`) are its child
+//! module in `foo/tests.rs`; the suites that test the codec as a whole (decoding bounds, fuzzing,
+//! client scenarios) are `remoting`'s own, in `tests/`. (`properties.rs` still has its tests
+//! inline.)
 
 pub mod body;
 #[cfg(feature = "client")]
@@ -53,11 +60,7 @@ mod header_codec;
 mod reader;
 
 #[cfg(test)]
-mod bounds_tests;
-#[cfg(test)]
-mod fuzz_tests;
-#[cfg(test)]
-mod scenario_tests;
+mod tests;
 
 pub use command::{RemotingCommand, BROKER_VERSION};
 pub use error::{BodyError, FrameError, HeaderError, MessageError, MsgIdError, RefusedHeader};
