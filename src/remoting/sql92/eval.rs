@@ -83,7 +83,7 @@ thread_local! {
     pub(super) static WORK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-/// Counts `n` passes over a properties string in [`WORK`] (tests only).
+/// Counts `n` passes over a properties string in `WORK` (tests only).
 #[inline]
 fn count_scan(n: u64) {
     #[cfg(test)]
@@ -92,7 +92,7 @@ fn count_scan(n: u64) {
     let _ = n;
 }
 
-/// Counts one key comparison of a lookup in [`WORK`] (tests only).
+/// Counts one key comparison of a lookup in `WORK` (tests only).
 #[inline]
 fn count_probe() {
     #[cfg(test)]

@@ -1,5 +1,7 @@
 use super::*;
+use crate::remoting::ext::ExtFields;
 use crate::remoting::header::assert_header_round_trip;
+use crate::remoting::header::FromExtFields;
 
 #[test]
 fn given_offset_headers_when_round_tripping_should_be_identical() {

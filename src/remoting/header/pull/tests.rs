@@ -1,5 +1,8 @@
 use super::*;
+use crate::remoting::error::HeaderError;
+use crate::remoting::ext::ExtFields;
 use crate::remoting::header::assert_header_round_trip;
+use crate::remoting::header::FromExtFields;
 
 #[test]
 fn given_pull_request_when_round_tripping_should_preserve_fields_and_flags() {

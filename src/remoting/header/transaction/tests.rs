@@ -1,4 +1,6 @@
 use super::*;
+use crate::remoting::ext::ExtFields;
+use crate::remoting::header::{FromExtFields, ToExtFields};
 
 #[test]
 fn given_a_java_end_transaction_header_when_decoding_should_read_every_field() {
