@@ -4,6 +4,7 @@
 //! |---|---|
 //! | [`bounds`] | decoding cost (allocation, key comparisons) is linear in any adversarial header |
 //! | [`fuzz`] | nothing derived from peer bytes panics or over-allocates; encoders round-trip |
+//! | [`imports`] | no import circle between the files of `remoting` |
 //! | [`scenario`] | client bytes in, broker bytes out, against a strict model of the Rust client |
 //!
 //! Tests of one module are that module's child `tests` (`foo.rs` → `foo/tests.rs`, the layout
@@ -11,4 +12,5 @@
 
 mod bounds;
 mod fuzz;
+mod imports;
 mod scenario;
