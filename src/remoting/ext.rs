@@ -31,7 +31,7 @@
 //!
 //! Decoding stores at most [`MAX_EXT_FIELDS`] fields (duplicates included; more is refused) in
 //! an arena no larger than the header, and resolves duplicate keys in one linear pass
-//! ([`ExtFields::dedup_keep_last`]), so what a header costs is linear in its length.
+//! (`ExtFields::dedup_keep_last`), so what a header costs is linear in its length.
 
 use std::fmt;
 use std::ops::Range;
