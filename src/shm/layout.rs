@@ -110,6 +110,7 @@ pub(crate) struct SegmentHeader {
 }
 
 /// Why a segment header was not accepted.
+#[cfg(not(loom))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HeaderFault {
     /// Not a segment at all, or its header was overwritten.
@@ -138,6 +139,7 @@ impl SegmentHeader {
 
     /// Parses a header (the checksum first, then the version: a header of another version is
     /// reported as such only if its bytes are intact).
+    #[cfg(not(loom))]
     pub(crate) fn decode(b: &[u8; SEGMENT_HEADER]) -> Result<Self, HeaderFault> {
         if b[0..8] != SEGMENT_MAGIC {
             return Err(HeaderFault::Magic);

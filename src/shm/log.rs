@@ -96,6 +96,8 @@ pub(crate) struct LogInner {
     config: LogConfig,
     source: Source,
     closed: PlainBool,
+    /// Tells the maintenance thread to end.
+    #[cfg(not(loom))]
     stop: PlainBool,
     recovery: Recovery,
 }
@@ -321,6 +323,7 @@ impl Log {
             config,
             source,
             closed: PlainBool::new(false),
+            #[cfg(not(loom))]
             stop: PlainBool::new(false),
             recovery,
         });

@@ -18,6 +18,7 @@ pub(crate) struct SegmentTally {
 
 impl SegmentTally {
     /// Whether the segment held nothing at all (no record, nothing torn, no garbage).
+    #[cfg(not(loom))]
     pub(crate) fn is_empty(&self) -> bool {
         *self == SegmentTally::default()
     }

@@ -202,8 +202,9 @@ impl Segment {
         SegPtr(NonNull::from(Box::leak(seg)))
     }
 
-    /// The cursor word of a segment that takes no reservation (recovered, or the loom
-    /// models' crash images): `refs` references, every unit used.
+    /// The cursor word of a recovered segment, which takes no reservation: `refs`
+    /// references, every unit used.
+    #[cfg(not(loom))]
     pub(crate) fn sealed_cursor(refs: u64, size: usize) -> u64 {
         refs * REFERENCE + ((size - SEGMENT_HEADER) / 8) as u64 + 1
     }
