@@ -65,6 +65,17 @@ fn put(log: &Log, v: u64) -> Bytes {
     }
 }
 
+/// Two threads append and commit records 1 and 2 at once; returns when both are done.
+fn two_writers(log: &Arc<Log>) {
+    let spawn = |v: u64| {
+        let log = Arc::clone(log);
+        thread::spawn(move || drop(put(&log, v)))
+    };
+    let (a, b) = (spawn(1), spawn(2));
+    a.join().unwrap();
+    b.join().unwrap();
+}
+
 /// Every committed record of the log now, as (position, stream, payload value).
 fn committed(log: &Log) -> Vec<(baiji::shm::Position, u64, Vec<u8>)> {
     let h = log.collector().register();
@@ -89,13 +100,7 @@ fn committed(log: &Log) -> Vec<(baiji::shm::Position, u64, Vec<u8>)> {
 fn two_writers_reserve_disjoint() {
     model(|| {
         let log = log(TWO_RECORDS, Reclaim::OnTruncate);
-        let spawn = |v: u64| {
-            let log = Arc::clone(&log);
-            thread::spawn(move || drop(put(&log, v)))
-        };
-        let (a, b) = (spawn(1), spawn(2));
-        a.join().unwrap();
-        b.join().unwrap();
+        two_writers(&log);
         let mut got = committed(&log);
         got.sort_by_key(|r| r.1);
         assert_eq!(got.len(), 2, "S1: both records are there, neither overwrote the other");
@@ -116,13 +121,7 @@ fn two_writers_reserve_disjoint() {
 fn writers_race_across_segment_end() {
     model(|| {
         let log = log(ONE_RECORD, Reclaim::OnTruncate);
-        let spawn = |v: u64| {
-            let log = Arc::clone(&log);
-            thread::spawn(move || drop(put(&log, v)))
-        };
-        let (a, b) = (spawn(1), spawn(2));
-        a.join().unwrap();
-        b.join().unwrap();
+        two_writers(&log);
         let got = committed(&log);
         assert_eq!(got.len(), 2, "S1: both records are recovered, one per segment");
         assert_ne!(got[0].0.segment, got[1].0.segment, "the second writer switched segments");
