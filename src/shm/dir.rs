@@ -435,11 +435,7 @@ impl Directory {
         config: &LogConfig,
         shared: &Arc<Shared>,
     ) -> Result<SegPtr, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| format!("cannot open it: {e}"))?;
+        let file = File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
         let len = file.metadata().map_err(|e| format!("cannot read its size: {e}"))?.len();
         if len < SEGMENT_HEADER as u64 {
             return Err(format!("truncated: {len} bytes, shorter than a segment header"));
@@ -483,7 +479,8 @@ impl Directory {
         if config.populate {
             opts.populate();
         }
-        let map = opts.map_raw(&file).map_err(|e| format!("cannot map it: {e}"))?;
+        // Read-only: a recovered segment takes no record, so nothing may write into it.
+        let map = opts.map_raw_read_only(&file).map_err(|e| format!("cannot map it: {e}"))?;
         Ok(Segment::create(
             Memory::Mapped(map),
             seq,

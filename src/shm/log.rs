@@ -231,6 +231,7 @@ impl LogInner {
         if self.current.load(Ordering::Acquire, guard).as_raw() != full.as_ptr() {
             return Ok(());
         }
+        // Acquire: pairs with the Release store in `close`.
         if self.closed.load(PlainOrdering::Acquire) {
             return Err(SegmentError::Closed);
         }
@@ -270,6 +271,7 @@ impl LogInner {
 
     fn ensure_spare(&self) -> Result<(), SegmentError> {
         let mut sw = lock(&self.switch);
+        // Acquire: pairs with the Release store in `close`.
         if sw.spare.is_some() || self.closed.load(PlainOrdering::Acquire) {
             return Ok(());
         }
@@ -553,6 +555,8 @@ impl Drop for Log {
         // No append can run any more (we are the last handle and the maintenance thread is
         // gone), so the holds are given back directly, not through the epoch.
         let guard = &self.inner.collector.register().pin();
+        // AcqRel: pairs with the Release store of the last switch (we give its segment's hold
+        // back, so we must see it initialised); nobody loads `current` after this.
         let cur = self.inner.current.swap(EpochShared::null(), Ordering::AcqRel, guard);
         let mut sw = lock(&self.inner.switch);
         let mut holds: Vec<SegPtr> = sw.held.drain(..).collect();
