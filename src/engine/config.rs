@@ -4,6 +4,11 @@ use std::time::Duration;
 
 use super::EngineError;
 
+/// Most nodes one read, poll or pop of one queue looks at, filtered-out messages included
+/// (or 16 per message asked for, if that is more): bounds the work a filter that rejects long
+/// runs makes one call do, under a group's queue lock for polls and pops.
+pub(crate) const SCAN_LIMIT: usize = 4096;
+
 /// What an append does when the memory budget has no room (see `design.md`, "Memory budget").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryPolicy {

@@ -58,15 +58,13 @@ pub(crate) mod pop;
 
 use pop::PopQueue;
 
+use super::config::SCAN_LIMIT;
 use super::topic::{EQueue, Topic};
 use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
 use super::EngineError;
 use crate::queue::{Node, NodeRef, WaitList};
 use crate::sync::plain::AtomicU64 as PlainU64;
 use crate::sync::{lock, mutant, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
-
-/// Most nodes one poll of one queue looks at (filtered-out messages included).
-const SCAN_LIMIT: usize = 4096;
 
 /// Counters of one subscription. Relaxed everywhere: statistics only.
 #[derive(Debug, Default)]

@@ -59,6 +59,7 @@ use std::task::Poll;
 use crossbeam_epoch::{Collector, Guard};
 use crossbeam_utils::CachePadded;
 
+use config::SCAN_LIMIT;
 pub use config::{EngineConfig, MemoryPolicy, Retention};
 pub use consumer::Consumer;
 pub use error::EngineError;
@@ -953,7 +954,7 @@ impl TopicHandle {
     /// # Errors
     /// As [`append`](Self::append).
     pub fn append_keyed(&self, key: &[u8], msg: Message) -> Result<Receipt, EngineError> {
-        let q = (fnv1a(key) % u64::from(self.topic.queue_count())) as u32;
+        let q = (crate::hash::fnv1a_64(key) % u64::from(self.topic.queue_count())) as u32;
         self.append(q, msg)
     }
 
@@ -1129,9 +1130,6 @@ impl TopicHandle {
     }
 }
 
-/// Most nodes one read looks at (filtered-out messages included).
-const SCAN_LIMIT: usize = 4096;
-
 /// Waits until the budget has room for `cost` more bytes (the `block` policy), or until the
 /// engine shuts down or `topic` is deleted (the send then fails in `prepare`).
 struct RoomWait<'a> {
@@ -1183,11 +1181,6 @@ pub struct ReadOutcome {
     pub next_offset: u64,
     /// Messages passed to the visitor and accepted by it.
     pub found: usize,
-}
-
-fn fnv1a(key: &[u8]) -> u64 {
-    key.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Appends to a topic, spreading messages round-robin over its queues.
