@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 
 use crossbeam_epoch::Guard;
 
-use super::{delivery_of, Counters, QState, Sub};
+use super::{delivery_of, Counters, Group, QState, Sub};
 use crate::engine::types::{AckOutcome, PopInit, PopOutcome, PopRequest, Popped};
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
@@ -317,5 +317,70 @@ impl Sub {
                 QState::Broadcasting(_) => 0,
             })
             .sum()
+    }
+}
+
+impl Group {
+    /// Pops queue `queue` (POP consumption): hands out, into `out`, messages of the queue
+    /// whose invisible time expired (redelivered, or dead-lettered once their attempts ran
+    /// out) and then new ones, each invisible to the group for `req.invisible_ms`. Call it for
+    /// several queues with one `out` to pop them together (`req.max` bounds the total). The
+    /// group name may be used for pulling too: commits and pops then share one position of
+    /// acknowledgement, as RocketMQ's consumer offset is shared (see the README).
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`] (ended or broadcasting),
+    /// [`EngineError::Closed`].
+    pub fn pop(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+    ) -> Result<(), EngineError> {
+        self.check()?;
+        let delta = self.sub.pop_queue(queue, req, out, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(())
+    }
+
+    /// Acknowledges a popped message by its receipt: queue, offset and the pop time of its
+    /// latest delivery. An already acknowledged message gives [`AckOutcome::AlreadyAcked`].
+    ///
+    /// # Errors
+    /// [`EngineError::StaleReceipt`] (a newer delivery or change of invisible time replaced
+    /// the receipt, or the message was never popped), [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::NotAMember`], [`EngineError::Closed`].
+    pub fn pop_ack(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+    ) -> Result<AckOutcome, EngineError> {
+        self.check()?;
+        let (outcome, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(outcome)
+    }
+
+    /// Makes a popped message invisible for `invisible_ms` from `now_ms` (0: visible at once)
+    /// and returns its new receipt's pop time; the old receipt becomes stale.
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn change_invisible(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, EngineError> {
+        self.check()?;
+        self.sub.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)
+    }
+
+    /// Popped messages not yet acknowledged (nor redelivered past their attempts).
+    pub fn inflight(&self) -> u64 {
+        self.sub.inflight()
     }
 }

@@ -60,11 +60,148 @@ use pop::PopQueue;
 
 use super::config::SCAN_LIMIT;
 use super::topic::{EQueue, Topic};
+use super::types::GroupStats;
 use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
-use super::EngineError;
+use super::{Consumer, EngineError, Inner};
 use crate::queue::{Node, NodeRef, WaitList};
 use crate::sync::plain::AtomicU64 as PlainU64;
-use crate::sync::{lock, mutant, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, mutant, write, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+
+/// A consumer group's subscription to a topic.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub(super) inner: Arc<Inner>,
+    pub(super) sub: Arc<Sub>,
+}
+
+impl Group {
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.sub.group
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.sub.topic.name
+    }
+
+    /// The subscription's mode.
+    pub fn mode(&self) -> Mode {
+        self.sub.mode
+    }
+
+    /// The subscription's filter.
+    pub fn filter(&self) -> &Filter {
+        &self.sub.filter
+    }
+
+    pub(super) fn check(&self) -> Result<(), EngineError> {
+        self.inner.check_open()?;
+        if self.sub.is_closed() {
+            return Err(EngineError::NotAMember);
+        }
+        Ok(())
+    }
+
+    /// Joins a new member; queues are rebalanced over the members (clustering) or the member
+    /// reads every queue from the subscription's start (broadcasting).
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription ended, [`EngineError::Closed`].
+    pub fn join(&self) -> Result<Consumer, EngineError> {
+        self.check()?;
+        let id = self.sub.new_member_id();
+        let inner = &self.inner;
+        self.sub.add_member(id, &|| inner.pin())?;
+        Ok(Consumer::new(Arc::clone(&self.inner), Arc::clone(&self.sub), id))
+    }
+
+    /// Adds a member that is driven from outside (the broker's broadcasting clients, whose
+    /// acknowledgements come from [`commit_member`](Self::commit_member)).
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription ended, [`EngineError::Closed`].
+    pub fn add_member(&self) -> Result<MemberId, EngineError> {
+        self.check()?;
+        let id = self.sub.new_member_id();
+        let inner = &self.inner;
+        self.sub.add_member(id, &|| inner.pin())?;
+        Ok(id)
+    }
+
+    /// Removes a member added with [`add_member`](Self::add_member). Idempotent.
+    pub fn remove_member(&self, member: MemberId) {
+        let inner = &self.inner;
+        self.sub.remove_member(member, &|| inner.pin());
+    }
+
+    /// Commits `offset` in queue `queue`: the group has consumed everything below it. A commit
+    /// equal to the committed offset is a no-op.
+    ///
+    /// # Errors
+    /// [`EngineError::CommitBehind`] (acknowledgements cannot be taken back),
+    /// [`EngineError::OffsetBeyondEnd`], [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::NotAMember`] (broadcasting groups commit per member), [`EngineError::Closed`].
+    pub fn commit(&self, queue: u32, offset: u64) -> Result<(), EngineError> {
+        self.check()?;
+        self.sub.commit(None, queue, offset, &self.inner.pin())
+    }
+
+    /// Records that broadcasting member `member` has consumed queue `queue` below `offset`;
+    /// the group acknowledges what its slowest member has passed.
+    ///
+    /// # Errors
+    /// As [`commit`](Self::commit); [`EngineError::NotAMember`] for an unknown member.
+    pub fn commit_member(
+        &self,
+        member: MemberId,
+        queue: u32,
+        offset: u64,
+    ) -> Result<(), EngineError> {
+        self.check()?;
+        self.sub.commit(Some(member), queue, offset, &self.inner.pin())
+    }
+
+    /// The committed offset of queue `queue` (broadcasting: the slowest member's).
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`], [`EngineError::Closed`].
+    pub fn committed(&self, queue: u32) -> Result<u64, EngineError> {
+        self.check()?;
+        self.sub.committed(queue, &self.inner.pin())
+    }
+
+    /// Statistics of the group.
+    pub fn stats(&self) -> GroupStats {
+        let guard = self.inner.pin();
+        let committed = (0..self.sub.topic.queue_count())
+            .map(|q| self.sub.committed(q, &guard).unwrap_or(0))
+            .collect();
+        let c = &self.sub.counters;
+        GroupStats {
+            group: self.sub.group.clone(),
+            topic: self.sub.topic.name.clone(),
+            mode: self.sub.mode,
+            members: self.sub.member_count(),
+            backlog: self.sub.backlog(&guard),
+            // Relaxed: statistics.
+            delivered: c.delivered.load(Ordering::Relaxed),
+            acked: c.acked.load(Ordering::Relaxed),
+            filtered: c.filtered.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            committed,
+        }
+    }
+
+    /// Ends the subscription. Messages it alone held become reclaimable; its members get
+    /// [`EngineError::NotAMember`]. Idempotent.
+    pub fn unsubscribe(&self) {
+        write(&self.sub.topic.subs).retain(|s| !Arc::ptr_eq(s, &self.sub));
+        let inner = &self.inner;
+        let forgotten = self.sub.close(&|| inner.pin());
+        inner.charge_inflight(-(forgotten as i64));
+    }
+}
 
 /// Counters of one subscription. Relaxed everywhere: statistics only.
 #[derive(Debug, Default)]
