@@ -50,20 +50,19 @@
 //! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
 //! then its holds.
 
-use std::collections::BTreeSet;
-
 use crossbeam_epoch::Guard;
 
 pub(crate) mod pop;
+mod track;
 
 use pop::PopQueue;
+use track::Track;
 
-use super::config::SCAN_LIMIT;
 use super::topic::{EQueue, Topic};
 use super::types::GroupStats;
 use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
 use super::{Consumer, EngineError, Inner};
-use crate::queue::{Node, NodeRef, WaitList};
+use crate::queue::{Node, WaitList};
 use crate::sync::plain::AtomicU64 as PlainU64;
 use crate::sync::{lock, mutant, write, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
@@ -220,322 +219,9 @@ impl Counters {
     }
 }
 
-/// What one [`Track::deliver`] counted. A clustering track's counts are its group's; a
-/// broadcasting member's deliveries are, but its filtered and dropped messages are counted
-/// once for the whole group, when the group frontier passes them (`Sub::advance_group`).
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    delivered: u64,
-    filtered: u64,
-    dropped: u64,
-}
-
-/// The node whose `end` is `end` (the message at `end - 1`, or the dummy), if still linked.
-fn node_ending_at<'g>(
-    q: &crate::queue::Queue,
-    hint: Option<NodeRef>,
-    end: u64,
-    guard: &'g Guard,
-) -> Option<&'g Node> {
-    if let Some(n) = hint.filter(|r| r.end() == end).and_then(|r| r.get(q, guard)) {
-        return Some(n);
-    }
-    let head = q.head(guard);
-    if head.end() == end {
-        return Some(head);
-    }
-    if end < head.end() {
-        return None;
-    }
-    q.find(end - 1, guard)
-}
-
-/// The delivery of `n`, read from queue `queue_id`.
-fn delivery_of(queue_id: u32, n: &Node) -> Delivery {
-    Delivery {
-        queue: queue_id,
-        offset: n.offset(),
-        timestamp: n.timestamp(),
-        tag: n.tag(),
-        payload: n.payload().clone(),
-    }
-}
-
-/// One reader's acknowledgement state in one queue (see the module docs).
-#[derive(Debug)]
-pub(crate) struct Track {
-    pub(crate) frontier: u64,
-    frontier_ref: Option<NodeRef>,
-    acked: BTreeSet<u64>,
-    pub(crate) cursor: u64,
-    cursor_ref: Option<NodeRef>,
-    hwm: u64,
-}
-
-impl Track {
-    pub(crate) fn new(start: u64) -> Self {
-        Track {
-            frontier: start,
-            frontier_ref: None,
-            acked: BTreeSet::new(),
-            cursor: start,
-            cursor_ref: None,
-            hwm: start,
-        }
-    }
-
-    /// Offsets the track still has to acknowledge, given the queue's end.
-    fn backlog(&self, end: u64) -> u64 {
-        end.saturating_sub(self.frontier).saturating_sub(self.acked.len() as u64)
-    }
-
-    /// Catches up with evictions: returns how many offsets below the queue's first live one
-    /// this track had not acknowledged (they were evicted under it).
-    fn reconcile(&mut self, first_live: u64) -> u64 {
-        if first_live <= self.frontier {
-            return 0;
-        }
-        let acked_below = self.acked.range(..first_live).count() as u64;
-        let dropped = first_live - self.frontier - acked_below;
-        self.acked = self.acked.split_off(&first_live);
-        self.frontier = first_live;
-        self.frontier_ref = None;
-        if self.cursor < first_live {
-            self.cursor = first_live;
-            self.cursor_ref = None;
-        }
-        self.hwm = self.hwm.max(first_live);
-        self.absorb();
-        if mutant("evict_uncounted") {
-            0
-        } else {
-            dropped
-        }
-    }
-
-    /// Moves the frontier over acknowledged offsets that became contiguous with it, and keeps
-    /// the cursor at or above the frontier (a rewound cursor can otherwise fall behind it when
-    /// acknowledgements arrive, and the nodes below the frontier may already be reclaimed).
-    fn absorb(&mut self) {
-        while self.acked.first() == Some(&self.frontier) {
-            self.acked.pop_first();
-            self.frontier += 1;
-            self.frontier_ref = None;
-        }
-        if self.cursor < self.frontier {
-            self.cursor = self.frontier;
-            self.cursor_ref = self.frontier_ref;
-        }
-    }
-
-    /// Records that `node` (at or above the frontier, not yet acknowledged) is acknowledged.
-    fn mark(&mut self, q: &crate::queue::Queue, node: &Node) {
-        let off = node.offset();
-        if off == self.frontier {
-            self.frontier += 1;
-            self.frontier_ref = Some(NodeRef::new(q, node));
-            self.absorb();
-        } else {
-            self.acked.insert(off);
-        }
-    }
-
-    /// Whether `offset` is acknowledged by this track.
-    fn is_acked(&self, offset: u64) -> bool {
-        offset < self.frontier || self.acked.contains(&offset)
-    }
-
-    /// Acknowledges every offset in `[frontier, to)` that is not yet acknowledged, bumping
-    /// each node once if `bump`; returns how many it acknowledged, split into those `filter`
-    /// (if given) rejects and the others: `(acked, filtered)`. `to` must not exceed the
-    /// queue's end. Reconciles evictions first (their count is added to `dropped`).
-    fn ack_until(
-        &mut self,
-        q: &crate::queue::Queue,
-        to: u64,
-        bump: bool,
-        filter: Option<&Filter>,
-        dropped: &mut u64,
-        guard: &Guard,
-    ) -> (u64, u64) {
-        *dropped += self.reconcile(q.first_offset(guard));
-        if to <= self.frontier {
-            return (0, 0);
-        }
-        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
-            // Evicted between the reconcile and the lookup: nothing left below to bump.
-            *dropped += self.reconcile(q.first_offset(guard));
-            return (0, 0);
-        };
-        let (mut count, mut filtered) = (0, 0);
-        while n.end() < to {
-            let Some(next) = n.next(guard) else { break };
-            n = next;
-            if !self.acked.contains(&n.offset()) {
-                if bump {
-                    n.ack();
-                }
-                if filter.is_some_and(|f| !f.matches(n.tag())) {
-                    filtered += 1;
-                } else {
-                    count += 1;
-                }
-            }
-        }
-        let reached = n.end();
-        self.acked = self.acked.split_off(&reached);
-        self.frontier = reached;
-        self.frontier_ref = Some(NodeRef::new(q, n));
-        self.absorb();
-        if self.cursor < self.frontier {
-            self.cursor = self.frontier;
-            self.cursor_ref = self.frontier_ref;
-        }
-        self.hwm = self.hwm.max(self.frontier);
-        (count, filtered)
-    }
-
-    /// Acknowledges one delivered offset.
-    fn ack_one(
-        &mut self,
-        q: &crate::queue::Queue,
-        queue_id: u32,
-        offset: u64,
-        bump: bool,
-        dropped: &mut u64,
-        guard: &Guard,
-    ) -> Result<AckOutcome, EngineError> {
-        *dropped += self.reconcile(q.first_offset(guard));
-        if self.is_acked(offset) {
-            return Ok(AckOutcome::AlreadyAcked);
-        }
-        if offset >= self.hwm {
-            return Err(EngineError::NotDelivered { queue: queue_id, offset });
-        }
-        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
-            *dropped += self.reconcile(q.first_offset(guard));
-            return Ok(AckOutcome::AlreadyAcked);
-        };
-        while n.end() <= offset {
-            match n.next(guard) {
-                Some(next) => n = next,
-                None => return Err(EngineError::NotDelivered { queue: queue_id, offset }),
-            }
-        }
-        if bump {
-            n.ack();
-        }
-        self.mark(q, n);
-        Ok(AckOutcome::Acked)
-    }
-
-    /// Hands out up to `max` messages from the cursor, skipping acknowledged offsets and
-    /// acknowledging (and bumping, if `bump`) the ones `filter` rejects. Returns what this
-    /// track counted; the caller decides which counts are the group's.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver(
-        &mut self,
-        q: &crate::queue::Queue,
-        queue_id: u32,
-        filter: &Filter,
-        max: usize,
-        bump: bool,
-        out: &mut Vec<Delivery>,
-        guard: &Guard,
-    ) -> Tally {
-        let (mut pos, mut pos_ref) = (self.cursor, self.cursor_ref);
-        let t =
-            self.deliver_from(&mut pos, &mut pos_ref, q, queue_id, filter, max, bump, out, guard);
-        self.cursor = pos;
-        self.cursor_ref = pos_ref;
-        t
-    }
-
-    /// [`deliver`](Self::deliver) from a position of the caller's (the cursor, or a POP
-    /// group's pop position), which it first raises to the frontier if acknowledgements or
-    /// evictions passed it, and leaves after the last message looked at.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver_from(
-        &mut self,
-        pos: &mut u64,
-        pos_ref: &mut Option<NodeRef>,
-        q: &crate::queue::Queue,
-        queue_id: u32,
-        filter: &Filter,
-        max: usize,
-        bump: bool,
-        out: &mut Vec<Delivery>,
-        guard: &Guard,
-    ) -> Tally {
-        let mut dropped = self.reconcile(q.first_offset(guard));
-        if *pos < self.frontier {
-            *pos = self.frontier;
-            *pos_ref = self.frontier_ref;
-        }
-        let mut prev = match node_ending_at(q, *pos_ref, *pos, guard) {
-            Some(n) => n,
-            None => {
-                dropped += self.reconcile(q.first_offset(guard));
-                if *pos < self.frontier {
-                    *pos = self.frontier;
-                }
-                match node_ending_at(q, None, *pos, guard) {
-                    Some(n) => n,
-                    None => return Tally { dropped, ..Tally::default() },
-                }
-            }
-        };
-        let (mut delivered, mut filtered) = (0u64, 0u64);
-        let start_len = out.len();
-        // Bound the work done under the track's lock when the filter rejects long runs.
-        let mut budget = SCAN_LIMIT.max(max.saturating_mul(16));
-        while out.len() - start_len < max && budget > 0 {
-            budget -= 1;
-            let Some(n) = prev.next(guard) else { break };
-            let off = n.offset();
-            if !self.is_acked(off) {
-                if filter.matches(n.tag()) {
-                    out.push(delivery_of(queue_id, n));
-                    delivered += 1;
-                } else {
-                    if bump {
-                        n.ack();
-                    }
-                    self.mark(q, n);
-                    filtered += 1;
-                }
-            }
-            prev = n;
-        }
-        *pos = prev.end();
-        *pos_ref = Some(NodeRef::new(q, prev));
-        self.hwm = self.hwm.max(*pos);
-        Tally { delivered, filtered, dropped }
-    }
-
-    /// Rewinds the cursor to the frontier (a new owner redelivers what was not acknowledged).
-    fn rewind(&mut self) {
-        self.cursor = self.frontier;
-        self.cursor_ref = self.frontier_ref;
-    }
-
-    /// The node the cursor waits behind, when it has caught up with the queue's end. Catches
-    /// up with evictions first and adds what they took from under the track to `dropped`.
-    fn cursor_node<'g>(
-        &mut self,
-        q: &crate::queue::Queue,
-        dropped: &mut u64,
-        guard: &'g Guard,
-    ) -> Option<&'g Node> {
-        let evicted = self.reconcile(q.first_offset(guard));
-        *dropped += if mutant("cursor_drops_discarded") { 0 } else { evicted };
-        node_ending_at(q, self.cursor_ref, self.cursor, guard)
-    }
-}
-
 /// A broadcasting subscription's state in one queue.
 #[derive(Debug)]
-pub(crate) struct Bcast {
+struct Bcast {
     /// Whether a hold is open (there are members).
     held: bool,
     /// The group frontier: the minimum of the members' frontiers.
@@ -545,7 +231,7 @@ pub(crate) struct Bcast {
 
 /// A subscription's state in one queue.
 #[derive(Debug)]
-pub(crate) enum QState {
+enum QState {
     /// Clustering: one track, read by the member that owns the queue, and by POP requests
     /// from their own position (`pop`).
     Clustering { track: Track, owner: Option<MemberId>, pop: PopQueue },
@@ -1023,7 +709,7 @@ impl Sub {
                     *owner = None;
                     forgotten += pop.forget();
                     dropped += track.reconcile(eq.q.first_offset(&guard));
-                    let top = track.acked.last().map_or(track.frontier, |o| o + 1);
+                    let top = track.top();
                     let top = if mutant("leave_unsettled") { track.frontier } else { top };
                     // These are acknowledged (bumped) on leaving: they count as acked.
                     let (n, _) = track.ack_until(&eq.q, top, true, None, &mut dropped, &guard);

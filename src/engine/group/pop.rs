@@ -44,7 +44,8 @@ use std::collections::BTreeMap;
 
 use crossbeam_epoch::Guard;
 
-use super::{delivery_of, Counters, Group, QState, Sub};
+use super::track::delivery_of;
+use super::{Counters, Group, QState, Sub};
 use crate::engine::types::{AckOutcome, PopInit, PopOutcome, PopRequest, Popped};
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
