@@ -9,7 +9,7 @@
 
 use std::task::Poll;
 
-use super::topic::{EQueue, Topic};
+use super::topic::{Topic, TopicQueue};
 use super::{
     group, now_ms, EngineConfig, EngineError, Inner, MemoryPolicy, Message, Receipt, Retention,
     NODE_SIZE,
@@ -156,7 +156,7 @@ impl Inner {
         topic: &'t Topic,
         queue: u32,
         msg: &Message,
-    ) -> Result<(&'t EQueue, u64), EngineError> {
+    ) -> Result<(&'t TopicQueue, u64), EngineError> {
         let Some(eq) = topic.queues.get(queue as usize) else {
             return Err(EngineError::QueueOutOfRange {
                 topic: topic.name.clone(),
@@ -183,7 +183,7 @@ impl Inner {
     }
 
     /// Links a message whose budget is already reserved.
-    pub(super) fn link(&self, eq: &EQueue, cost: u64, msg: Message) -> Receipt {
+    pub(super) fn link(&self, eq: &TopicQueue, cost: u64, msg: Message) -> Receipt {
         // Relaxed: statistics; added before linking so a queue's byte count never underflows.
         eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
         let guard = self.pin();
@@ -215,7 +215,7 @@ impl Inner {
 
     /// Evicts the oldest messages of one queue until `need` bytes are released; returns the
     /// bytes released.
-    pub(super) fn evict_from(&self, eq: &EQueue, need: u64) -> u64 {
+    pub(super) fn evict_from(&self, eq: &TopicQueue, need: u64) -> u64 {
         let mut head = eq.q.lock_head();
         let guard = self.pin();
         let mut freed = 0u64;

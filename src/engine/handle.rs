@@ -3,7 +3,7 @@
 
 use super::budget::RoomWait;
 use super::config::SCAN_LIMIT;
-use super::topic::{EQueue, Topic};
+use super::topic::{Topic, TopicQueue};
 use super::{
     now_ms, EngineError, Filter, Inner, MemoryPolicy, Message, MessageRef, QueueStats, Receipt,
     Retention, StartFrom,
@@ -256,7 +256,7 @@ impl TopicHandle {
         }
     }
 
-    fn queue(&self, queue: u32) -> Result<&EQueue, EngineError> {
+    fn queue(&self, queue: u32) -> Result<&TopicQueue, EngineError> {
         self.inner.check_open()?;
         self.topic.queues.get(queue as usize).ok_or_else(|| EngineError::QueueOutOfRange {
             topic: self.topic.name.clone(),

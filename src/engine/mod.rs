@@ -90,7 +90,7 @@ pub use crate::queue::NODE_SIZE;
 
 use budget::LiveSettings;
 use epoch::Epoch;
-use group::Sub;
+use group::Subscription;
 use reaper::{release_topic, spawn_reaper};
 use topic::{valid_topic_name, Topic};
 
@@ -166,7 +166,7 @@ impl Inner {
         read(&self.topics).get(name).cloned().ok_or_else(|| EngineError::UnknownTopic(name.into()))
     }
 
-    fn subs_of(&self, topic: &Topic, group: &str) -> Option<Arc<Sub>> {
+    fn subs_of(&self, topic: &Topic, group: &str) -> Option<Arc<Subscription>> {
         read(&topic.subs).iter().find(|s| s.group == group).cloned()
     }
 }
@@ -392,7 +392,7 @@ impl Engine {
             return Ok(Group { inner: Arc::clone(&self.inner), sub: Arc::clone(s) });
         }
         let inner = &self.inner;
-        let sub = Arc::new(Sub::new(
+        let sub = Arc::new(Subscription::new(
             inner.next_id(),
             group.to_string(),
             Arc::clone(&t),

@@ -2,7 +2,7 @@
 //! has acknowledged it, or once retention lets an unheld one go), the release of deleted
 //! topics and their graveyard, and the reaper thread.
 
-use super::topic::{EQueue, Topic};
+use super::topic::{Topic, TopicQueue};
 use super::{now_ms, EngineError, Inner, Retention, NODE_SIZE};
 use crate::sync::plain::Ordering as PlainOrdering;
 use crate::sync::{lock, mutant, read, try_lock, Arc, Ordering};
@@ -13,7 +13,7 @@ const REAP_BATCH: u64 = if cfg!(loom) { 4 } else { 8192 };
 impl Inner {
     /// Reclaims what is reclaimable in one queue (`retention`: its topic's). Returns the
     /// number of messages unlinked.
-    pub(super) fn reap_queue(&self, eq: &EQueue, retention: Retention, now: u64) -> u64 {
+    pub(super) fn reap_queue(&self, eq: &TopicQueue, retention: Retention, now: u64) -> u64 {
         let mut head = eq.q.lock_head();
         let guard = self.pin();
         let first = eq.q.first_offset(&guard);

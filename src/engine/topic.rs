@@ -29,7 +29,7 @@ impl Hold {
 
 /// One queue of a topic.
 #[derive(Debug)]
-pub(crate) struct EQueue {
+pub(crate) struct TopicQueue {
     pub(crate) id: u32,
     pub(crate) q: Queue,
     /// Who must see which offsets. Lock order: the queue's head lock, then this.
@@ -44,9 +44,9 @@ pub(crate) struct EQueue {
     pub(crate) evicted: AtomicU64,
 }
 
-impl EQueue {
+impl TopicQueue {
     pub(crate) fn new(id: u32, first_offset: u64, reclaimer: Arc<Reclaimer>) -> Self {
-        EQueue {
+        TopicQueue {
             id,
             q: Queue::new(first_offset, reclaimer),
             holds: Mutex::new(Vec::new()),
@@ -108,8 +108,8 @@ impl EQueue {
 #[derive(Debug)]
 pub(crate) struct Topic {
     pub(crate) name: String,
-    pub(crate) queues: Box<[EQueue]>,
-    pub(crate) subs: RwLock<Vec<Arc<super::group::Sub>>>,
+    pub(crate) queues: Box<[TopicQueue]>,
+    pub(crate) subs: RwLock<Vec<Arc<super::group::Subscription>>>,
     /// Set by `Engine::delete_topic`. From the `sync` shim, not `plain`: appends racing the
     /// deletion synchronise through it, so loom must see it (`delete_topic_vs_append`).
     pub(crate) deleted: crate::sync::AtomicBool,
@@ -132,7 +132,7 @@ impl Topic {
         Topic {
             name,
             queues: (0..queues)
-                .map(|i| EQueue::new(i, first_offset, Arc::clone(reclaimer)))
+                .map(|i| TopicQueue::new(i, first_offset, Arc::clone(reclaimer)))
                 .collect(),
             subs: RwLock::new(Vec::new()),
             deleted: crate::sync::AtomicBool::new(false),

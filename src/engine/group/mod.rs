@@ -58,7 +58,7 @@ mod track;
 use pop::PopQueue;
 use track::Track;
 
-use super::topic::{EQueue, Topic};
+use super::topic::{Topic, TopicQueue};
 use super::types::GroupStats;
 use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
 use super::{Consumer, EngineError, Inner};
@@ -70,7 +70,7 @@ use crate::sync::{lock, mutant, write, Arc, AtomicBool, AtomicU64, Mutex, MutexG
 #[derive(Debug, Clone)]
 pub struct Group {
     pub(super) inner: Arc<Inner>,
-    pub(super) sub: Arc<Sub>,
+    pub(super) sub: Arc<Subscription>,
 }
 
 impl Group {
@@ -221,7 +221,7 @@ impl Counters {
 
 /// A broadcasting subscription's state in one queue.
 #[derive(Debug)]
-struct Bcast {
+struct Broadcast {
     /// Whether a hold is open (there are members).
     held: bool,
     /// The group frontier: the minimum of the members' frontiers.
@@ -231,12 +231,12 @@ struct Bcast {
 
 /// A subscription's state in one queue.
 #[derive(Debug)]
-enum QState {
+enum QueueState {
     /// Clustering: one track, read by the member that owns the queue, and by POP requests
     /// from their own position (`pop`).
     Clustering { track: Track, owner: Option<MemberId>, pop: PopQueue },
     /// Broadcasting: a track per member.
-    Broadcasting(Bcast),
+    Broadcasting(Broadcast),
 }
 
 #[derive(Debug, Default)]
@@ -265,7 +265,7 @@ fn owner_of(queue: usize, queues: usize, members: &[MemberId]) -> Option<MemberI
 
 /// One consumer group's subscription to one topic.
 #[derive(Debug)]
-pub(crate) struct Sub {
+pub(crate) struct Subscription {
     pub(crate) id: u64,
     pub(crate) group: String,
     pub(crate) topic: Arc<Topic>,
@@ -273,7 +273,7 @@ pub(crate) struct Sub {
     pub(crate) filter: Filter,
     start: StartFrom,
     membership: Mutex<Membership>,
-    queues: Box<[Mutex<QState>]>,
+    queues: Box<[Mutex<QueueState>]>,
     /// Bumped on every membership change; members refresh their assignment when it moves.
     pub(crate) version: AtomicU64,
     /// Members waiting for an assignment change.
@@ -282,7 +282,7 @@ pub(crate) struct Sub {
     pub(crate) counters: Counters,
 }
 
-impl Sub {
+impl Subscription {
     /// Creates the subscription and, for clustering, opens its holds in every queue.
     pub(crate) fn new(
         id: u64,
@@ -303,13 +303,13 @@ impl Sub {
                         let guard = guard_fn();
                         let s = eq.resolve_start(start, &guard);
                         eq.open_hold(id, s);
-                        QState::Clustering {
+                        QueueState::Clustering {
                             track: Track::new(s),
                             owner: None,
                             pop: PopQueue::default(),
                         }
                     }
-                    Mode::Broadcasting => QState::Broadcasting(Bcast {
+                    Mode::Broadcasting => QueueState::Broadcasting(Broadcast {
                         held: false,
                         group: Track::new(0),
                         members: Vec::new(),
@@ -317,7 +317,7 @@ impl Sub {
                 })
             })
             .collect();
-        Sub {
+        Subscription {
             id,
             group,
             topic,
@@ -338,7 +338,7 @@ impl Sub {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
+    fn queue(&self, queue: u32) -> Result<(&TopicQueue, MutexGuard<'_, QueueState>), EngineError> {
         match (self.topic.queues.get(queue as usize), self.queues.get(queue as usize)) {
             (Some(eq), Some(st)) => Ok((eq, lock(st))),
             _ => Err(EngineError::QueueOutOfRange {
@@ -355,7 +355,10 @@ impl Sub {
     /// queue: what it acknowledges is part of what the closed hold covers (review 2.1). A
     /// check before taking the lock is not enough: `close` could run in between, end the hold
     /// at the group's frontier, and the caller would then bump nodes the group no longer holds.
-    fn open_queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
+    fn open_queue(
+        &self,
+        queue: u32,
+    ) -> Result<(&TopicQueue, MutexGuard<'_, QueueState>), EngineError> {
         let (eq, st) = self.queue(queue)?;
         if self.is_closed() && !mutant("commit_ignores_close") {
             return Err(EngineError::NotAMember);
@@ -389,7 +392,7 @@ impl Sub {
             if self.mode == Mode::Broadcasting {
                 for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
                     let mut st = lock(st);
-                    if let QState::Broadcasting(b) = &mut *st {
+                    if let QueueState::Broadcasting(b) = &mut *st {
                         let _head = eq.q.lock_head();
                         let guard = guard_fn();
                         let mut s = eq.resolve_start(self.start, &guard);
@@ -420,7 +423,7 @@ impl Sub {
         if self.mode == Mode::Broadcasting {
             for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
                 let mut st = lock(st);
-                if let QState::Broadcasting(b) = &mut *st {
+                if let QueueState::Broadcasting(b) = &mut *st {
                     b.members.retain(|(mid, _)| *mid != id);
                     let guard = guard_fn();
                     self.advance_group(eq, b, &guard);
@@ -432,7 +435,7 @@ impl Sub {
 
     /// Moves a broadcasting queue's group frontier to its slowest member, bumping what it
     /// passes; closes the hold when no member is left.
-    fn advance_group(&self, eq: &EQueue, b: &mut Bcast, guard: &Guard) {
+    fn advance_group(&self, eq: &TopicQueue, b: &mut Broadcast, guard: &Guard) {
         if !b.held {
             return;
         }
@@ -464,7 +467,7 @@ impl Sub {
                 let new = owner_of(q, n, &m.members);
                 if m.owners[q] != new {
                     m.owners[q] = new;
-                    if let QState::Clustering { track, owner, .. } = &mut *lock(st) {
+                    if let QueueState::Clustering { track, owner, .. } = &mut *lock(st) {
                         *owner = new;
                         track.rewind();
                     }
@@ -509,7 +512,7 @@ impl Sub {
     ) -> Result<(), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
         match &mut *st {
-            QState::Clustering { track, owner, .. } => {
+            QueueState::Clustering { track, owner, .. } => {
                 if *owner == Some(member) {
                     let t = track.deliver(&eq.q, queue, &self.filter, max, true, out, guard);
                     Counters::add(&self.counters.delivered, t.delivered);
@@ -517,7 +520,7 @@ impl Sub {
                     Counters::add(&self.counters.dropped, t.dropped);
                 }
             }
-            QState::Broadcasting(b) => {
+            QueueState::Broadcasting(b) => {
                 if let Some((_, t)) = b.members.iter_mut().find(|(m, _)| *m == member) {
                     // Members do not bump: the group frontier does. Only the delivery count
                     // is the group's (see `Tally`).
@@ -541,7 +544,7 @@ impl Sub {
     ) -> Result<Option<&'g Node>, EngineError> {
         let (eq, mut st) = self.queue(queue)?;
         Ok(match &mut *st {
-            QState::Clustering { track, owner, .. } if *owner == Some(member) => {
+            QueueState::Clustering { track, owner, .. } if *owner == Some(member) => {
                 let mut dropped = 0;
                 let n = track.cursor_node(&eq.q, &mut dropped, guard);
                 Counters::add(&self.counters.dropped, dropped);
@@ -549,7 +552,7 @@ impl Sub {
             }
             // A member's catch-up with evictions is not the group's (the group frontier
             // counts them): discarded.
-            QState::Broadcasting(b) => b
+            QueueState::Broadcasting(b) => b
                 .members
                 .iter_mut()
                 .find(|(m, _)| *m == member)
@@ -569,14 +572,14 @@ impl Sub {
         let (eq, mut st) = self.open_queue(queue)?;
         let mut dropped = 0;
         let out = match &mut *st {
-            QState::Clustering { track, .. } => {
+            QueueState::Clustering { track, .. } => {
                 let r = track.ack_one(&eq.q, queue, offset, true, &mut dropped, guard);
                 if r == Ok(AckOutcome::Acked) {
                     Counters::add(&self.counters.acked, 1);
                 }
                 r
             }
-            QState::Broadcasting(b) => {
+            QueueState::Broadcasting(b) => {
                 let Some((_, t)) =
                     member.and_then(|id| b.members.iter_mut().find(|(m, _)| *m == id))
                 else {
@@ -608,8 +611,8 @@ impl Sub {
         }
         let mut dropped = 0;
         let track = match &mut *st {
-            QState::Clustering { track, .. } => track,
-            QState::Broadcasting(b) => {
+            QueueState::Clustering { track, .. } => track,
+            QueueState::Broadcasting(b) => {
                 let Some(idx) = member.and_then(|id| b.members.iter().position(|(m, _)| *m == id))
                 else {
                     return Err(EngineError::NotAMember);
@@ -646,12 +649,12 @@ impl Sub {
         // reclaimed there later is not the group's drop.
         let closed = self.is_closed();
         let c = match &mut *st {
-            QState::Clustering { track, .. } if closed => track.frontier,
-            QState::Clustering { track, .. } => {
+            QueueState::Clustering { track, .. } if closed => track.frontier,
+            QueueState::Clustering { track, .. } => {
                 dropped += track.reconcile(first);
                 track.frontier
             }
-            QState::Broadcasting(b) => {
+            QueueState::Broadcasting(b) => {
                 if b.held {
                     dropped += b.group.reconcile(first);
                 }
@@ -673,16 +676,16 @@ impl Sub {
             // An ended subscription has nothing left to acknowledge (see `committed`).
             let closed = self.is_closed();
             total += match &mut *st {
-                QState::Clustering { .. } if closed => 0,
-                QState::Clustering { track, .. } => {
+                QueueState::Clustering { .. } if closed => 0,
+                QueueState::Clustering { track, .. } => {
                     dropped += track.reconcile(first);
                     track.backlog(end)
                 }
-                QState::Broadcasting(b) if b.held => {
+                QueueState::Broadcasting(b) if b.held => {
                     dropped += b.group.reconcile(first);
                     b.group.backlog(end)
                 }
-                QState::Broadcasting(_) => 0,
+                QueueState::Broadcasting(_) => 0,
             };
             Counters::add(&self.counters.dropped, dropped);
         }
@@ -705,7 +708,7 @@ impl Sub {
             let guard = guard_fn();
             let mut dropped = 0;
             match &mut *st {
-                QState::Clustering { track, owner, pop } => {
+                QueueState::Clustering { track, owner, pop } => {
                     *owner = None;
                     forgotten += pop.forget();
                     dropped += track.reconcile(eq.q.first_offset(&guard));
@@ -716,7 +719,7 @@ impl Sub {
                     Counters::add(&self.counters.acked, n);
                     eq.close_hold(self.id, track.frontier);
                 }
-                QState::Broadcasting(b) => {
+                QueueState::Broadcasting(b) => {
                     b.members.clear();
                     self.advance_group(eq, b, &guard);
                 }

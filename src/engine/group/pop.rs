@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use crossbeam_epoch::Guard;
 
 use super::track::delivery_of;
-use super::{Counters, Group, QState, Sub};
+use super::{Counters, Group, QueueState, Subscription};
 use crate::engine::types::{AckOutcome, PopInit, PopOutcome, PopRequest, Popped};
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
@@ -111,7 +111,7 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-impl Sub {
+impl Subscription {
     /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all).
     /// Returns the change in the number of in-flight entries.
     ///
@@ -126,7 +126,7 @@ impl Sub {
         guard: &Guard,
     ) -> Result<i64, EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
-        let QState::Clustering { track, pop, .. } = &mut *st else {
+        let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
         let q = &eq.q;
@@ -249,7 +249,7 @@ impl Sub {
         guard: &Guard,
     ) -> Result<(AckOutcome, i64), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
-        let QState::Clustering { track, pop, .. } = &mut *st else {
+        let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
         let mut dropped = 0;
@@ -291,7 +291,7 @@ impl Sub {
         now: u64,
     ) -> Result<u64, EngineError> {
         let (_, mut st) = self.open_queue(queue)?;
-        let QState::Clustering { pop, .. } = &mut *st else {
+        let QueueState::Clustering { pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
         match pop.inflight.get_mut(&offset) {
@@ -314,8 +314,8 @@ impl Sub {
         self.queues
             .iter()
             .map(|st| match &*crate::sync::lock(st) {
-                QState::Clustering { pop, .. } => pop.inflight.len() as u64,
-                QState::Broadcasting(_) => 0,
+                QueueState::Clustering { pop, .. } => pop.inflight.len() as u64,
+                QueueState::Broadcasting(_) => 0,
             })
             .sum()
     }

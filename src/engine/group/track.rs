@@ -15,7 +15,7 @@ use crate::sync::mutant;
 
 /// What one [`Track::deliver`] counted. A clustering track's counts are its group's; a
 /// broadcasting member's deliveries are, but its filtered and dropped messages are counted
-/// once for the whole group, when the group frontier passes them (`Sub::advance_group`).
+/// once for the whole group, when the group frontier passes them (`Subscription::advance_group`).
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Tally {
     pub(super) delivered: u64,
