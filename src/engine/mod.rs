@@ -166,8 +166,8 @@ impl Inner {
         read(&self.topics).get(name).cloned().ok_or_else(|| EngineError::UnknownTopic(name.into()))
     }
 
-    fn subs_of(&self, topic: &Topic, group: &str) -> Option<Arc<Subscription>> {
-        read(&topic.subs).iter().find(|s| s.group == group).cloned()
+    fn subscription_of(&self, topic: &Topic, group: &str) -> Option<Arc<Subscription>> {
+        read(&topic.subscriptions).get(group).cloned()
     }
 }
 
@@ -318,8 +318,8 @@ impl Engine {
             .ok_or_else(|| EngineError::UnknownTopic(name.into()))?;
         // Release: pairs with the Acquire load in `Topic::is_deleted`.
         t.deleted.store(true, Ordering::Release);
-        let subs = std::mem::take(&mut *write(&t.subs));
-        for s in subs {
+        let subscriptions = std::mem::take(&mut *write(&t.subscriptions));
+        for s in subscriptions.into_values() {
             let forgotten = s.close(&|| self.inner.pin());
             self.inner.charge_inflight(-(forgotten as i64));
         }
@@ -381,15 +381,19 @@ impl Engine {
             return Err(EngineError::InvalidGroupName(group.into()));
         }
         let t = self.inner.topic(topic)?;
-        let mut subs = write(&t.subs);
-        if let Some(s) = subs.iter().find(|s| s.group == group) {
-            if s.mode != options.mode {
-                return Err(EngineError::GroupModeConflict {
-                    group: group.into(),
-                    topic: topic.into(),
-                });
+        let existing = |s: &Arc<Subscription>| {
+            if s.mode == options.mode {
+                Ok(Group { inner: Arc::clone(&self.inner), sub: Arc::clone(s) })
+            } else {
+                Err(EngineError::GroupModeConflict { group: group.into(), topic: topic.into() })
             }
-            return Ok(Group { inner: Arc::clone(&self.inner), sub: Arc::clone(s) });
+        };
+        if let Some(s) = read(&t.subscriptions).get(group) {
+            return existing(s);
+        }
+        let mut subscriptions = write(&t.subscriptions);
+        if let Some(s) = subscriptions.get(group) {
+            return existing(s);
         }
         let inner = &self.inner;
         let sub = Arc::new(Subscription::new(
@@ -401,7 +405,7 @@ impl Engine {
             options.start,
             &|| inner.pin(),
         ));
-        subs.push(Arc::clone(&sub));
+        subscriptions.insert(group.to_string(), Arc::clone(&sub));
         Ok(Group { inner: Arc::clone(&self.inner), sub })
     }
 
@@ -411,9 +415,8 @@ impl Engine {
     /// [`EngineError::UnknownTopic`], [`EngineError::UnknownGroup`], [`EngineError::Closed`].
     pub fn group(&self, group: &str, topic: &str) -> Result<Group, EngineError> {
         let t = self.inner.topic(topic)?;
-        let sub = self.inner.subs_of(&t, group).ok_or_else(|| EngineError::UnknownGroup {
-            group: group.into(),
-            topic: topic.into(),
+        let sub = self.inner.subscription_of(&t, group).ok_or_else(|| {
+            EngineError::UnknownGroup { group: group.into(), topic: topic.into() }
         })?;
         Ok(Group { inner: Arc::clone(&self.inner), sub })
     }
@@ -423,7 +426,7 @@ impl Engine {
         let topics: Vec<Arc<Topic>> = read(&self.inner.topics).values().cloned().collect();
         topics
             .iter()
-            .flat_map(|t| read(&t.subs).clone())
+            .flat_map(|t| read(&t.subscriptions).values().cloned().collect::<Vec<_>>())
             .map(|sub| Group { inner: Arc::clone(&self.inner), sub })
             .collect()
     }
@@ -503,8 +506,8 @@ impl Drop for Engine {
         // Deleted topics the reaper thread had not released yet (their subscriptions are gone).
         topics.append(&mut lock(&self.inner.graveyard));
         for t in &topics {
-            let subs = std::mem::take(&mut *write(&t.subs));
-            for s in subs {
+            let subscriptions = std::mem::take(&mut *write(&t.subscriptions));
+            for s in subscriptions.into_values() {
                 s.closed.store(true, Ordering::Release);
                 s.waiters.wake_all();
             }

@@ -18,12 +18,12 @@ impl Inner {
         let guard = self.pin();
         let first = eq.q.first_offset(&guard);
         let mut holds = lock(&eq.holds);
-        holds.retain(|h| h.end > first);
+        let mut cover = holds.coverage_from(first);
         let deadline = now.saturating_sub(retention.time.as_millis() as u64);
         let mut live = eq.live_bytes();
         let u = head.unlink_while(REAP_BATCH, &guard, |n| {
             let o = n.offset();
-            let required = holds.iter().filter(|h| h.covers(o)).count() as u32;
+            let required = cover.at(o);
             let reclaim = if required == 0 {
                 n.timestamp() <= deadline || live > retention.bytes
             } else {

@@ -195,7 +195,11 @@ impl Group {
     /// Ends the subscription. Messages it alone held become reclaimable; its members get
     /// [`EngineError::NotAMember`]. Idempotent.
     pub fn unsubscribe(&self) {
-        write(&self.sub.topic.subs).retain(|s| !Arc::ptr_eq(s, &self.sub));
+        let mut subscriptions = write(&self.sub.topic.subscriptions);
+        if subscriptions.get(&self.sub.group).is_some_and(|s| Arc::ptr_eq(s, &self.sub)) {
+            subscriptions.remove(&self.sub.group);
+        }
+        drop(subscriptions);
         let inner = &self.inner;
         let forgotten = self.sub.close(&|| inner.pin());
         inner.charge_inflight(-(forgotten as i64));
