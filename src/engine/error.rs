@@ -53,6 +53,25 @@ pub enum EngineError {
         /// The topic.
         topic: String,
     },
+    /// Subscribing would exceed [`EngineConfig::max_subscriptions_per_topic`] (`per_topic`) or
+    /// [`EngineConfig::max_subscriptions`](super::EngineConfig::max_subscriptions). Nothing was
+    /// subscribed.
+    ///
+    /// [`EngineConfig::max_subscriptions_per_topic`]: super::EngineConfig::max_subscriptions_per_topic
+    #[error(
+        "consumer group `{group}` cannot subscribe to topic `{topic}`: {limit} subscriptions {}",
+        if *per_topic { "on this topic is the limit" } else { "in the engine is the limit" }
+    )]
+    TooManySubscriptions {
+        /// The group.
+        group: String,
+        /// The topic.
+        topic: String,
+        /// The limit reached.
+        limit: usize,
+        /// Whether the topic's limit was reached (else the engine's).
+        per_topic: bool,
+    },
     /// The message is larger than the engine's limit.
     #[error("message of {size} bytes exceeds the limit of {limit} bytes")]
     MessageTooLarge {

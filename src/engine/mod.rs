@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     graveyard: Mutex<Vec<Arc<Topic>>>,
     closed: PlainBool,
     next_id: PlainU64,
+    /// Subscriptions in every topic's map (for [`EngineConfig::max_subscriptions`]).
+    subscriptions: PlainU64,
     /// When the last reaper pass finished, ms since the epoch (0: none yet).
     last_pass_ms: PlainU64,
     reaper: Mutex<Option<std::thread::Thread>>,
@@ -166,8 +168,43 @@ impl Inner {
         read(&self.topics).get(name).cloned().ok_or_else(|| EngineError::UnknownTopic(name.into()))
     }
 
+    /// The live subscription of `group` to `topic`, if any.
     fn subscription_of(&self, topic: &Topic, group: &str) -> Option<Arc<Subscription>> {
-        read(&topic.subscriptions).get(group).cloned()
+        read(&topic.subscriptions).get(group).filter(|s| !s.is_closed()).cloned()
+    }
+
+    /// Takes one subscription from the caps of [`EngineConfig`], given how many the topic has
+    /// (called under the topic's subscriptions lock, about to insert one).
+    fn admit_subscription(
+        &self,
+        group: &str,
+        topic: &str,
+        on_topic: usize,
+    ) -> Result<(), EngineError> {
+        let refuse = |limit, per_topic| EngineError::TooManySubscriptions {
+            group: group.into(),
+            topic: topic.into(),
+            limit,
+            per_topic,
+        };
+        let per_topic = self.config.max_subscriptions_per_topic;
+        if on_topic >= per_topic {
+            return Err(refuse(per_topic, true));
+        }
+        let limit = self.config.max_subscriptions;
+        // Relaxed: a counter; the read-modify-write itself decides, as the budget does.
+        let before = self.subscriptions.fetch_add(1, PlainOrdering::Relaxed);
+        if before >= limit as u64 {
+            self.subscriptions.fetch_sub(1, PlainOrdering::Relaxed);
+            return Err(refuse(limit, false));
+        }
+        Ok(())
+    }
+
+    /// Gives back `n` subscriptions taken out of a topic's map.
+    pub(crate) fn forget_subscriptions(&self, n: u64) {
+        // Relaxed: see `admit_subscription`.
+        self.subscriptions.fetch_sub(n, PlainOrdering::Relaxed);
     }
 }
 
@@ -215,6 +252,7 @@ impl Engine {
             graveyard: Mutex::new(Vec::new()),
             closed: PlainBool::new(false),
             next_id: PlainU64::new(1),
+            subscriptions: PlainU64::new(0),
             last_pass_ms: PlainU64::new(0),
             reaper: Mutex::new(None),
             inline_reap: Mutex::new(()),
@@ -319,6 +357,7 @@ impl Engine {
         // Release: pairs with the Acquire load in `Topic::is_deleted`.
         t.deleted.store(true, Ordering::Release);
         let subscriptions = std::mem::take(&mut *write(&t.subscriptions));
+        self.inner.forget_subscriptions(subscriptions.len() as u64);
         for s in subscriptions.into_values() {
             let forgotten = s.close(&|| self.inner.pin());
             self.inner.charge_inflight(-(forgotten as i64));
@@ -370,7 +409,8 @@ impl Engine {
     ///
     /// # Errors
     /// [`EngineError::UnknownTopic`], [`EngineError::InvalidGroupName`],
-    /// [`EngineError::GroupModeConflict`], [`EngineError::Closed`].
+    /// [`EngineError::GroupModeConflict`], [`EngineError::TooManySubscriptions`],
+    /// [`EngineError::Closed`].
     pub fn subscribe(
         &self,
         group: &str,
@@ -388,13 +428,20 @@ impl Engine {
                 Err(EngineError::GroupModeConflict { group: group.into(), topic: topic.into() })
             }
         };
-        if let Some(s) = read(&t.subscriptions).get(group) {
+        if let Some(s) = read(&t.subscriptions).get(group).filter(|s| !s.is_closed()) {
             return existing(s);
         }
         let mut subscriptions = write(&t.subscriptions);
-        if let Some(s) = subscriptions.get(group) {
-            return existing(s);
+        match subscriptions.get(group) {
+            Some(s) if !s.is_closed() => return existing(s),
+            // Released as idle, and not yet taken out of the map: replaced.
+            Some(_) => {
+                subscriptions.remove(group);
+                self.inner.forget_subscriptions(1);
+            }
+            None => {}
         }
+        self.inner.admit_subscription(group, topic, subscriptions.len())?;
         let inner = &self.inner;
         let sub = Arc::new(Subscription::new(
             inner.next_id(),
@@ -426,7 +473,13 @@ impl Engine {
         let topics: Vec<Arc<Topic>> = read(&self.inner.topics).values().cloned().collect();
         topics
             .iter()
-            .flat_map(|t| read(&t.subscriptions).values().cloned().collect::<Vec<_>>())
+            .flat_map(|t| {
+                read(&t.subscriptions)
+                    .values()
+                    .filter(|s| !s.is_closed())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
             .map(|sub| Group { inner: Arc::clone(&self.inner), sub })
             .collect()
     }

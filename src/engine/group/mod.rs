@@ -195,14 +195,19 @@ impl Group {
     /// Ends the subscription. Messages it alone held become reclaimable; its members get
     /// [`EngineError::NotAMember`]. Idempotent.
     pub fn unsubscribe(&self) {
-        let mut subscriptions = write(&self.sub.topic.subscriptions);
-        if subscriptions.get(&self.sub.group).is_some_and(|s| Arc::ptr_eq(s, &self.sub)) {
-            subscriptions.remove(&self.sub.group);
-        }
-        drop(subscriptions);
+        self.forget();
         let inner = &self.inner;
         let forgotten = self.sub.close(&|| inner.pin());
         inner.charge_inflight(-(forgotten as i64));
+    }
+
+    /// Takes the subscription out of its topic's map, if it is still there.
+    pub(super) fn forget(&self) {
+        let mut subscriptions = write(&self.sub.topic.subscriptions);
+        if subscriptions.get(&self.sub.group).is_some_and(|s| Arc::ptr_eq(s, &self.sub)) {
+            subscriptions.remove(&self.sub.group);
+            self.inner.forget_subscriptions(1);
+        }
     }
 }
 
