@@ -202,3 +202,67 @@ fn given_unsubscribed_pop_group_with_inflight_messages_should_release_their_byte
     e.reap();
     assert_eq!(e.stats().bytes_used, 0, "invariant 9: no in-flight bookkeeping left behind");
 }
+
+/// The wall clock, ms since the Unix epoch: activity stamps use it, so the idle tests pass
+/// times computed from it (never sleeping).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+const IDLE: Duration = Duration::from_secs(60);
+
+/// review-e77444b H3: a POP group nobody pops any more (a renamed consumer, a typo) stops
+/// holding messages once it has been idle for the given time.
+#[test]
+fn given_pop_group_idle_for_the_idle_time_when_releasing_should_end_it_and_free_what_it_held() {
+    let (e, g) = setup(3);
+    let o = pop(&g, &req(1, 1000, wall_ms()));
+    // The ack is stamped between `before` and `after`.
+    let before = wall_ms();
+    g.pop_ack(0, 0, o.pop_time).unwrap();
+    let after = wall_ms();
+    e.reap();
+    assert_eq!(e.stats().live_messages, 2, "the group holds what it has not acknowledged");
+    assert!(
+        e.release_idle_groups(IDLE, before + 59_999, |_, _| true).is_empty(),
+        "59.999 s after its last ack it is not idle yet"
+    );
+    let released = e.release_idle_groups(IDLE, after + 60_000, |_, _| true);
+    assert_eq!(released, [("G".to_owned(), "T".to_owned())]);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "what only the released group held is reclaimed");
+    assert_eq!(e.stats().bytes_used, 0, "invariant 9: nothing of it is left in the budget");
+    assert!(matches!(g.pop_ack(0, 1, o.pop_time), Err(EngineError::NotAMember)));
+    assert!(matches!(e.group("G", "T"), Err(EngineError::UnknownGroup { .. })));
+    let again = e.subscribe("G", "T", SubscribeOptions::default()).expect("a new subscription");
+    assert!(again.release_if_idle(IDLE, wall_ms() + 120_000), "the new one ages the same way");
+}
+
+#[test]
+fn given_a_member_or_an_invisible_message_or_a_kept_name_when_releasing_should_keep_the_group() {
+    let (e, g) = setup(2);
+    let far = wall_ms() + 365 * 24 * 3600 * 1000;
+    assert!(e.release_idle_groups(IDLE, far, |_, _| false).is_empty(), "the caller keeps it");
+    let member = g.add_member().unwrap();
+    assert!(!g.release_if_idle(IDLE, far), "a group with a member is not idle");
+    let leaving = wall_ms();
+    g.remove_member(member);
+    assert!(!g.release_if_idle(IDLE, leaving + 59_999), "idle time runs from the last leave");
+    let now = wall_ms();
+    let hour = 3_600_000;
+    let o = pop(&g, &req(1, hour, now));
+    assert_eq!(offsets(&o), [0]);
+    assert!(
+        !g.release_if_idle(IDLE, now + hour - 1),
+        "a popped message still invisible keeps its group (a consumer may be working on it)"
+    );
+    assert_eq!(g.inflight(), 1);
+    assert!(g.release_if_idle(IDLE, now + hour), "once it is visible again the group may go");
+    assert_eq!(
+        e.stats().bytes_used,
+        2 * (2 + baiji::engine::NODE_SIZE as u64),
+        "in-flight refunded"
+    );
+}

@@ -955,3 +955,49 @@ fn pop_two_members_same_queue() {
         assert_empty(&e);
     });
 }
+
+/// The wall clock, ms since the Unix epoch (the engine stamps activity with it).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// H3 (review-e77444b): releasing an idle POP group racing a pop of it comes out one way only.
+/// Either the pop finds the group ended (`NotAMember`), or it hands the message out and the
+/// group is kept, because that message is in flight and invisible; never a pop that hands a
+/// message out and a release that then forgets it (the message would be lost to the group).
+///
+/// Catches `idle_checked_before_locks` (the release decides from what it saw before it held
+/// the group's queue locks).
+#[test]
+fn idle_release_vs_pop() {
+    const HOUR: u64 = 3_600_000;
+    model(|| {
+        let alive = Arc::new(());
+        let (e, g) = pop_engine(&alive);
+        let now = wall_ms();
+        let g2 = g.clone();
+        let popper = thread::spawn(move || {
+            let mut out = PopOutcome::default();
+            let req = PopRequest { invisible_ms: HOUR, ..pop_req(1, now) };
+            g2.pop(0, &req, &mut out).map(|()| (out.messages.len(), out.pop_time))
+        });
+        // Half an hour on, with 1 ms of idleness enough: only an invisible message keeps it.
+        let released = g.release_if_idle(Duration::from_millis(1), now + HOUR / 2);
+        let popped = popper.join().unwrap();
+        match popped {
+            Ok((1, pop_time)) => {
+                assert!(!released, "a group was released under a message it had just handed out");
+                assert_eq!(g.pop_ack(0, 0, pop_time).unwrap(), AckOutcome::Acked);
+                g.unsubscribe();
+            }
+            Err(baiji::engine::EngineError::NotAMember) => {
+                assert!(released, "the pop found the group ended, so the release ended it")
+            }
+            other => panic!("a pop of one retained message gave {other:?}"),
+        }
+        e.reap();
+        assert_empty(&e);
+    });
+}

@@ -484,6 +484,33 @@ impl Engine {
             .collect()
     }
 
+    /// Ends every subscription that is idle at `now_ms` (see [`Group::release_if_idle`]: no
+    /// member, no activity for `idle`, no popped message still invisible) and that
+    /// `may_release(group, topic)` accepts (the broker keeps its internal groups and the
+    /// groups its clients still announce); returns the `(group, topic)` pairs it ended. What
+    /// only they held becomes reclaimable. A later pop or subscribe of such a group starts a
+    /// new subscription.
+    pub fn release_idle_groups(
+        &self,
+        idle: std::time::Duration,
+        now_ms: u64,
+        mut may_release: impl FnMut(&str, &str) -> bool,
+    ) -> Vec<(String, String)> {
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let idle_since = now_ms.saturating_sub(idle_ms);
+        let mut released = Vec::new();
+        for g in self.groups() {
+            // A hint first (no lock): most groups are busy.
+            if g.sub.last_active_ms() > idle_since || !may_release(g.name(), g.topic()) {
+                continue;
+            }
+            if g.release_if_idle(idle, now_ms) {
+                released.push((g.name().to_owned(), g.topic().to_owned()));
+            }
+        }
+        released
+    }
+
     /// One reclamation pass over every queue (the reaper thread calls this periodically).
     /// Returns how many messages it reclaimed.
     pub fn reap(&self) -> u64 {

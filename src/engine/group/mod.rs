@@ -201,6 +201,32 @@ impl Group {
         inner.charge_inflight(-(forgotten as i64));
     }
 
+    /// When the subscription last saw activity, ms since the Unix epoch: its creation, a pop,
+    /// a POP ack or change of invisible time, a commit, a member joining or leaving.
+    pub fn last_active_ms(&self) -> u64 {
+        self.sub.last_active_ms()
+    }
+
+    /// Ends the subscription, as [`unsubscribe`](Self::unsubscribe) does, if it is idle at
+    /// `now_ms` (ms since the Unix epoch, the clock of the pops): it has no member, no
+    /// activity (see [`last_active_ms`](Self::last_active_ms)) for `idle`, and no popped
+    /// message that is still invisible. Decided atomically with respect to every pop, ack,
+    /// change, commit and member change of the group: each of those either counts as activity
+    /// or fails with [`EngineError::NotAMember`]. Returns whether it ended it.
+    pub fn release_if_idle(&self, idle: std::time::Duration, now_ms: u64) -> bool {
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let Some(idle_since) = now_ms.checked_sub(idle_ms) else { return false };
+        let inner = &self.inner;
+        match self.sub.close_if_idle(idle_since, now_ms, &|| inner.pin()) {
+            Some(forgotten) => {
+                inner.charge_inflight(-(forgotten as i64));
+                self.forget();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Takes the subscription out of its topic's map, if it is still there.
     pub(super) fn forget(&self) {
         let mut subscriptions = write(&self.sub.topic.subscriptions);
@@ -289,6 +315,11 @@ pub(crate) struct Subscription {
     pub(crate) waiters: WaitList,
     pub(crate) closed: AtomicBool,
     pub(crate) counters: Counters,
+    /// When the subscription last saw activity (created, popped, POP-acked, changed, committed,
+    /// a member joining or leaving), ms since the Unix epoch. Only ever raised, and only under
+    /// the membership lock or one of the queue locks, so that `close_if_idle`, holding all of
+    /// them, reads a value no operation can move under it.
+    last_active_ms: PlainU64,
 }
 
 impl Subscription {
@@ -339,7 +370,20 @@ impl Subscription {
             waiters: WaitList::default(),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
+            last_active_ms: PlainU64::new(crate::time::now_ms()),
         }
+    }
+
+    /// Records activity now (call with the membership lock or a queue lock held).
+    pub(crate) fn touch(&self) {
+        // Relaxed: read by `close_if_idle` under the same locks, which order it.
+        self.last_active_ms.fetch_max(crate::time::now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When the subscription last saw activity (see the field).
+    pub(crate) fn last_active_ms(&self) -> u64 {
+        // Relaxed: see `touch`; outside the locks this is a hint.
+        self.last_active_ms.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -396,6 +440,7 @@ impl Subscription {
         if self.is_closed() && !mutant("add_member_ignores_close") {
             return Err(EngineError::NotAMember);
         }
+        self.touch();
         if let Err(pos) = m.members.binary_search(&id) {
             m.members.insert(pos, id);
             if self.mode == Mode::Broadcasting {
@@ -429,6 +474,8 @@ impl Subscription {
             return;
         };
         m.members.remove(pos);
+        // A group's idle time runs from when its last member left.
+        self.touch();
         if self.mode == Mode::Broadcasting {
             for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
                 let mut st = lock(st);
@@ -614,6 +661,7 @@ impl Subscription {
         guard: &Guard,
     ) -> Result<(), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
+        self.touch();
         let end = eq.q.next_offset(guard);
         if offset > end {
             return Err(EngineError::OffsetBeyondEnd { queue, offset, end });
@@ -710,31 +758,85 @@ impl Subscription {
         if self.closed.swap(true, Ordering::AcqRel) {
             return 0;
         }
-        let mut forgotten = 0;
         m.members.clear();
+        let mut forgotten = 0;
         for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
-            let mut st = lock(st);
-            let guard = guard_fn();
-            let mut dropped = 0;
-            match &mut *st {
-                QueueState::Clustering { track, owner, pop } => {
-                    *owner = None;
-                    forgotten += pop.forget();
-                    dropped += track.reconcile(eq.q.first_offset(&guard));
-                    let top = track.top();
-                    let top = if mutant("leave_unsettled") { track.frontier } else { top };
-                    // These are acknowledged (bumped) on leaving: they count as acked.
-                    let (n, _) = track.ack_until(&eq.q, top, true, None, &mut dropped, &guard);
-                    Counters::add(&self.counters.acked, n);
-                    eq.close_hold(self.id, track.frontier);
-                }
-                QueueState::Broadcasting(b) => {
-                    b.members.clear();
-                    self.advance_group(eq, b, &guard);
-                }
-            }
-            Counters::add(&self.counters.dropped, dropped);
+            forgotten += self.settle_queue(eq, &mut lock(st), &guard_fn());
         }
+        drop(m);
+        self.closed_wake();
+        forgotten
+    }
+
+    /// [`close`](Self::close), only if the subscription is idle: no member, no activity after
+    /// `idle_since` and no popped message still invisible at `now` (ms since the Unix epoch,
+    /// the clock pops use). Decided under the membership lock and every queue lock at once,
+    /// so no pop, ack, change of invisible time, commit or member change runs between the
+    /// decision and the end: each either ran before (and its activity counts) or finds the
+    /// subscription ended. Returns the in-flight entries forgotten, `None` if not idle or
+    /// already ended.
+    pub(crate) fn close_if_idle(
+        &self,
+        idle_since: u64,
+        now: u64,
+        guard_fn: &dyn Fn() -> Guard,
+    ) -> Option<u64> {
+        let mut m = lock(&self.membership);
+        if self.is_closed() || !m.members.is_empty() || self.last_active_ms() > idle_since {
+            return None;
+        }
+        // Lock order: membership, then every queue track in queue order (nobody holds two
+        // queue tracks otherwise), then a queue's head lock and its holds.
+        let mut states: Vec<MutexGuard<'_, QueueState>> = self.queues.iter().map(lock).collect();
+        if !mutant("idle_checked_before_locks") {
+            let busy = states.iter().any(|st| match &**st {
+                QueueState::Clustering { pop, .. } => pop.invisible_at(now),
+                QueueState::Broadcasting(_) => false,
+            });
+            if busy || self.last_active_ms() > idle_since {
+                return None;
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+        m.members.clear();
+        let mut forgotten = 0;
+        for (eq, st) in self.topic.queues.iter().zip(states.iter_mut()) {
+            forgotten += self.settle_queue(eq, st, &guard_fn());
+        }
+        drop(states);
+        drop(m);
+        self.closed_wake();
+        Some(forgotten)
+    }
+
+    /// A closing subscription's work in one queue (its lock held, `closed` already set):
+    /// settle the acknowledgements and close the hold. Returns the in-flight entries forgotten.
+    fn settle_queue(&self, eq: &TopicQueue, st: &mut QueueState, guard: &Guard) -> u64 {
+        let mut dropped = 0;
+        let mut forgotten = 0;
+        match st {
+            QueueState::Clustering { track, owner, pop } => {
+                *owner = None;
+                forgotten += pop.forget();
+                dropped += track.reconcile(eq.q.first_offset(guard));
+                let top = track.top();
+                let top = if mutant("leave_unsettled") { track.frontier } else { top };
+                // These are acknowledged (bumped) on leaving: they count as acked.
+                let (n, _) = track.ack_until(&eq.q, top, true, None, &mut dropped, guard);
+                Counters::add(&self.counters.acked, n);
+                eq.close_hold(self.id, track.frontier);
+            }
+            QueueState::Broadcasting(b) => {
+                b.members.clear();
+                self.advance_group(eq, b, guard);
+            }
+        }
+        Counters::add(&self.counters.dropped, dropped);
+        forgotten
+    }
+
+    /// Tells members and parked waiters that the subscription ended.
+    fn closed_wake(&self) {
         // Release: pairs with the Acquire loads in members' `refresh`.
         self.version.fetch_add(1, Ordering::Release);
         self.waiters.wake_all();
@@ -742,6 +844,5 @@ impl Subscription {
             // Members parked on a queue notice the closed subscription on wake-up.
             eq.q.wake_waiters();
         }
-        forgotten
     }
 }

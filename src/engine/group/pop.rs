@@ -99,6 +99,11 @@ impl PopQueue {
         n
     }
 
+    /// Whether an entry is still invisible at `now` (a consumer may be working on it).
+    pub(crate) fn invisible_at(&self, now: u64) -> bool {
+        self.inflight.values().any(|e| !e.expired(now))
+    }
+
     fn next_expiry(&self) -> Option<u64> {
         self.inflight.values().map(|e| e.deadline().max(e.pop_time + 1)).min()
     }
@@ -129,6 +134,7 @@ impl Subscription {
         let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
+        self.touch();
         let q = &eq.q;
         let now = req.now_ms;
         out.pop_time = now;
@@ -252,6 +258,7 @@ impl Subscription {
         let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
+        self.touch();
         let mut dropped = 0;
         let out = match pop.inflight.get(&offset) {
             Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
@@ -294,6 +301,7 @@ impl Subscription {
         let QueueState::Clustering { pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
+        self.touch();
         match pop.inflight.get_mut(&offset) {
             Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
                 let renewed = if mutant("change_keeps_receipt") {
