@@ -219,6 +219,7 @@ impl Node {
     #[inline]
     pub fn next<'g>(&self, guard: &'g Guard) -> Option<&'g Node> {
         self.check_live();
+        step();
         // Acquire: pairs with the publishing CAS, so the successor's fields are visible (inv. 2).
         let next = self.next.load(Ordering::Acquire, guard);
         // `self` is alive under `guard` (callers only reach it through the head, the tail, a
@@ -871,23 +872,24 @@ thread_local! {
     static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Counts one step of a lookup walk (unit tests only).
+/// Counts one step of a walk: a lookup's, or a link followed (unit tests only).
 #[inline(always)]
 fn step() {
     #[cfg(test)]
     STEPS.with(|s| s.set(s.get() + 1));
 }
 
+/// Steps (see [`step`]) that `f` took on this thread (unit tests measure walks with it).
+#[cfg(test)]
+pub(crate) fn steps_of<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    STEPS.with(|s| s.set(0));
+    let r = f();
+    (r, STEPS.with(|s| s.get()))
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    /// Nodes one lookup walked.
-    fn steps_of<R>(f: impl FnOnce() -> R) -> (R, u64) {
-        STEPS.with(|s| s.set(0));
-        let r = f();
-        (r, STEPS.with(|s| s.get()))
-    }
 
     /// A lookup by offset or by time walks a bounded number of nodes, wherever the offset is
     /// in a long queue (the broker's pull, view and send-back paths depend on it).

@@ -211,16 +211,17 @@ impl Track {
         if offset >= self.hwm {
             return Err(EngineError::NotDelivered { queue: queue_id, offset });
         }
-        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
+        // Through the queue's index (review-e77444b H7): walking from the frontier made every
+        // ack behind a stuck frontier cost its distance from it.
+        let Some(n) = q.find(offset, guard) else {
+            // Not linked: below the head, evicted since the reconcile above (it counts them).
             *dropped += self.reconcile(q.first_offset(guard));
-            return Ok(AckOutcome::AlreadyAcked);
+            return if self.is_acked(offset) {
+                Ok(AckOutcome::AlreadyAcked)
+            } else {
+                Err(EngineError::NotDelivered { queue: queue_id, offset })
+            };
         };
-        while n.end() <= offset {
-            match n.next(guard) {
-                Some(next) => n = next,
-                None => return Err(EngineError::NotDelivered { queue: queue_id, offset }),
-            }
-        }
         if bump {
             n.ack();
         }
@@ -476,6 +477,29 @@ mod tests {
         assert_eq!((t.frontier, t.top()), (5, 5));
         assert_eq!(acks(&q, &g), [1, 1, 1, 1, 1, 0], "invariant 6: offset 3 bumped once");
         assert_eq!(t.ack_until(&q, 3, true, None, &mut dropped, &g), (0, 0), "behind: nothing");
+    }
+
+    /// review-e77444b H7: an ack far above a stuck frontier (a poison message nobody
+    /// acknowledges) finds its node through the queue's index, not by walking from the
+    /// frontier, so acks behind the poison message are not quadratic.
+    #[test]
+    fn given_a_stuck_frontier_when_acking_far_above_it_should_not_walk_from_the_frontier() {
+        const N: u64 = 20_000;
+        let (q, h) = queue(N, &[]);
+        let g = h.pin();
+        let mut t = Track::new(0);
+        let mut out = Vec::new();
+        while out.len() < N as usize {
+            t.deliver(&q, 0, &Filter::All, N as usize, true, &mut out, &g);
+        }
+        let mut dropped = 0;
+        for off in [N - 1, N / 2, 1] {
+            let (r, steps) =
+                crate::queue::steps_of(|| t.ack_one(&q, 0, off, true, &mut dropped, &g));
+            assert_eq!(r, Ok(AckOutcome::Acked));
+            assert!(steps <= 256, "acking {off} above the frontier 0 took {steps} steps");
+        }
+        assert_eq!((t.frontier, t.backlog(N)), (0, N - 3), "offset 0 still holds the frontier");
     }
 
     #[test]
