@@ -52,6 +52,7 @@
 
 use crossbeam_epoch::Guard;
 
+mod ack_set;
 pub(crate) mod pop;
 mod track;
 

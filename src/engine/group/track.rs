@@ -3,10 +3,9 @@
 //! over the lock-free queue. The caller serialises every call on a track (its subscription's
 //! queue lock) and holds an epoch guard; a track never takes a lock itself.
 
-use std::collections::BTreeSet;
-
 use crossbeam_epoch::Guard;
 
+use super::ack_set::AckSet;
 use crate::engine::config::SCAN_LIMIT;
 use crate::engine::types::{AckOutcome, Delivery, Filter};
 use crate::engine::EngineError;
@@ -59,7 +58,8 @@ pub(super) fn delivery_of(queue_id: u32, n: &Node) -> Delivery {
 pub(super) struct Track {
     pub(super) frontier: u64,
     frontier_ref: Option<NodeRef>,
-    acked: BTreeSet<u64>,
+    /// The acknowledged offsets at or above the frontier (bounded: see `ack_set`).
+    acked: AckSet,
     pub(super) cursor: u64,
     cursor_ref: Option<NodeRef>,
     hwm: u64,
@@ -70,7 +70,7 @@ impl Track {
         Track {
             frontier: start,
             frontier_ref: None,
-            acked: BTreeSet::new(),
+            acked: AckSet::default(),
             cursor: start,
             cursor_ref: None,
             hwm: start,
@@ -79,7 +79,7 @@ impl Track {
 
     /// Offsets the track still has to acknowledge, given the queue's end.
     pub(super) fn backlog(&self, end: u64) -> u64 {
-        end.saturating_sub(self.frontier).saturating_sub(self.acked.len() as u64)
+        end.saturating_sub(self.frontier).saturating_sub(self.acked.len())
     }
 
     /// Catches up with evictions: returns how many offsets below the queue's first live one
@@ -88,9 +88,8 @@ impl Track {
         if first_live <= self.frontier {
             return 0;
         }
-        let acked_below = self.acked.range(..first_live).count() as u64;
+        let acked_below = self.acked.remove_below(first_live);
         let dropped = first_live - self.frontier - acked_below;
-        self.acked = self.acked.split_off(&first_live);
         self.frontier = first_live;
         self.frontier_ref = None;
         if self.cursor < first_live {
@@ -110,8 +109,7 @@ impl Track {
     /// the cursor at or above the frontier (a rewound cursor can otherwise fall behind it when
     /// acknowledgements arrive, and the nodes below the frontier may already be reclaimed).
     pub(super) fn absorb(&mut self) {
-        while self.acked.first() == Some(&self.frontier) {
-            self.acked.pop_first();
+        while self.acked.remove(self.frontier) {
             self.frontier += 1;
             self.frontier_ref = None;
         }
@@ -141,7 +139,7 @@ impl Track {
 
     /// Whether `offset` is acknowledged by this track.
     pub(super) fn is_acked(&self, offset: u64) -> bool {
-        offset < self.frontier || self.acked.contains(&offset)
+        offset < self.frontier || self.acked.contains(offset)
     }
 
     /// Acknowledges every offset in `[frontier, to)` that is not yet acknowledged, bumping
@@ -170,7 +168,7 @@ impl Track {
         while n.end() < to {
             let Some(next) = n.next(guard) else { break };
             n = next;
-            if !self.acked.contains(&n.offset()) {
+            if !self.acked.contains(n.offset()) {
                 if bump {
                     n.ack();
                 }
@@ -182,7 +180,7 @@ impl Track {
             }
         }
         let reached = n.end();
-        self.acked = self.acked.split_off(&reached);
+        self.acked.remove_below(reached);
         self.frontier = reached;
         self.frontier_ref = Some(NodeRef::new(q, n));
         self.absorb();
