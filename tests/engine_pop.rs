@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use baiji::engine::{
-    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopInit, PopOutcome,
-    PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopAck, PopInit,
+    PopOutcome, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+    INFLIGHT_LIMIT,
 };
 use bytes::Bytes;
 
@@ -264,5 +265,53 @@ fn given_a_member_or_an_invisible_message_or_a_kept_name_when_releasing_should_k
         e.stats().bytes_used,
         2 * (2 + baiji::engine::NODE_SIZE as u64),
         "in-flight refunded"
+    );
+}
+
+/// review-e77444b M5: a pop that stops at the scan limit with messages behind it says so, so
+/// the caller pops again at once instead of waiting for an append that may never come.
+#[test]
+fn given_a_filter_rejecting_a_long_run_when_popping_should_say_the_scan_stopped_early() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e
+        .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
+        .unwrap();
+    for _ in 0..5000 {
+        e.append_to("T", 0, Message::new("x").with_tag("x")).unwrap();
+    }
+    e.append_to("T", 0, Message::new("y").with_tag("y")).unwrap();
+    let f = Filter::tags(["y"]);
+    let first = pop(&g, &PopRequest { filter: &f, ..req(1, 1000, 10) });
+    assert!(first.messages.is_empty());
+    assert_eq!(first.scan_limited, 1, "4,096 of 5,001 nodes looked at: more is left");
+    let second = pop(&g, &PopRequest { filter: &f, ..req(1, 1000, 20) });
+    assert_eq!(offsets(&second), [5000], "the next pop goes on where the scan stopped");
+    assert_eq!(second.scan_limited, 0);
+}
+
+/// review-e77444b M5: a queue at the in-flight cap says so in the pop, and the ack that frees
+/// room says so in its outcome, so parked pops are woken by it.
+#[test]
+fn given_a_queue_at_the_inflight_cap_when_acking_should_say_the_ack_freed_room() {
+    let n = INFLIGHT_LIMIT as u64 + 4;
+    let (_e, g) = setup(n as usize);
+    let full = pop(&g, &req(INFLIGHT_LIMIT + 100, 1000, 10));
+    assert_eq!(full.messages.len(), INFLIGHT_LIMIT);
+    assert_eq!(full.inflight_full, 1, "messages are left that the cap keeps back");
+    assert_eq!(full.scan_limited, 0, "the scan did not stop at its limit");
+    let ack = g.ack_popped(full.receipt(&full.messages[0])).unwrap();
+    assert_eq!(ack, PopAck { outcome: AckOutcome::Acked, room_freed: true });
+    let ack = g.ack_popped(full.receipt(&full.messages[1])).unwrap();
+    assert!(!ack.room_freed, "the queue was already under the cap");
+    let more = pop(&g, &req(8, 1000, 20));
+    assert_eq!(offsets(&more), [INFLIGHT_LIMIT as u64, INFLIGHT_LIMIT as u64 + 1]);
+    assert_eq!(more.inflight_full, 1, "two places freed for six wanted: still at the cap");
+    g.ack_popped(more.receipt(&more.messages[0])).unwrap();
+    let one = pop(&g, &req(1, 1000, 30));
+    assert_eq!(
+        (one.messages.len(), one.inflight_full),
+        (1, 0),
+        "a request within the room left is not stopped by the cap"
     );
 }

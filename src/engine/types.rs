@@ -282,7 +282,8 @@ pub struct Popped {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PopOutcome {
     /// The pop time of every message handed out (the request's `now_ms`): with the queue and
-    /// offset it is the receipt that acknowledges or changes the invisible time.
+    /// offset it is the receipt that acknowledges or changes the invisible time
+    /// ([`receipt`](Self::receipt)).
     pub pop_time: u64,
     /// Messages handed out, per queue in offset order.
     pub messages: Vec<Popped>,
@@ -293,4 +294,43 @@ pub struct PopOutcome {
     pub blocked: u32,
     /// The earliest time at which a popped message of these queues becomes visible again.
     pub next_expiry: Option<u64>,
+    /// Queues whose scan for new messages stopped at the scan limit (4,096 nodes, filtered-out
+    /// ones included) with messages left behind it: popping again at once goes on from there.
+    pub scan_limited: u32,
+    /// Queues that had messages left to hand out but their [`INFLIGHT_LIMIT`] entries in
+    /// flight: they give more once an ack frees room ([`PopAck::room_freed`]).
+    ///
+    /// [`INFLIGHT_LIMIT`]: super::INFLIGHT_LIMIT
+    pub inflight_full: u32,
+}
+
+impl PopOutcome {
+    /// The receipt of `p`, one of this outcome's `messages`.
+    pub fn receipt(&self, p: &Popped) -> PopReceipt {
+        PopReceipt { queue: p.delivery.queue, offset: p.delivery.offset, pop_time: self.pop_time }
+    }
+}
+
+/// What acknowledges or changes the invisible time of a popped message: its queue, its offset
+/// and the pop time of its latest delivery (a redelivery or a change of invisible time gives a
+/// newer one, and the older receipt is stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PopReceipt {
+    /// The queue.
+    pub queue: u32,
+    /// The offset.
+    pub offset: u64,
+    /// The pop time of the delivery the receipt is for.
+    pub pop_time: u64,
+}
+
+/// What a POP acknowledgement did ([`Group::ack_popped`](super::Group::ack_popped)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PopAck {
+    /// Acknowledged now, or already.
+    pub outcome: AckOutcome,
+    /// The queue had [`INFLIGHT_LIMIT`](super::INFLIGHT_LIMIT) entries in flight and now has
+    /// room: a pop that stopped for lack of it ([`PopOutcome::inflight_full`]) would get
+    /// messages, so parked pops should look again.
+    pub room_freed: bool,
 }

@@ -46,7 +46,9 @@ use crossbeam_epoch::Guard;
 
 use super::track::delivery_of;
 use super::{Counters, Group, QueueState, Subscription};
-use crate::engine::types::{AckOutcome, PopInit, PopOutcome, PopRequest, Popped};
+use crate::engine::types::{
+    AckOutcome, PopAck, PopInit, PopOutcome, PopReceipt, PopRequest, Popped,
+};
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
 use crate::sync::mutant;
@@ -207,10 +209,9 @@ impl Subscription {
             out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
             Counters::add(&self.counters.delivered, 1);
         }
-        let room = req
-            .max
-            .saturating_sub(out.messages.len())
-            .min(INFLIGHT_LIMIT.saturating_sub(pop.inflight.len()));
+        let want = req.max.saturating_sub(out.messages.len());
+        let cap = INFLIGHT_LIMIT.saturating_sub(pop.inflight.len());
+        let room = want.min(cap);
         if room > 0 {
             let mut fresh = Vec::new();
             let t = track.deliver_from(
@@ -227,6 +228,7 @@ impl Subscription {
             Counters::add(&self.counters.delivered, t.delivered);
             Counters::add(&self.counters.filtered, t.filtered);
             dropped += t.dropped;
+            out.scan_limited += u32::from(t.scan_limited);
             for d in fresh {
                 pop.inflight.insert(
                     d.offset,
@@ -235,6 +237,10 @@ impl Subscription {
                 out.messages.push(Popped { delivery: d, attempts: 1 });
             }
         }
+        if cap < want && pop.pos < q.next_offset(guard) {
+            // Stopped by the in-flight cap, not by the request, with messages still after it.
+            out.inflight_full += 1;
+        }
         if req.order && out.messages.len() > start_len {
             pop.attempt = req.attempt_id.map(str::to_owned);
         }
@@ -242,7 +248,7 @@ impl Subscription {
     }
 
     /// Acknowledges the popped message at `offset` of `queue` under the receipt `pop_time`.
-    /// Returns the outcome and the change in the number of in-flight entries.
+    /// Returns what it did and the change in the number of in-flight entries.
     ///
     /// # Errors
     /// [`EngineError::StaleReceipt`] if it is in flight under another receipt or was never
@@ -253,7 +259,7 @@ impl Subscription {
         offset: u64,
         pop_time: u64,
         guard: &Guard,
-    ) -> Result<(AckOutcome, i64), EngineError> {
+    ) -> Result<(PopAck, i64), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
         let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
@@ -262,18 +268,20 @@ impl Subscription {
         let mut dropped = 0;
         let out = match pop.inflight.get(&offset) {
             Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
+                let full = pop.inflight.len() >= INFLIGHT_LIMIT;
                 pop.inflight.remove(&offset);
+                let room_freed = full && pop.inflight.len() < INFLIGHT_LIMIT;
                 let r = track.ack_one(&eq.q, queue, offset, true, &mut dropped, guard);
                 if r == Ok(AckOutcome::Acked) {
                     Counters::add(&self.counters.acked, 1);
                 }
-                r.map(|o| (o, -1))
+                r.map(|outcome| (PopAck { outcome, room_freed }, -1))
             }
             Some(_) => Err(EngineError::StaleReceipt { queue, offset }),
             None => {
                 dropped += track.reconcile(eq.q.first_offset(guard));
                 if track.is_acked(offset) {
-                    Ok((AckOutcome::AlreadyAcked, 0))
+                    Ok((PopAck { outcome: AckOutcome::AlreadyAcked, room_freed: false }, 0))
                 } else {
                     Err(EngineError::StaleReceipt { queue, offset })
                 }
@@ -285,6 +293,7 @@ impl Subscription {
 
     /// Makes the popped message at `offset` of `queue` (receipt `pop_time`) invisible for
     /// `invisible_ms` from `now`; returns its new receipt, a pop time greater than the old one.
+    /// The message stays in flight: a change never frees room under [`INFLIGHT_LIMIT`].
     ///
     /// # Errors
     /// [`EngineError::StaleReceipt`] if it is not in flight under that receipt;
@@ -365,10 +374,20 @@ impl Group {
         offset: u64,
         pop_time: u64,
     ) -> Result<AckOutcome, EngineError> {
+        self.ack_popped(PopReceipt { queue, offset, pop_time }).map(|a| a.outcome)
+    }
+
+    /// [`pop_ack`](Self::pop_ack) by a [`PopReceipt`], saying also whether the ack freed room
+    /// under [`INFLIGHT_LIMIT`] ([`PopAck::room_freed`]).
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn ack_popped(&self, receipt: PopReceipt) -> Result<PopAck, EngineError> {
         self.check()?;
-        let (outcome, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin())?;
+        let PopReceipt { queue, offset, pop_time } = receipt;
+        let (ack, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin())?;
         self.inner.charge_inflight(delta);
-        Ok(outcome)
+        Ok(ack)
     }
 
     /// Makes a popped message invisible for `invisible_ms` from `now_ms` (0: visible at once)
@@ -386,6 +405,22 @@ impl Group {
     ) -> Result<u64, EngineError> {
         self.check()?;
         self.sub.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)
+    }
+
+    /// [`change_invisible`](Self::change_invisible) by a [`PopReceipt`]; returns the new one.
+    /// The message stays in flight, so a change never frees room under [`INFLIGHT_LIMIT`].
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn change_popped(
+        &self,
+        receipt: PopReceipt,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<PopReceipt, EngineError> {
+        let PopReceipt { queue, offset, pop_time } = receipt;
+        let renewed = self.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)?;
+        Ok(PopReceipt { pop_time: renewed, ..receipt })
     }
 
     /// Popped messages not yet acknowledged (nor redelivered past their attempts).

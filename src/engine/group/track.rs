@@ -20,6 +20,8 @@ pub(super) struct Tally {
     pub(super) delivered: u64,
     pub(super) filtered: u64,
     pub(super) dropped: u64,
+    /// The scan stopped at its limit with nodes left after it (not for want of room).
+    pub(super) scan_limited: bool,
 }
 
 /// The node whose `end` is `end` (the message at `end - 1`, or the dummy), if still linked.
@@ -305,10 +307,11 @@ impl Track {
             }
             prev = n;
         }
+        let scan_limited = budget == 0 && out.len() - start_len < max && prev.has_next(guard);
         *pos = prev.end();
         *pos_ref = Some(NodeRef::new(q, prev));
         self.hwm = self.hwm.max(*pos);
-        Tally { delivered, filtered, dropped }
+        Tally { delivered, filtered, dropped, scan_limited }
     }
 
     /// Rewinds the cursor to the frontier (a new owner redelivers what was not acknowledged).
