@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baiji::engine::{
     AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopAck, PopInit,
-    PopOutcome, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+    PopOutcome, PopPolicy, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
     INFLIGHT_LIMIT,
 };
 use bytes::Bytes;
@@ -314,4 +314,95 @@ fn given_a_queue_at_the_inflight_cap_when_acking_should_say_the_ack_freed_room()
         (1, 0),
         "a request within the room left is not stopped by the cap"
     );
+}
+
+fn pop_with(g: &Group, r: &PopRequest<'_>, policy: &PopPolicy) -> PopOutcome {
+    let mut out = PopOutcome::default();
+    g.pop_with(0, r, policy, &mut out).unwrap();
+    out
+}
+
+/// review-e77444b M2: with dead letters pending, a message whose attempts ran out is handed
+/// out still in flight, so the caller acknowledges it only once its dead-letter copy is
+/// stored, and can put it back if the copy failed.
+#[test]
+fn given_dead_letters_pending_when_attempts_run_out_should_stay_in_flight_until_the_caller_acks() {
+    let (e, g) = setup(1);
+    let policy = PopPolicy { dead_letter_pending: true, lease_ms: 100, ..PopPolicy::IN_PLACE };
+    let mut now = 1000;
+    for attempt in 1..=3 {
+        let o = pop_with(&g, &req(8, 10, now), &policy);
+        assert_eq!(o.messages.len(), 1, "delivery {attempt} of 3");
+        now += 10;
+    }
+    let o = pop_with(&g, &req(8, 10, now), &policy);
+    assert!(o.messages.is_empty());
+    assert_eq!(o.dead.len(), 1, "handed out for the dead-letter queue");
+    assert_eq!(o.dead[0].attempts, 3);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 1, "still held while the caller copies it");
+    assert_eq!(g.inflight(), 1);
+    let during = pop_with(&g, &req(8, 10, now + 99), &policy);
+    assert!(
+        during.messages.is_empty() && during.dead.is_empty(),
+        "neither redelivered nor handed out again during the lease"
+    );
+    // The copy failed: back in 5 ms.
+    let put_back = g.change_popped(o.receipt(&o.dead[0]), 5, now + 99).unwrap();
+    let again = pop_with(&g, &req(8, 10, put_back.pop_time + 5), &policy);
+    assert_eq!(again.dead.len(), 1, "handed out again once the short invisible time passed");
+    assert_eq!(again.dead[0].attempts, 3, "putting back is no delivery");
+    assert!(
+        matches!(g.ack_popped(put_back), Err(EngineError::StaleReceipt { .. })),
+        "the receipt the second hand-over replaced is stale"
+    );
+    assert_eq!(g.ack_popped(again.receipt(&again.dead[0])).unwrap().outcome, AckOutcome::Acked);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "acknowledged once the copy is stored");
+    assert_eq!(e.stats().bytes_used, 0, "invariant 9: the in-flight entry is refunded");
+}
+
+/// review-e77444b H7: with revival, an expired message is handed over for the caller's retry
+/// topic instead of being redelivered from its queue, and the queue moves on once the caller
+/// acknowledges the original; a consumer's receipt of it is stale from the hand-over on.
+#[test]
+fn given_revival_when_a_message_expires_should_hand_it_over_and_let_its_queue_move_on() {
+    let (e, g) = setup(3);
+    let policy = PopPolicy { in_place_deliveries: 1, lease_ms: 100, ..PopPolicy::IN_PLACE };
+    let o = pop_with(&g, &req(3, 10, 1000), &policy);
+    assert_eq!(offsets(&o), [0, 1, 2]);
+    g.pop_ack(0, 1, o.pop_time).unwrap();
+    g.pop_ack(0, 2, o.pop_time).unwrap();
+    e.reap();
+    assert_eq!(e.stats().live_messages, 3, "offset 0, unacknowledged, holds the queue");
+    let r = pop_with(&g, &req(8, 10, 1010), &policy);
+    assert!(r.messages.is_empty(), "not redelivered from its own queue");
+    assert_eq!(r.revive.len(), 1);
+    assert_eq!((r.revive[0].delivery.offset, r.revive[0].attempts), (0, 1));
+    assert!(
+        matches!(g.pop_ack(0, 0, o.pop_time), Err(EngineError::StaleReceipt { .. })),
+        "an ack racing the expiry comes out one way: the consumer's receipt is stale"
+    );
+    let during = pop_with(&g, &req(8, 10, 1109), &policy);
+    assert!(during.revive.is_empty(), "not handed out twice while the copy is made");
+    assert_eq!(g.ack_popped(r.receipt(&r.revive[0])).unwrap().outcome, AckOutcome::Acked);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "the copy is stored: the original queue moves on");
+}
+
+/// What the engine offers between the two: the first redelivery in place, later ones revived.
+#[test]
+fn given_two_deliveries_in_place_when_a_message_keeps_failing_should_redeliver_once_then_revive() {
+    let (_e, g) = setup(1);
+    let policy = PopPolicy { in_place_deliveries: 2, lease_ms: 100, ..PopPolicy::IN_PLACE };
+    let first = pop_with(&g, &req(1, 10, 1000), &policy);
+    let second = pop_with(&g, &req(1, 10, 1010), &policy);
+    assert_eq!((offsets(&first), offsets(&second)), (vec![0], vec![0]), "redelivered in place");
+    assert_eq!(second.messages[0].attempts, 2);
+    let third = pop_with(&g, &req(1, 10, 1020), &policy);
+    assert!(third.messages.is_empty());
+    assert_eq!(third.revive[0].attempts, 2, "then handed over, with the deliveries it had");
+    let late = pop_with(&g, &req(1, 10, 1120), &policy);
+    assert_eq!(late.revive.len(), 1, "a hand-over nobody settled is handed out again");
+    assert!(g.ack_popped(third.receipt(&third.revive[0])).is_err(), "under a new receipt");
 }

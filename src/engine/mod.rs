@@ -82,7 +82,8 @@ pub use group::Group;
 pub use handle::{Producer, ReadOutcome, TopicHandle};
 pub use types::{
     AckOutcome, Delivery, EngineStats, Filter, GroupStats, MemberId, Message, MessageRef, Mode,
-    PopAck, PopInit, PopOutcome, PopReceipt, PopRequest, Popped, QueueStats, Receipt, StartFrom,
+    PopAck, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Popped, QueueStats, Receipt,
+    StartFrom,
 };
 
 /// Bytes the engine counts for each message on top of its payload (its queue node).

@@ -9,30 +9,54 @@
 //! ```text
 //!   frontier F          pop position P
 //!   ... acked │ in flight / acked … │ not popped yet ...
-//!             └── `inflight`: offset → (pop time, invisible time, attempts)
+//!             └── `inflight`: offset → (pop time, invisible time, attempts, holder)
 //! ```
 //!
-//! * a pop first hands out in-flight messages whose invisible time has passed (attempts + 1,
-//!   a new pop time), then new messages from `P`, which it moves past them;
+//! * a pop first treats in-flight messages whose invisible time has passed (see "Revival and
+//!   dead letters"), then hands out new messages from `P`, which it moves past them;
 //! * a message's receipt is `(queue, offset, pop time)`. Acknowledging or changing the
-//!   invisible time needs the receipt of its latest delivery: a redelivery or a change of
-//!   invisible time gives the entry a strictly greater pop time, so the older receipt is stale
-//!   ([`EngineError::StaleReceipt`]). That is what makes an ack racing an expiry come out one
-//!   way only: either the ack removes the entry before the re-pop looks (the message is done),
-//!   or the re-pop restamps it first (the ack is stale, the message is delivered again);
+//!   invisible time needs the receipt of its latest delivery: a redelivery, a hand-over to the
+//!   caller or a change of invisible time gives the entry a strictly greater pop time, so the
+//!   older receipt is stale ([`EngineError::StaleReceipt`]). That is what makes an ack racing
+//!   an expiry come out one way only: either the ack removes the entry before the re-pop looks
+//!   (the message is done), or the re-pop restamps it first (the ack is stale, the message is
+//!   delivered again or handed over);
 //! * an entry is visible again when `now >= pop_time + invisible` **and** `now > pop_time`:
 //!   the strict half guarantees that a re-pop at `now` gives a pop time no earlier receipt of
 //!   that message had, even after a change of invisible time to 0;
-//! * when an expired entry has had `max_attempts` deliveries it is dead-lettered instead:
-//!   acknowledged and handed back for the caller's dead-letter queue;
 //! * ordered pop: a queue with an entry that is not yet visible again is blocked; a pop that
-//!   repeats the attempt id of the queue's last batch gets the in-flight entries again.
+//!   repeats the attempt id of the queue's last batch gets that batch's entries again (not
+//!   those handed over to the caller, below).
+//!
+//! # Revival and dead letters
+//!
+//! An expired entry that had `attempts` deliveries goes one of three ways, by the request's
+//! `max_attempts` and the caller's [`PopPolicy`]:
+//!
+//! | attempts | what the pop does | the entry |
+//! |---|---|---|
+//! | `>= max_attempts` | hands it out in `dead` | `dead_letter_pending`: handed over (below); else acknowledged and removed |
+//! | `>= in_place_deliveries` | hands it out in `revive` | handed over |
+//! | fewer | redelivers it in `messages`, attempts + 1 | the consumer's, under the new receipt |
+//!
+//! *Handed over* means: the entry's holder becomes the caller, its pop time this pop's `now`
+//! (its receipt is the outcome's) and its invisible time the policy's lease, so it is neither
+//! redelivered nor handed over again while the caller copies it (to a retry topic, as
+//! RocketMQ's `PopReviveService` does, or to a dead-letter queue). The caller then
+//! acknowledges it with that receipt (the copy is stored; the original queue moves on) or
+//! changes its invisible time to a short one (the copy failed; it is handed over again when it
+//! expires, its attempts unchanged). An entry the caller neither settles nor puts back is
+//! expired again at the end of its lease. A consumer's receipt for it is stale from the
+//! hand-over on, like any replaced receipt. Under [`PopPolicy::IN_PLACE`] (`Group::pop`)
+//! nothing is handed over: every expired message is redelivered from its own queue until its
+//! attempts run out, then acknowledged and handed out in `dead`.
 //!
 //! # Invariants
 //!
 //! * The node's ack counter is bumped through the track only (`ack_one`, `mark`, `ack_until`),
-//!   which bump an offset once however it is acknowledged (invariant 6): by a POP ack, a
-//!   dead-lettering, a filter miss, or a commit of the same group name used for pulling.
+//!   which bump an offset once however it is acknowledged (invariant 6): by a POP ack (of a
+//!   consumer, or of the caller settling a hand-over), a dead-lettering, a filter miss, or a
+//!   commit of the same group name used for pulling.
 //! * In-flight messages are not acknowledged, so the group holds them (invariants 3, 5).
 //!   Entries whose offset got acknowledged otherwise (a commit, an eviction) are forgotten
 //!   the next time the queue is popped.
@@ -47,7 +71,7 @@ use crossbeam_epoch::Guard;
 use super::track::delivery_of;
 use super::{Counters, Group, QueueState, Subscription};
 use crate::engine::types::{
-    AckOutcome, PopAck, PopInit, PopOutcome, PopReceipt, PopRequest, Popped,
+    AckOutcome, PopAck, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Popped,
 };
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
@@ -66,9 +90,23 @@ struct Inflight {
     pop_time: u64,
     invisible_ms: u64,
     attempts: u32,
+    holder: Holder,
+}
+
+/// Who holds an in-flight message (see the module docs, "Revival and dead letters").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// A consumer it was popped to.
+    Consumer,
+    /// The caller of the pop that handed it out in `revive` or `dead`, copying it elsewhere.
+    Caller,
 }
 
 impl Inflight {
+    fn fresh(now: u64, invisible_ms: u64) -> Self {
+        Inflight { pop_time: now, invisible_ms, attempts: 1, holder: Holder::Consumer }
+    }
+
     fn deadline(&self) -> u64 {
         self.pop_time.saturating_add(self.invisible_ms)
     }
@@ -79,6 +117,16 @@ impl Inflight {
             return true;
         }
         now >= self.deadline() && now > self.pop_time
+    }
+
+    /// Hands the (expired) message to the pop's caller at `now`, under a new receipt and
+    /// invisible for `lease_ms`: neither redelivered nor taken again meanwhile.
+    fn take(&mut self, now: u64, lease_ms: u64) {
+        if !mutant("take_keeps_receipt") {
+            self.pop_time = now;
+        }
+        self.invisible_ms = if mutant("take_without_lease") { 0 } else { lease_ms };
+        self.holder = Holder::Caller;
     }
 }
 
@@ -119,8 +167,9 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 impl Subscription {
-    /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all).
-    /// Returns the change in the number of in-flight entries.
+    /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all),
+    /// treating expired messages as `policy` says. Returns the change in the number of
+    /// in-flight entries.
     ///
     /// # Errors
     /// [`EngineError::QueueOutOfRange`]; [`EngineError::NotAMember`] if the subscription ended
@@ -129,6 +178,7 @@ impl Subscription {
         &self,
         queue: u32,
         req: &PopRequest<'_>,
+        policy: &PopPolicy,
         out: &mut PopOutcome,
         guard: &Guard,
     ) -> Result<i64, EngineError> {
@@ -171,6 +221,10 @@ impl Subscription {
             }
             // The same batch again, under receipts of this pop time.
             for (&off, e) in pop.inflight.iter_mut() {
+                if e.holder == Holder::Caller {
+                    // Handed to the caller for revival or dead-lettering: not the batch's.
+                    continue;
+                }
                 let Some(n) = q.find(off, guard) else { continue };
                 e.pop_time = now;
                 e.invisible_ms = req.invisible_ms;
@@ -180,7 +234,8 @@ impl Subscription {
             return Ok(finish(pop, out, dropped));
         }
         let start_len = out.messages.len();
-        // Visible again: redelivered first, or dead-lettered once their attempts ran out.
+        // Visible again: redelivered first, handed out for revival, or dead-lettered once
+        // their attempts ran out.
         let expired: Vec<u64> =
             pop.inflight.iter().filter(|(_, e)| e.expired(now)).map(|(o, _)| *o).collect();
         for off in expired {
@@ -192,21 +247,31 @@ impl Subscription {
                 continue;
             };
             let Some(e) = pop.inflight.get_mut(&off) else { continue };
+            let popped = Popped { delivery: delivery_of(queue, n), attempts: e.attempts };
             if e.attempts >= req.max_attempts {
-                let attempts = e.attempts;
-                pop.inflight.remove(&off);
-                if let Ok(AckOutcome::Acked) =
-                    track.ack_one(q, queue, off, true, &mut dropped, guard)
-                {
-                    Counters::add(&self.counters.acked, 1);
+                if policy.dead_letter_pending {
+                    e.take(now, policy.lease_ms);
+                } else {
+                    pop.inflight.remove(&off);
+                    if let Ok(AckOutcome::Acked) =
+                        track.ack_one(q, queue, off, true, &mut dropped, guard)
+                    {
+                        Counters::add(&self.counters.acked, 1);
+                    }
                 }
-                out.dead.push(Popped { delivery: delivery_of(queue, n), attempts });
+                out.dead.push(popped);
+                continue;
+            }
+            if e.attempts >= policy.in_place_deliveries {
+                e.take(now, policy.lease_ms);
+                out.revive.push(popped);
                 continue;
             }
             e.attempts += 1;
             e.pop_time = now;
             e.invisible_ms = req.invisible_ms;
-            out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
+            e.holder = Holder::Consumer;
+            out.messages.push(Popped { attempts: e.attempts, ..popped });
             Counters::add(&self.counters.delivered, 1);
         }
         let want = req.max.saturating_sub(out.messages.len());
@@ -230,10 +295,7 @@ impl Subscription {
             dropped += t.dropped;
             out.scan_limited += u32::from(t.scan_limited);
             for d in fresh {
-                pop.inflight.insert(
-                    d.offset,
-                    Inflight { pop_time: now, invisible_ms: req.invisible_ms, attempts: 1 },
-                );
+                pop.inflight.insert(d.offset, Inflight::fresh(now, req.invisible_ms));
                 out.messages.push(Popped { delivery: d, attempts: 1 });
             }
         }
@@ -319,6 +381,8 @@ impl Subscription {
                     now.max(e.pop_time + 1)
                 };
                 e.pop_time = renewed;
+                // A message handed to the caller stays the caller's (put back after a failed
+                // copy, it is handed out again when it expires).
                 e.invisible_ms = invisible_ms;
                 Ok(renewed)
             }
@@ -344,7 +408,8 @@ impl Group {
     /// out) and then new ones, each invisible to the group for `req.invisible_ms`. Call it for
     /// several queues with one `out` to pop them together (`req.max` bounds the total). The
     /// group name may be used for pulling too: commits and pops then share one position of
-    /// acknowledgement, as RocketMQ's consumer offset is shared (see the README).
+    /// acknowledgement, as RocketMQ's consumer offset is shared (see the README). This is
+    /// [`pop_with`](Self::pop_with) under [`PopPolicy::IN_PLACE`].
     ///
     /// # Errors
     /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`] (ended or broadcasting),
@@ -355,8 +420,30 @@ impl Group {
         req: &PopRequest<'_>,
         out: &mut PopOutcome,
     ) -> Result<(), EngineError> {
+        self.pop_with(queue, req, &PopPolicy::IN_PLACE, out)
+    }
+
+    /// [`pop`](Self::pop), with expired messages treated as `policy` says: redelivered from
+    /// their own queue, handed out for revival in [`PopOutcome::revive`], or dead-lettered in
+    /// [`PopOutcome::dead`] (acknowledged first, or still in flight). What is handed out for
+    /// revival or dead-lettering is in flight under the receipt
+    /// [`PopOutcome::receipt`] gives and invisible for [`PopPolicy::lease_ms`]; the caller
+    /// settles it with [`ack_popped`](Self::ack_popped) once its copy is stored, or puts it
+    /// back with [`change_popped`](Self::change_popped) (a short invisible time) if the copy
+    /// failed. The receipt rules hold for it as for any delivery: a client still holding the
+    /// receipt of its last delivery finds it stale.
+    ///
+    /// # Errors
+    /// As [`pop`](Self::pop).
+    pub fn pop_with(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        policy: &PopPolicy,
+        out: &mut PopOutcome,
+    ) -> Result<(), EngineError> {
         self.check()?;
-        let delta = self.sub.pop_queue(queue, req, out, &self.inner.pin())?;
+        let delta = self.sub.pop_queue(queue, req, policy, out, &self.inner.pin())?;
         self.inner.charge_inflight(delta);
         Ok(())
     }
@@ -423,7 +510,8 @@ impl Group {
         Ok(PopReceipt { pop_time: renewed, ..receipt })
     }
 
-    /// Popped messages not yet acknowledged (nor redelivered past their attempts).
+    /// Popped messages not yet acknowledged (nor dead-lettered), those handed out for revival
+    /// or dead-lettering and not yet settled included.
     pub fn inflight(&self) -> u64 {
         self.sub.inflight()
     }
