@@ -268,6 +268,50 @@ fn given_a_member_or_an_invisible_message_or_a_kept_name_when_releasing_should_k
     );
 }
 
+fn ordered(max: usize, invisible_ms: u64, now: u64, id: &str) -> PopRequest<'_> {
+    PopRequest { order: true, attempt_id: Some(id), ..req(max, invisible_ms, now) }
+}
+
+/// review-e77444b L7: a repeated ordered batch whose clock was read before a change of
+/// invisible time took the queue's lock does not restamp that message: its pop time would go
+/// back, the consumer's newer receipt would be stale and the older one valid again.
+#[test]
+fn given_a_change_after_the_repeat_read_its_clock_when_repeating_an_ordered_batch_should_keep_the_newer_receipt(
+) {
+    let (_e, g) = setup(2);
+    let a = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    assert_eq!(offsets(&a), [0, 1]);
+    let renewed = g.change_invisible(0, 0, a.pop_time, 5000, 1005).unwrap();
+    // The repeat read its clock at 1002, before the change above took the lock.
+    let repeat = pop(&g, &ordered(2, 1000, 1002, "a1"));
+    assert_eq!(offsets(&repeat), [1], "offset 0 stays under the receipt of its change");
+    for stale in [a.pop_time, repeat.pop_time] {
+        assert!(
+            matches!(g.pop_ack(0, 0, stale), Err(EngineError::StaleReceipt { .. })),
+            "pop times only increase: receipt {stale} of offset 0 is not valid (again)"
+        );
+    }
+    assert_eq!(g.pop_ack(0, 0, renewed).unwrap(), AckOutcome::Acked);
+    assert_eq!(g.pop_ack(0, 1, repeat.pop_time).unwrap(), AckOutcome::Acked);
+}
+
+/// review-e77444b L7: a repeated ordered batch keeps an invisible time the consumer changed.
+#[test]
+fn given_a_changed_invisible_time_when_repeating_an_ordered_batch_should_keep_it() {
+    let (_e, g) = setup(2);
+    let a = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    // The consumer needs a minute for offset 0 (until 61,001).
+    g.change_invisible(0, 0, a.pop_time, 60_000, 1001).unwrap();
+    let repeat = pop(&g, &ordered(2, 1000, 1500, "a1"));
+    assert_eq!(offsets(&repeat), [0, 1], "the lost batch is handed out again");
+    assert_eq!(
+        offsets(&pop(&g, &req(8, 1000, 2600))),
+        [1],
+        "offset 1 is visible again after the repeat's 1 s; offset 0 keeps the consumer's minute"
+    );
+    assert_eq!(repeat.next_expiry, Some(2500));
+}
+
 /// review-e77444b M5: a pop that stops at the scan limit with messages behind it says so, so
 /// the caller pops again at once instead of waiting for an append that may never come.
 #[test]

@@ -1077,3 +1077,46 @@ fn dead_letter_pending_vs_pop() {
         assert_empty(&e);
     });
 }
+
+/// L7 (review-e77444b): a consumer's change of invisible time racing an ordered pop that
+/// repeats the batch's attempt id with a clock read before the change comes out one way only.
+/// Either the repeat restamps the message first (the change's receipt is stale) or the change
+/// does (the repeat leaves the message under the change's newer receipt); never both, which
+/// would move the message's pop time back and make a replaced receipt valid again.
+///
+/// Catches `repeat_ignores_receipt` (the repeat restamps whatever the message's pop time).
+#[test]
+fn ordered_repeat_vs_change() {
+    model(|| {
+        let alive = Arc::new(());
+        let (e, g) = pop_engine(&alive);
+        let ordered = |now| PopRequest {
+            order: true,
+            attempt_id: Some("a1"),
+            invisible_ms: 1000,
+            ..pop_req(1, now)
+        };
+        let mut first = PopOutcome::default();
+        g.pop(0, &ordered(1000), &mut first).unwrap();
+        assert_eq!(first.messages.len(), 1);
+        let g2 = g.clone();
+        let changer = thread::spawn(move || g2.change_invisible(0, 0, 1000, 500, 1005));
+        // The repeat read its clock (1002) before the change's (1005).
+        let mut repeat = PopOutcome::default();
+        g.pop(0, &ordered(1002), &mut repeat).unwrap();
+        let changed = changer.join().unwrap();
+        let repeated = repeat.messages.len() == 1;
+        assert!(
+            changed.is_ok() != repeated,
+            "exactly one of the change and the repeat wins: {changed:?}, repeated {repeated}"
+        );
+        assert!(g.pop_ack(0, 0, 1000).is_err(), "the first receipt stays replaced");
+        let receipt = match changed {
+            Ok(renewed) => renewed,
+            Err(_) => repeat.pop_time,
+        };
+        assert_eq!(g.pop_ack(0, 0, receipt).unwrap(), AckOutcome::Acked);
+        e.reap();
+        assert_empty(&e);
+    });
+}

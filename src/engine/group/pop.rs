@@ -25,8 +25,10 @@
 //!   the strict half guarantees that a re-pop at `now` gives a pop time no earlier receipt of
 //!   that message had, even after a change of invisible time to 0;
 //! * ordered pop: a queue with an entry that is not yet visible again is blocked; a pop that
-//!   repeats the attempt id of the queue's last batch gets that batch's entries again (not
-//!   those handed over to the caller, below).
+//!   repeats the attempt id of the queue's last batch gets that batch's entries again, each
+//!   under the receipt of this pop only if its pop time is earlier than this pop's `now` (a
+//!   change of invisible time since the caller read its clock keeps its newer receipt, and the
+//!   entry is not handed out again), keeping an invisible time the consumer changed.
 //!
 //! # Revival and dead letters
 //!
@@ -96,15 +98,20 @@ struct Inflight {
 /// Who holds an in-flight message (see the module docs, "Revival and dead letters").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Holder {
-    /// A consumer it was popped to.
-    Consumer,
+    /// A consumer it was popped to; `changed` once the consumer changed its invisible time.
+    Consumer { changed: bool },
     /// The caller of the pop that handed it out in `revive` or `dead`, copying it elsewhere.
     Caller,
 }
 
 impl Inflight {
     fn fresh(now: u64, invisible_ms: u64) -> Self {
-        Inflight { pop_time: now, invisible_ms, attempts: 1, holder: Holder::Consumer }
+        Inflight {
+            pop_time: now,
+            invisible_ms,
+            attempts: 1,
+            holder: Holder::Consumer { changed: false },
+        }
     }
 
     fn deadline(&self) -> u64 {
@@ -219,15 +226,23 @@ impl Subscription {
                 out.blocked += 1;
                 return Ok(finish(pop, out, dropped));
             }
-            // The same batch again, under receipts of this pop time.
+            // The same batch again, under receipts of this pop time (review-e77444b L7).
             for (&off, e) in pop.inflight.iter_mut() {
-                if e.holder == Holder::Caller {
+                let Holder::Consumer { changed } = e.holder else {
                     // Handed to the caller for revival or dead-lettering: not the batch's.
+                    continue;
+                };
+                if now <= e.pop_time && !mutant("repeat_ignores_receipt") {
+                    // A change of invisible time since the caller read `now` gave it a newer
+                    // receipt: it stays under that one (pop times only increase).
                     continue;
                 }
                 let Some(n) = q.find(off, guard) else { continue };
+                // An invisible time the consumer changed is kept: its deadline stays.
+                let deadline = e.deadline();
                 e.pop_time = now;
-                e.invisible_ms = req.invisible_ms;
+                e.invisible_ms =
+                    if changed { deadline.saturating_sub(now) } else { req.invisible_ms };
                 out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
                 Counters::add(&self.counters.delivered, 1);
             }
@@ -270,7 +285,7 @@ impl Subscription {
             e.attempts += 1;
             e.pop_time = now;
             e.invisible_ms = req.invisible_ms;
-            e.holder = Holder::Consumer;
+            e.holder = Holder::Consumer { changed: false };
             out.messages.push(Popped { attempts: e.attempts, ..popped });
             Counters::add(&self.counters.delivered, 1);
         }
@@ -381,9 +396,12 @@ impl Subscription {
                     now.max(e.pop_time + 1)
                 };
                 e.pop_time = renewed;
+                e.invisible_ms = invisible_ms;
                 // A message handed to the caller stays the caller's (put back after a failed
                 // copy, it is handed out again when it expires).
-                e.invisible_ms = invisible_ms;
+                if let Holder::Consumer { changed } = &mut e.holder {
+                    *changed = true;
+                }
                 Ok(renewed)
             }
             _ => Err(EngineError::StaleReceipt { queue, offset }),
