@@ -18,7 +18,8 @@ use crate::queue::Wakeup;
 use crate::sync::plain::{AtomicU64 as PlainU64, Ordering as PlainOrdering};
 use crate::sync::{mutant, read, Arc, Ordering};
 
-/// The settings [`Engine::apply_settings`] changes while the engine runs.
+/// The settings [`Engine::apply_settings`](super::Engine::apply_settings) changes while the
+/// engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// Bytes of payload plus bookkeeping the engine may hold.
@@ -182,7 +183,8 @@ impl Inner {
         Ok(self.link(eq, cost, msg))
     }
 
-    /// Links a message whose budget is already reserved.
+    /// Links a message whose budget is already reserved. With [`link_batch`](Self::link_batch),
+    /// the one place where messages enter a queue.
     pub(super) fn link(&self, eq: &TopicQueue, cost: u64, msg: Message) -> Receipt {
         // Relaxed: statistics; added before linking so a queue's byte count never underflows.
         eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
@@ -190,6 +192,36 @@ impl Inner {
         let ts = msg.timestamp.unwrap_or_else(now_ms);
         let a = eq.q.append(msg.payload, ts, msg.tag, &guard);
         Receipt { queue: eq.id, offset: a.offset }
+    }
+
+    /// Links `messages`, whose budget (`cost` in all) is already reserved, as one contiguous
+    /// run; returns the first one's receipt.
+    ///
+    /// # Errors
+    /// [`EngineError::EmptyBatch`] for no messages (the reservation is given back).
+    pub(super) fn link_batch(
+        &self,
+        eq: &TopicQueue,
+        cost: u64,
+        messages: Vec<Message>,
+    ) -> Result<Receipt, EngineError> {
+        // Relaxed: statistics; added before linking (see `link`).
+        eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
+        let guard = self.pin();
+        let now = now_ms();
+        let appended = eq.q.append_batch(
+            messages.into_iter().map(|m| (m.payload, m.timestamp.unwrap_or(now), m.tag)),
+            &guard,
+        );
+        match appended {
+            Some(a) => Ok(Receipt { queue: eq.id, offset: a.offset }),
+            None => {
+                // Relaxed: as above; nothing was linked, so nothing else counts these bytes.
+                eq.bytes_in.fetch_sub(cost, Ordering::Relaxed);
+                self.used.fetch_sub(cost, Ordering::Relaxed);
+                Err(EngineError::EmptyBatch)
+            }
+        }
     }
 
     /// Evicts at least `need` bytes, oldest first: from `queue` of `topic`, then the topic's

@@ -53,11 +53,9 @@ pub enum EngineError {
         /// The topic.
         topic: String,
     },
-    /// Subscribing would exceed [`EngineConfig::max_subscriptions_per_topic`] (`per_topic`) or
-    /// [`EngineConfig::max_subscriptions`](super::EngineConfig::max_subscriptions). Nothing was
-    /// subscribed.
-    ///
-    /// [`EngineConfig::max_subscriptions_per_topic`]: super::EngineConfig::max_subscriptions_per_topic
+    /// Subscribing would exceed the engine's cap on subscriptions per topic (`per_topic`) or in
+    /// all ([`EngineConfig`](super::EngineConfig)'s `max_subscriptions_per_topic` and
+    /// `max_subscriptions`). Nothing was subscribed.
     #[error(
         "consumer group `{group}` cannot subscribe to topic `{topic}`: {limit} subscriptions {}",
         if *per_topic { "on this topic is the limit" } else { "in the engine is the limit" }

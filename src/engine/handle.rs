@@ -5,8 +5,8 @@ use super::budget::RoomWait;
 use super::config::SCAN_LIMIT;
 use super::topic::{Topic, TopicQueue};
 use super::{
-    now_ms, EngineError, Filter, Inner, MemoryPolicy, Message, MessageRef, QueueStats, Receipt,
-    Retention, StartFrom,
+    EngineError, Filter, Inner, MemoryPolicy, Message, MessageRef, QueueStats, Receipt, Retention,
+    StartFrom,
 };
 use crate::queue::{WaitState, Wakeup};
 use crate::sync::{Arc, Ordering};
@@ -25,7 +25,8 @@ impl TopicHandle {
     }
 
     /// Sets how long this topic keeps messages no group holds, overriding the engine's
-    /// [`EngineConfig::retention`] (e.g. a dead-letter topic kept for days, bounded in bytes).
+    /// [`EngineConfig::retention`](super::EngineConfig::retention) (e.g. a dead-letter topic
+    /// kept for days, bounded in bytes).
     /// Takes effect at the reaper's next pass; messages still count against the memory budget.
     pub fn set_retention(&self, retention: Retention) {
         self.topic.set_retention(retention);
@@ -70,18 +71,7 @@ impl TopicHandle {
             cost += inner.message_cost(m)?;
         }
         inner.reserve(cost, &self.topic, queue).map_err(|e| inner.refused(e))?;
-        // Relaxed: statistics; added before linking (see `link`).
-        eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
-        let guard = inner.pin();
-        let now = now_ms();
-        let appended = eq.q.append_batch(
-            messages.into_iter().map(|m| (m.payload, m.timestamp.unwrap_or(now), m.tag)),
-            &guard,
-        );
-        match appended {
-            Some(a) => Ok(Receipt { queue, offset: a.offset }),
-            None => Err(EngineError::EmptyBatch),
-        }
+        inner.link_batch(eq, cost, messages)
     }
 
     /// Appends to the queue chosen by `key`: the same key always lands in the same queue, so

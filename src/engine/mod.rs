@@ -53,6 +53,20 @@
 //! * `group/`: [`Group`] and the subscription behind it (acknowledgement tracks in
 //!   `track.rs`, POP state in `pop.rs`); [`Consumer`] in `consumer.rs`.
 //! * `topic.rs`: a topic's queues and the holds saying which group must see which offsets.
+//!
+//! # Where the state changes
+//!
+//! Every change a journal of the engine's state would record goes through one of these (what
+//! the reaper and evictions unlink follows from them and the budget):
+//!
+//! | change | function |
+//! |---|---|
+//! | append | `Inner::link`, `Inner::link_batch` (`budget.rs`) |
+//! | topic create / delete | [`Engine::ensure_topic_from`], [`Engine::delete_topic`] |
+//! | subscribe / end a subscription | [`Engine::subscribe`]; `Subscription::close`, `close_if_idle` (`group/`: unsubscribe, topic deletion and idle release all end there) |
+//! | member join / leave | `Subscription::add_member`, `remove_member` |
+//! | commit, per-message ack | `Subscription::commit`, `Subscription::ack` |
+//! | pop, POP ack, change of invisible time | `Subscription::pop_queue`, `pop_ack`, `change_invisible` (`group/pop.rs`) |
 
 mod budget;
 mod config;

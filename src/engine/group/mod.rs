@@ -13,7 +13,7 @@
 //!
 //! * every offset below `F` has been acknowledged by the group (its node's counter bumped once);
 //! * `acked` holds the acknowledged offsets at or above `F` (per-message acks out of order, and
-//!   messages the filter skipped);
+//!   messages the filter skipped), one bit each (`ack_set.rs`: bounded by the live messages);
 //! * `C` is the next offset to hand out; `H` the end of everything handed out at least once.
 //!
 //! A node's counter is bumped exactly when its offset enters "below `F`" or `acked`, and never
@@ -47,8 +47,17 @@
 //! invisible time, commits and per-message acks of one queue are serialised; POP acknowledges
 //! through the track only, so invariant 6 holds for it as for the other ways.
 //!
-//! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
-//! then its holds.
+//! # Idle subscriptions
+//!
+//! Every pop, POP ack, change of invisible time, commit and member change stamps the
+//! subscription's last activity, under the membership lock or a queue track's lock. Releasing
+//! an idle subscription (`close_if_idle`) checks the stamp, the members and the in-flight
+//! messages while it holds the membership lock and every queue track at once, so no such
+//! operation runs between the decision and the end (`idle_release_vs_pop`).
+//!
+//! Lock order: the topic's subscription map, then the subscription's membership, then a queue
+//! track (`close_if_idle` alone holds several: all of them, in queue order), then the queue's
+//! head lock, then its holds.
 
 use crossbeam_epoch::Guard;
 
