@@ -295,6 +295,17 @@ fn given_a_change_after_the_repeat_read_its_clock_when_repeating_an_ordered_batc
     assert_eq!(g.pop_ack(0, 1, repeat.pop_time).unwrap(), AckOutcome::Acked);
 }
 
+/// A client that lost a pop's answer repeats it at once, often within the same millisecond:
+/// the batch comes again under the same receipt (the pop time does not move at all).
+#[test]
+fn given_a_repeat_within_the_batch_millisecond_when_repeating_should_hand_out_the_batch_again() {
+    let (_e, g) = setup(2);
+    let a = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    let repeat = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    assert_eq!(offsets(&repeat), [0, 1], "the same attempt id gets the same batch");
+    assert_eq!(g.pop_ack(0, 0, a.pop_time).unwrap(), AckOutcome::Acked, "under the same receipt");
+}
+
 /// review-e77444b L7: a repeated ordered batch keeps an invisible time the consumer changed.
 #[test]
 fn given_a_changed_invisible_time_when_repeating_an_ordered_batch_should_keep_it() {

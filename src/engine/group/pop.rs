@@ -25,8 +25,8 @@
 //!   the strict half guarantees that a re-pop at `now` gives a pop time no earlier receipt of
 //!   that message had, even after a change of invisible time to 0;
 //! * ordered pop: a queue with an entry that is not yet visible again is blocked; a pop that
-//!   repeats the attempt id of the queue's last batch gets that batch's entries again, each
-//!   under the receipt of this pop only if its pop time is earlier than this pop's `now` (a
+//!   repeats the attempt id of the queue's last batch gets that batch's entries again under
+//!   the receipt of this pop, each only if its pop time is not later than this pop's `now` (a
 //!   change of invisible time since the caller read its clock keeps its newer receipt, and the
 //!   entry is not handed out again), keeping an invisible time the consumer changed.
 //!
@@ -232,9 +232,11 @@ impl Subscription {
                     // Handed to the caller for revival or dead-lettering: not the batch's.
                     continue;
                 };
-                if now <= e.pop_time && !mutant("repeat_ignores_receipt") {
+                if now < e.pop_time && !mutant("repeat_ignores_receipt") {
                     // A change of invisible time since the caller read `now` gave it a newer
-                    // receipt: it stays under that one (pop times only increase).
+                    // receipt: it stays under that one (pop times never go back). At equal
+                    // times the receipt stays what it is (a repeat within the batch's own
+                    // millisecond, or right at the change's).
                     continue;
                 }
                 let Some(n) = q.find(off, guard) else { continue };
