@@ -41,6 +41,9 @@ pub mod hash;
 #[allow(unreachable_pub)]
 pub(crate) mod queue;
 pub mod remoting;
+// Shared-memory segments (issue 26): the log of checksummed records the engine keeps its state
+// in across restarts.
+pub mod shm;
 pub mod store;
 mod sync;
 mod time;

@@ -2,8 +2,9 @@
 //! per group and queue) and the real engine are driven by the same seeded random operations —
 //! append, poll, ack, commit, group join and leave, member join and leave, reap, under budget
 //! pressure with both `reject` and `drop-oldest`, and POP (pop with redelivery after the
-//! invisible time and dead-lettering, ack and change of invisible time by receipt, stale
-//! receipts, a clock that moves) — and every delivery, every outcome and the statistics are
+//! invisible time, hand-over for revival and dead-lettering under each group's `PopPolicy`,
+//! acks and changes of invisible time by receipt, which settle or put back what was handed
+//! over, stale receipts, a clock that moves) — and every delivery, every outcome and the statistics are
 //! compared after each step. A failure prints the seed and the step; rerun one
 //! seed with `BAIJI_MODEL_SEED=<seed> cargo test --test engine_model`.
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 use baiji::engine::NODE_SIZE;
 use baiji::engine::{
     AckOutcome, Consumer, Engine, EngineConfig, EngineError, Filter, Group, MemoryPolicy, Message,
-    PopInit, PopOutcome, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+    PopAck, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Retention, StartFrom,
+    SubscribeOptions, INFLIGHT_ENTRY_SIZE,
 };
 use baiji::hash::java_string_hash;
 use bytes::Bytes;
@@ -95,6 +97,8 @@ const MAX_ATTEMPTS: u32 = 3;
 struct MGroup {
     name: String,
     pops: Vec<MPop>,
+    /// How this group's pops treat expired messages.
+    policy: PopPolicy,
     filter: Filter,
     tracks: Vec<MTrack>,
     members: Vec<u64>,
@@ -383,6 +387,12 @@ impl World {
         let name = format!("G{}", self.group_seq);
         self.group_seq += 1;
         let filter = if rng.below(3) == 0 { Filter::tags(["A", "B"]) } else { Filter::All };
+        // In place (today's), revived at the first or second expiry, dead letters pending.
+        let policy = PopPolicy {
+            in_place_deliveries: [u32::MAX, 1, 2][rng.below(3) as usize],
+            dead_letter_pending: rng.below(2) == 0,
+            lease_ms: rng.below(20),
+        };
         let (start, starts): (StartFrom, Vec<u64>) = match rng.below(3) {
             0 => (StartFrom::First, (0..QUEUES).map(|q| self.first_live(q)).collect()),
             1 => (StartFrom::Last, self.next.clone()),
@@ -412,6 +422,7 @@ impl World {
         }
         self.groups.push(MGroup {
             name,
+            policy,
             filter,
             tracks: starts.iter().map(|s| MTrack::new(*s)).collect(),
             pops: vec![MPop::default(); QUEUES],
@@ -496,7 +507,9 @@ impl World {
             init: PopInit::Min,
         };
         let mut out = PopOutcome::default();
-        g.group.pop(q as u32, &req, &mut out).unwrap_or_else(|e| panic!("{ctx}: pop failed: {e}"));
+        g.group
+            .pop_with(q as u32, &req, &g.policy, &mut out)
+            .unwrap_or_else(|e| panic!("{ctx}: pop failed: {e}"));
         let got: Vec<(u64, u64, u32)> = out
             .messages
             .iter()
@@ -508,6 +521,8 @@ impl World {
             .collect();
         let dead: Vec<(u64, u32)> =
             out.dead.iter().map(|m| (m.delivery.offset, m.attempts)).collect();
+        let revive: Vec<(u64, u32)> =
+            out.revive.iter().map(|m| (m.delivery.offset, m.attempts)).collect();
         // The model.
         let (t, p) = (&mut g.tracks[q], &mut g.pops[q]);
         let before = p.inflight.len() as u64;
@@ -516,7 +531,8 @@ impl World {
             p.started = true;
             p.pos = first_live.max(t.frontier);
         }
-        let (mut want, mut want_dead) = (Vec::new(), Vec::new());
+        let (mut want, mut want_dead, mut want_revive) = (Vec::new(), Vec::new(), Vec::new());
+        let policy = g.policy;
         let expired: Vec<u64> = p
             .inflight
             .iter()
@@ -532,9 +548,19 @@ impl World {
             let e = p.inflight.get_mut(&o).unwrap();
             if e.2 >= MAX_ATTEMPTS {
                 want_dead.push((o, e.2));
-                p.inflight.remove(&o);
-                t.mark(o);
-                g.acked += 1;
+                if policy.dead_letter_pending {
+                    // Handed over: the caller's, under this pop's receipt, for its lease.
+                    *e = (now, policy.lease_ms, e.2);
+                } else {
+                    p.inflight.remove(&o);
+                    t.mark(o);
+                    g.acked += 1;
+                }
+                continue;
+            }
+            if e.2 >= policy.in_place_deliveries {
+                want_revive.push((o, e.2));
+                *e = (now, policy.lease_ms, e.2);
                 continue;
             }
             *e = (now, invisible, e.2 + 1);
@@ -566,6 +592,12 @@ impl World {
         self.used = self.used + after * INFLIGHT_ENTRY_SIZE - before * INFLIGHT_ENTRY_SIZE;
         assert_eq!(got, want, "{ctx}: pop of {} q{q} max {max} at {now}", g.name);
         assert_eq!(dead, want_dead, "{ctx}: dead letters of {} q{q} at {now}", g.name);
+        assert_eq!(revive, want_revive, "{ctx}: revivals of {} q{q} at {now}", g.name);
+        assert_eq!(
+            (out.scan_limited, out.inflight_full),
+            (0, 0),
+            "{ctx}: a handful of messages stops neither at the scan limit nor at the cap"
+        );
         assert_eq!(out.pop_time, now, "{ctx}: the pop time is the request's clock");
     }
 
@@ -594,7 +626,16 @@ impl World {
         let q = rng.below(QUEUES as u64) as usize;
         let g = &mut self.groups[gi];
         let Some((o, pt)) = Self::receipt(g, q, rng) else { return };
-        let real = g.group.pop_ack(q as u32, o, pt);
+        // Both spellings of the ack: by loose fields and by receipt.
+        let real = if rng.below(2) == 0 {
+            g.group.pop_ack(q as u32, o, pt)
+        } else {
+            let r = g.group.ack_popped(PopReceipt { queue: q as u32, offset: o, pop_time: pt });
+            r.map(|PopAck { outcome, room_freed }| {
+                assert!(!room_freed, "{ctx}: a handful of messages never fills the in-flight cap");
+                outcome
+            })
+        };
         let (t, p) = (&mut g.tracks[q], &mut g.pops[q]);
         let stale = Err(EngineError::StaleReceipt { queue: q as u32, offset: o });
         let want = match p.inflight.get(&o) {

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use baiji::engine::{
-    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopInit, PopOutcome,
-    PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopAck, PopInit,
+    PopOutcome, PopPolicy, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
+    INFLIGHT_LIMIT,
 };
 use bytes::Bytes;
 
@@ -201,4 +202,262 @@ fn given_unsubscribed_pop_group_with_inflight_messages_should_release_their_byte
     g.unsubscribe();
     e.reap();
     assert_eq!(e.stats().bytes_used, 0, "invariant 9: no in-flight bookkeeping left behind");
+}
+
+/// The wall clock, ms since the Unix epoch: activity stamps use it, so the idle tests pass
+/// times computed from it (never sleeping).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+const IDLE: Duration = Duration::from_secs(60);
+
+/// review-e77444b H3: a POP group nobody pops any more (a renamed consumer, a typo) stops
+/// holding messages once it has been idle for the given time.
+#[test]
+fn given_pop_group_idle_for_the_idle_time_when_releasing_should_end_it_and_free_what_it_held() {
+    let (e, g) = setup(3);
+    let o = pop(&g, &req(1, 1000, wall_ms()));
+    // The ack is stamped between `before` and `after`.
+    let before = wall_ms();
+    g.pop_ack(0, 0, o.pop_time).unwrap();
+    let after = wall_ms();
+    e.reap();
+    assert_eq!(e.stats().live_messages, 2, "the group holds what it has not acknowledged");
+    assert!(
+        e.release_idle_groups(IDLE, before + 59_999, |_, _| true).is_empty(),
+        "59.999 s after its last ack it is not idle yet"
+    );
+    let released = e.release_idle_groups(IDLE, after + 60_000, |_, _| true);
+    assert_eq!(released, [("G".to_owned(), "T".to_owned())]);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "what only the released group held is reclaimed");
+    assert_eq!(e.stats().bytes_used, 0, "invariant 9: nothing of it is left in the budget");
+    assert!(matches!(g.pop_ack(0, 1, o.pop_time), Err(EngineError::NotAMember)));
+    assert!(matches!(e.group("G", "T"), Err(EngineError::UnknownGroup { .. })));
+    let again = e.subscribe("G", "T", SubscribeOptions::default()).expect("a new subscription");
+    assert!(again.release_if_idle(IDLE, wall_ms() + 120_000), "the new one ages the same way");
+}
+
+#[test]
+fn given_a_member_or_an_invisible_message_or_a_kept_name_when_releasing_should_keep_the_group() {
+    let (e, g) = setup(2);
+    let far = wall_ms() + 365 * 24 * 3600 * 1000;
+    assert!(e.release_idle_groups(IDLE, far, |_, _| false).is_empty(), "the caller keeps it");
+    let member = g.add_member().unwrap();
+    assert!(!g.release_if_idle(IDLE, far), "a group with a member is not idle");
+    let leaving = wall_ms();
+    g.remove_member(member);
+    assert!(!g.release_if_idle(IDLE, leaving + 59_999), "idle time runs from the last leave");
+    let now = wall_ms();
+    let hour = 3_600_000;
+    let o = pop(&g, &req(1, hour, now));
+    assert_eq!(offsets(&o), [0]);
+    assert!(
+        !g.release_if_idle(IDLE, now + hour - 1),
+        "a popped message still invisible keeps its group (a consumer may be working on it)"
+    );
+    assert_eq!(g.inflight(), 1);
+    assert!(g.release_if_idle(IDLE, now + hour), "once it is visible again the group may go");
+    assert_eq!(
+        e.stats().bytes_used,
+        2 * (2 + baiji::engine::NODE_SIZE as u64),
+        "in-flight refunded"
+    );
+}
+
+fn ordered(max: usize, invisible_ms: u64, now: u64, id: &str) -> PopRequest<'_> {
+    PopRequest { order: true, attempt_id: Some(id), ..req(max, invisible_ms, now) }
+}
+
+/// review-e77444b L7: a repeated ordered batch whose clock was read before a change of
+/// invisible time took the queue's lock does not restamp that message: its pop time would go
+/// back, the consumer's newer receipt would be stale and the older one valid again.
+#[test]
+fn given_a_change_after_the_repeat_read_its_clock_when_repeating_an_ordered_batch_should_keep_the_newer_receipt(
+) {
+    let (_e, g) = setup(2);
+    let a = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    assert_eq!(offsets(&a), [0, 1]);
+    let renewed = g.change_invisible(0, 0, a.pop_time, 5000, 1005).unwrap();
+    // The repeat read its clock at 1002, before the change above took the lock.
+    let repeat = pop(&g, &ordered(2, 1000, 1002, "a1"));
+    assert_eq!(offsets(&repeat), [1], "offset 0 stays under the receipt of its change");
+    for stale in [a.pop_time, repeat.pop_time] {
+        assert!(
+            matches!(g.pop_ack(0, 0, stale), Err(EngineError::StaleReceipt { .. })),
+            "pop times only increase: receipt {stale} of offset 0 is not valid (again)"
+        );
+    }
+    assert_eq!(g.pop_ack(0, 0, renewed).unwrap(), AckOutcome::Acked);
+    assert_eq!(g.pop_ack(0, 1, repeat.pop_time).unwrap(), AckOutcome::Acked);
+}
+
+/// A client that lost a pop's answer repeats it at once, often within the same millisecond:
+/// the batch comes again under the same receipt (the pop time does not move at all).
+#[test]
+fn given_a_repeat_within_the_batch_millisecond_when_repeating_should_hand_out_the_batch_again() {
+    let (_e, g) = setup(2);
+    let a = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    let repeat = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    assert_eq!(offsets(&repeat), [0, 1], "the same attempt id gets the same batch");
+    assert_eq!(g.pop_ack(0, 0, a.pop_time).unwrap(), AckOutcome::Acked, "under the same receipt");
+}
+
+/// review-e77444b L7: a repeated ordered batch keeps an invisible time the consumer changed.
+#[test]
+fn given_a_changed_invisible_time_when_repeating_an_ordered_batch_should_keep_it() {
+    let (_e, g) = setup(2);
+    let a = pop(&g, &ordered(2, 1000, 1000, "a1"));
+    // The consumer needs a minute for offset 0 (until 61,001).
+    g.change_invisible(0, 0, a.pop_time, 60_000, 1001).unwrap();
+    let repeat = pop(&g, &ordered(2, 1000, 1500, "a1"));
+    assert_eq!(offsets(&repeat), [0, 1], "the lost batch is handed out again");
+    assert_eq!(
+        offsets(&pop(&g, &req(8, 1000, 2600))),
+        [1],
+        "offset 1 is visible again after the repeat's 1 s; offset 0 keeps the consumer's minute"
+    );
+    assert_eq!(repeat.next_expiry, Some(2500));
+}
+
+/// review-e77444b M5: a pop that stops at the scan limit with messages behind it says so, so
+/// the caller pops again at once instead of waiting for an append that may never come.
+#[test]
+fn given_a_filter_rejecting_a_long_run_when_popping_should_say_the_scan_stopped_early() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e
+        .subscribe("G", "T", SubscribeOptions { start: StartFrom::First, ..Default::default() })
+        .unwrap();
+    for _ in 0..5000 {
+        e.append_to("T", 0, Message::new("x").with_tag("x")).unwrap();
+    }
+    e.append_to("T", 0, Message::new("y").with_tag("y")).unwrap();
+    let f = Filter::tags(["y"]);
+    let first = pop(&g, &PopRequest { filter: &f, ..req(1, 1000, 10) });
+    assert!(first.messages.is_empty());
+    assert_eq!(first.scan_limited, 1, "4,096 of 5,001 nodes looked at: more is left");
+    let second = pop(&g, &PopRequest { filter: &f, ..req(1, 1000, 20) });
+    assert_eq!(offsets(&second), [5000], "the next pop goes on where the scan stopped");
+    assert_eq!(second.scan_limited, 0);
+}
+
+/// review-e77444b M5: a queue at the in-flight cap says so in the pop, and the ack that frees
+/// room says so in its outcome, so parked pops are woken by it.
+#[test]
+fn given_a_queue_at_the_inflight_cap_when_acking_should_say_the_ack_freed_room() {
+    let n = INFLIGHT_LIMIT as u64 + 4;
+    let (_e, g) = setup(n as usize);
+    let full = pop(&g, &req(INFLIGHT_LIMIT + 100, 1000, 10));
+    assert_eq!(full.messages.len(), INFLIGHT_LIMIT);
+    assert_eq!(full.inflight_full, 1, "messages are left that the cap keeps back");
+    assert_eq!(full.scan_limited, 0, "the scan did not stop at its limit");
+    let ack = g.ack_popped(full.receipt(&full.messages[0])).unwrap();
+    assert_eq!(ack, PopAck { outcome: AckOutcome::Acked, room_freed: true });
+    let ack = g.ack_popped(full.receipt(&full.messages[1])).unwrap();
+    assert!(!ack.room_freed, "the queue was already under the cap");
+    let more = pop(&g, &req(8, 1000, 20));
+    assert_eq!(offsets(&more), [INFLIGHT_LIMIT as u64, INFLIGHT_LIMIT as u64 + 1]);
+    assert_eq!(more.inflight_full, 1, "two places freed for six wanted: still at the cap");
+    g.ack_popped(more.receipt(&more.messages[0])).unwrap();
+    let one = pop(&g, &req(1, 1000, 30));
+    assert_eq!(
+        (one.messages.len(), one.inflight_full),
+        (1, 0),
+        "a request within the room left is not stopped by the cap"
+    );
+}
+
+fn pop_with(g: &Group, r: &PopRequest<'_>, policy: &PopPolicy) -> PopOutcome {
+    let mut out = PopOutcome::default();
+    g.pop_with(0, r, policy, &mut out).unwrap();
+    out
+}
+
+/// review-e77444b M2: with dead letters pending, a message whose attempts ran out is handed
+/// out still in flight, so the caller acknowledges it only once its dead-letter copy is
+/// stored, and can put it back if the copy failed.
+#[test]
+fn given_dead_letters_pending_when_attempts_run_out_should_stay_in_flight_until_the_caller_acks() {
+    let (e, g) = setup(1);
+    let policy = PopPolicy { dead_letter_pending: true, lease_ms: 100, ..PopPolicy::IN_PLACE };
+    let mut now = 1000;
+    for attempt in 1..=3 {
+        let o = pop_with(&g, &req(8, 10, now), &policy);
+        assert_eq!(o.messages.len(), 1, "delivery {attempt} of 3");
+        now += 10;
+    }
+    let o = pop_with(&g, &req(8, 10, now), &policy);
+    assert!(o.messages.is_empty());
+    assert_eq!(o.dead.len(), 1, "handed out for the dead-letter queue");
+    assert_eq!(o.dead[0].attempts, 3);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 1, "still held while the caller copies it");
+    assert_eq!(g.inflight(), 1);
+    let during = pop_with(&g, &req(8, 10, now + 99), &policy);
+    assert!(
+        during.messages.is_empty() && during.dead.is_empty(),
+        "neither redelivered nor handed out again during the lease"
+    );
+    // The copy failed: back in 5 ms.
+    let put_back = g.change_popped(o.receipt(&o.dead[0]), 5, now + 99).unwrap();
+    let again = pop_with(&g, &req(8, 10, put_back.pop_time + 5), &policy);
+    assert_eq!(again.dead.len(), 1, "handed out again once the short invisible time passed");
+    assert_eq!(again.dead[0].attempts, 3, "putting back is no delivery");
+    assert!(
+        matches!(g.ack_popped(put_back), Err(EngineError::StaleReceipt { .. })),
+        "the receipt the second hand-over replaced is stale"
+    );
+    assert_eq!(g.ack_popped(again.receipt(&again.dead[0])).unwrap().outcome, AckOutcome::Acked);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "acknowledged once the copy is stored");
+    assert_eq!(e.stats().bytes_used, 0, "invariant 9: the in-flight entry is refunded");
+}
+
+/// review-e77444b H7: with revival, an expired message is handed over for the caller's retry
+/// topic instead of being redelivered from its queue, and the queue moves on once the caller
+/// acknowledges the original; a consumer's receipt of it is stale from the hand-over on.
+#[test]
+fn given_revival_when_a_message_expires_should_hand_it_over_and_let_its_queue_move_on() {
+    let (e, g) = setup(3);
+    let policy = PopPolicy { in_place_deliveries: 1, lease_ms: 100, ..PopPolicy::IN_PLACE };
+    let o = pop_with(&g, &req(3, 10, 1000), &policy);
+    assert_eq!(offsets(&o), [0, 1, 2]);
+    g.pop_ack(0, 1, o.pop_time).unwrap();
+    g.pop_ack(0, 2, o.pop_time).unwrap();
+    e.reap();
+    assert_eq!(e.stats().live_messages, 3, "offset 0, unacknowledged, holds the queue");
+    let r = pop_with(&g, &req(8, 10, 1010), &policy);
+    assert!(r.messages.is_empty(), "not redelivered from its own queue");
+    assert_eq!(r.revive.len(), 1);
+    assert_eq!((r.revive[0].delivery.offset, r.revive[0].attempts), (0, 1));
+    assert!(
+        matches!(g.pop_ack(0, 0, o.pop_time), Err(EngineError::StaleReceipt { .. })),
+        "an ack racing the expiry comes out one way: the consumer's receipt is stale"
+    );
+    let during = pop_with(&g, &req(8, 10, 1109), &policy);
+    assert!(during.revive.is_empty(), "not handed out twice while the copy is made");
+    assert_eq!(g.ack_popped(r.receipt(&r.revive[0])).unwrap().outcome, AckOutcome::Acked);
+    e.reap();
+    assert_eq!(e.stats().live_messages, 0, "the copy is stored: the original queue moves on");
+}
+
+/// What the engine offers between the two: the first redelivery in place, later ones revived.
+#[test]
+fn given_two_deliveries_in_place_when_a_message_keeps_failing_should_redeliver_once_then_revive() {
+    let (_e, g) = setup(1);
+    let policy = PopPolicy { in_place_deliveries: 2, lease_ms: 100, ..PopPolicy::IN_PLACE };
+    let first = pop_with(&g, &req(1, 10, 1000), &policy);
+    let second = pop_with(&g, &req(1, 10, 1010), &policy);
+    assert_eq!((offsets(&first), offsets(&second)), (vec![0], vec![0]), "redelivered in place");
+    assert_eq!(second.messages[0].attempts, 2);
+    let third = pop_with(&g, &req(1, 10, 1020), &policy);
+    assert!(third.messages.is_empty());
+    assert_eq!(third.revive[0].attempts, 2, "then handed over, with the deliveries it had");
+    let late = pop_with(&g, &req(1, 10, 1120), &policy);
+    assert_eq!(late.revive.len(), 1, "a hand-over nobody settled is handed out again");
+    assert!(g.ack_popped(third.receipt(&third.revive[0])).is_err(), "under a new receipt");
 }

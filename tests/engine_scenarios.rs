@@ -722,3 +722,40 @@ fn given_large_queue_when_looking_up_by_offset_or_time_should_agree_with_a_walk_
         check(&appended, &mut rng);
     }
 }
+
+/// review-e77444b H3: a client that names ever new groups cannot make the engine hold
+/// messages for ever more subscriptions; the cap refuses with a typed error and counts per
+/// topic and per engine, and a subscription that ends frees its place.
+#[test]
+fn given_subscription_caps_when_groups_keep_coming_should_refuse_past_the_cap_and_reuse_freed_places(
+) {
+    let e = engine_with(EngineConfig {
+        max_subscriptions_per_topic: 3,
+        max_subscriptions: 4,
+        ..config()
+    });
+    e.create_topic("A", 1).unwrap();
+    e.create_topic("B", 1).unwrap();
+    let a: Vec<_> = (0..3).map(|i| e.subscribe(&format!("g{i}"), "A", first()).unwrap()).collect();
+    assert!(
+        matches!(
+            e.subscribe("g3", "A", first()),
+            Err(EngineError::TooManySubscriptions { limit: 3, per_topic: true, .. })
+        ),
+        "the topic's cap refuses a fourth group"
+    );
+    assert!(e.subscribe("g0", "A", first()).is_ok(), "an existing subscription is no new one");
+    e.subscribe("h0", "B", first()).unwrap();
+    assert!(
+        matches!(
+            e.subscribe("h1", "B", first()),
+            Err(EngineError::TooManySubscriptions { limit: 4, per_topic: false, .. })
+        ),
+        "the engine's cap counts every topic"
+    );
+    a[0].unsubscribe();
+    e.subscribe("h1", "B", first()).expect("an ended subscription frees its place");
+    e.delete_topic("B").unwrap();
+    e.subscribe("g3", "A", first()).expect("a deleted topic's subscriptions free theirs");
+    assert_eq!(e.groups().len(), 3);
+}

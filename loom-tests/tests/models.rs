@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use baiji::__private::{NodeRef, Queue, Reclaimer, WaitState, Wakeup, NODE_SIZE};
 use baiji::engine::{
-    AckOutcome, Engine, EngineConfig, Filter, Group, MemoryPolicy, Message, Mode, PopInit,
-    PopOutcome, PopRequest, Retention, StartFrom, SubscribeOptions,
+    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, MemoryPolicy, Message, Mode,
+    PopInit, PopOutcome, PopPolicy, PopRequest, Retention, StartFrom, SubscribeOptions,
 };
 use bytes::Bytes;
 use crossbeam_epoch::Collector;
@@ -950,6 +950,171 @@ fn pop_two_members_same_queue() {
             "invariant 8: one member gets the message, the other nothing while it is invisible"
         );
         let receipt = if mine.messages.is_empty() { theirs.pop_time } else { mine.pop_time };
+        assert_eq!(g.pop_ack(0, 0, receipt).unwrap(), AckOutcome::Acked);
+        e.reap();
+        assert_empty(&e);
+    });
+}
+
+/// The wall clock, ms since the Unix epoch (the engine stamps activity with it).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// H3 (review-e77444b): releasing an idle POP group racing a pop of it comes out one way only.
+/// Either the pop finds the group ended (`NotAMember`), or it hands the message out and the
+/// group is kept, because that message is in flight and invisible; never a pop that hands a
+/// message out and a release that then forgets it (the message would be lost to the group).
+///
+/// Catches `idle_checked_before_locks` (the release decides from what it saw before it held
+/// the group's queue locks).
+#[test]
+fn idle_release_vs_pop() {
+    const HOUR: u64 = 3_600_000;
+    model(|| {
+        let alive = Arc::new(());
+        let (e, g) = pop_engine(&alive);
+        let now = wall_ms();
+        let g2 = g.clone();
+        let popper = thread::spawn(move || {
+            let mut out = PopOutcome::default();
+            let req = PopRequest { invisible_ms: HOUR, ..pop_req(1, now) };
+            g2.pop(0, &req, &mut out).map(|()| (out.messages.len(), out.pop_time))
+        });
+        // Half an hour on, with 1 ms of idleness enough: only an invisible message keeps it.
+        let released = g.release_if_idle(Duration::from_millis(1), now + HOUR / 2);
+        let popped = popper.join().unwrap();
+        match popped {
+            Ok((1, pop_time)) => {
+                assert!(!released, "a group was released under a message it had just handed out");
+                assert_eq!(g.pop_ack(0, 0, pop_time).unwrap(), AckOutcome::Acked);
+                g.unsubscribe();
+            }
+            Err(EngineError::NotAMember) => {
+                assert!(released, "the pop found the group ended, so the release ended it")
+            }
+            other => panic!("a pop of one retained message gave {other:?}"),
+        }
+        e.reap();
+        assert_empty(&e);
+    });
+}
+
+/// H7 (review-e77444b): a consumer's ack racing the hand-over of the same expired message for
+/// revival comes out one way only. Either the ack wins (the message is done and the pop hands
+/// nothing over) or the hand-over wins (the message goes to the caller under a new receipt and
+/// the consumer's is stale); never both, which would copy to the retry topic a message the
+/// group already acknowledged.
+///
+/// Catches `take_keeps_receipt` (the hand-over leaves the consumer's receipt valid).
+#[test]
+fn pop_ack_vs_revival() {
+    model(|| {
+        let alive = Arc::new(());
+        let (e, g) = pop_engine(&alive);
+        let revive = PopPolicy { in_place_deliveries: 1, lease_ms: 100, ..PopPolicy::IN_PLACE };
+        let mut first = PopOutcome::default();
+        g.pop_with(0, &pop_req(1, 1000), &revive, &mut first).unwrap();
+        assert_eq!(first.messages.len(), 1);
+        let g2 = g.clone();
+        let acker = thread::spawn(move || g2.pop_ack(0, 0, 1000));
+        // At 1010 the 10 ms invisible time has passed: the message is handed over.
+        let mut again = PopOutcome::default();
+        g.pop_with(0, &pop_req(1, 1010), &revive, &mut again).unwrap();
+        let acked = acker.join().unwrap();
+        assert!(again.messages.is_empty(), "revival: never redelivered in place");
+        let handed_over = again.revive.len() == 1;
+        assert!(
+            matches!(acked, Ok(AckOutcome::Acked)) != handed_over,
+            "exactly one of the ack and the hand-over wins: ack {acked:?}, handed over {handed_over}"
+        );
+        if handed_over {
+            let settled = g.ack_popped(again.receipt(&again.revive[0])).unwrap();
+            assert_eq!(settled.outcome, AckOutcome::Acked, "the caller settles its copy");
+        }
+        e.reap();
+        assert_empty(&e);
+    });
+}
+
+/// M2 (review-e77444b): a dead letter handed out still in flight is handed out once while its
+/// lease lasts, however two members' pops race for it; the caller's ack then settles it.
+///
+/// Catches `take_without_lease` (a handed-over message visible again at once, so a pop a
+/// millisecond later hands it out again: two dead-letter copies).
+#[test]
+fn dead_letter_pending_vs_pop() {
+    model(|| {
+        let alive = Arc::new(());
+        let (e, g) = pop_engine(&alive);
+        let pending = PopPolicy { dead_letter_pending: true, lease_ms: 100, ..PopPolicy::IN_PLACE };
+        let one_attempt = |now| PopRequest { max_attempts: 1, ..pop_req(1, now) };
+        let mut first = PopOutcome::default();
+        g.pop_with(0, &one_attempt(1000), &pending, &mut first).unwrap();
+        assert_eq!(first.messages.len(), 1);
+        let g2 = g.clone();
+        let other = thread::spawn(move || {
+            let mut out = PopOutcome::default();
+            let req = PopRequest { max_attempts: 1, ..pop_req(1, 1011) };
+            g2.pop_with(0, &req, &pending, &mut out).unwrap();
+            out
+        });
+        let mut mine = PopOutcome::default();
+        g.pop_with(0, &one_attempt(1010), &pending, &mut mine).unwrap();
+        let theirs = other.join().unwrap();
+        assert_eq!(
+            mine.dead.len() + theirs.dead.len(),
+            1,
+            "one dead letter handed out within the lease: mine {mine:?}, theirs {theirs:?}"
+        );
+        assert!(mine.messages.is_empty() && theirs.messages.is_empty(), "and not redelivered");
+        let holder = if mine.dead.is_empty() { &theirs } else { &mine };
+        let settled = g.ack_popped(holder.receipt(&holder.dead[0])).unwrap();
+        assert_eq!(settled.outcome, AckOutcome::Acked);
+        e.reap();
+        assert_empty(&e);
+    });
+}
+
+/// L7 (review-e77444b): a consumer's change of invisible time racing an ordered pop that
+/// repeats the batch's attempt id with a clock read before the change comes out one way only.
+/// Either the repeat restamps the message first (the change's receipt is stale) or the change
+/// does (the repeat leaves the message under the change's newer receipt); never both, which
+/// would move the message's pop time back and make a replaced receipt valid again.
+///
+/// Catches `repeat_ignores_receipt` (the repeat restamps whatever the message's pop time).
+#[test]
+fn ordered_repeat_vs_change() {
+    model(|| {
+        let alive = Arc::new(());
+        let (e, g) = pop_engine(&alive);
+        let ordered = |now| PopRequest {
+            order: true,
+            attempt_id: Some("a1"),
+            invisible_ms: 1000,
+            ..pop_req(1, now)
+        };
+        let mut first = PopOutcome::default();
+        g.pop(0, &ordered(1000), &mut first).unwrap();
+        assert_eq!(first.messages.len(), 1);
+        let g2 = g.clone();
+        let changer = thread::spawn(move || g2.change_invisible(0, 0, 1000, 500, 1005));
+        // The repeat read its clock (1002) before the change's (1005).
+        let mut repeat = PopOutcome::default();
+        g.pop(0, &ordered(1002), &mut repeat).unwrap();
+        let changed = changer.join().unwrap();
+        let repeated = repeat.messages.len() == 1;
+        assert!(
+            changed.is_ok() != repeated,
+            "exactly one of the change and the repeat wins: {changed:?}, repeated {repeated}"
+        );
+        assert!(g.pop_ack(0, 0, 1000).is_err(), "the first receipt stays replaced");
+        let receipt = match changed {
+            Ok(renewed) => renewed,
+            Err(_) => repeat.pop_time,
+        };
         assert_eq!(g.pop_ack(0, 0, receipt).unwrap(), AckOutcome::Acked);
         e.reap();
         assert_empty(&e);

@@ -4,6 +4,11 @@ use std::time::Duration;
 
 use super::EngineError;
 
+/// Most nodes one read, poll or pop of one queue looks at, filtered-out messages included
+/// (or 16 per message asked for, if that is more): bounds the work a filter that rejects long
+/// runs makes one call do, under a group's queue lock for polls and pops.
+pub(crate) const SCAN_LIMIT: usize = 4096;
+
 /// What an append does when the memory budget has no room (see `design.md`, "Memory budget").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryPolicy {
@@ -52,7 +57,8 @@ impl Default for Retention {
 }
 
 /// Engine settings. `EngineConfig::default()` is a sane start: 1 GiB budget, `reject`, 4 MiB
-/// messages, 60 s / 64 MiB retention, a reaper thread.
+/// messages, 60 s / 64 MiB retention, a reaper thread, at most 4,096 subscriptions per topic and
+/// 65,536 in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
     /// Bytes of payload plus bookkeeping the engine may hold.
@@ -72,6 +78,12 @@ pub struct EngineConfig {
     pub reaper_thread: bool,
     /// How long a blocking receive spins before it parks the thread.
     pub spin: Duration,
+    /// Most subscriptions one topic may have; one more is refused with
+    /// [`EngineError::TooManySubscriptions`]. Every subscription holds every later message of
+    /// the topic until it acknowledges it, and keeps per-queue state outside the budget.
+    pub max_subscriptions_per_topic: usize,
+    /// Most subscriptions the engine may have over all topics (refused the same way).
+    pub max_subscriptions: usize,
 }
 
 impl Default for EngineConfig {
@@ -85,6 +97,8 @@ impl Default for EngineConfig {
             reaper_max_interval: Duration::from_millis(20),
             reaper_thread: true,
             spin: Duration::from_micros(50),
+            max_subscriptions_per_topic: 4096,
+            max_subscriptions: 65_536,
         }
     }
 }
@@ -96,6 +110,11 @@ impl EngineConfig {
         }
         if self.max_message_size == 0 {
             return Err(EngineError::InvalidConfig("max_message_size must be positive".into()));
+        }
+        if self.max_subscriptions_per_topic == 0 || self.max_subscriptions == 0 {
+            return Err(EngineError::InvalidConfig(
+                "max_subscriptions_per_topic and max_subscriptions must be positive".into(),
+            ));
         }
         if self.reaper_interval.is_zero() || self.reaper_max_interval < self.reaper_interval {
             return Err(EngineError::InvalidConfig(

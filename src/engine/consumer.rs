@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::group::Sub;
+use super::group::Subscription;
 use super::types::{AckOutcome, Delivery, MemberId};
 use super::{EngineError, Inner};
 use crate::queue::{WaitId, WaitState, Wakeup};
@@ -17,7 +17,7 @@ use crate::sync::{spin_hint, Arc, Ordering};
 #[derive(Debug)]
 pub struct Consumer {
     inner: Arc<Inner>,
-    sub: Arc<Sub>,
+    sub: Arc<Subscription>,
     id: MemberId,
     version: u64,
     queues: Vec<u32>,
@@ -32,7 +32,7 @@ struct Waits {
 }
 
 impl Consumer {
-    pub(crate) fn new(inner: Arc<Inner>, sub: Arc<Sub>, id: MemberId) -> Self {
+    pub(crate) fn new(inner: Arc<Inner>, sub: Arc<Subscription>, id: MemberId) -> Self {
         let mut c = Consumer { inner, sub, id, version: u64::MAX, queues: Vec::new(), next: 0 };
         c.refresh();
         c
@@ -50,7 +50,7 @@ impl Consumer {
     }
 
     fn refresh(&mut self) {
-        // Acquire: pairs with the Release increment in `Sub::rebalance`.
+        // Acquire: pairs with the Release increment in `Subscription::rebalance`.
         let v = self.sub.version.load(Ordering::Acquire);
         if v != self.version {
             self.version = v;
@@ -108,7 +108,7 @@ impl Consumer {
     fn register(&mut self, who: &Wakeup, waits: &mut Waits) -> Result<bool, EngineError> {
         let guard = self.inner.pin();
         waits.group = self.sub.waiters.register_with(waits.group, who.clone(), || {
-            // Acquire: pairs with the Release increment in `Sub::rebalance`.
+            // Acquire: pairs with the Release increment in `Subscription::rebalance`.
             self.sub.version.load(Ordering::Acquire) == self.version && !self.sub.is_closed()
         });
         if waits.group.is_none() {
@@ -210,7 +210,7 @@ impl Consumer {
             rounds = rounds.wrapping_add(1);
             // Reading the clock costs more than a round: look at it every 64 rounds.
             if rounds % 64 == 0 {
-                // Acquire: pairs with the Release increment in `Sub::rebalance`.
+                // Acquire: pairs with the Release increment in `Subscription::rebalance`.
                 if self.sub.version.load(Ordering::Acquire) != version || Instant::now() >= until {
                     return;
                 }

@@ -53,6 +53,23 @@ pub enum EngineError {
         /// The topic.
         topic: String,
     },
+    /// Subscribing would exceed the engine's cap on subscriptions per topic (`per_topic`) or in
+    /// all ([`EngineConfig`](super::EngineConfig)'s `max_subscriptions_per_topic` and
+    /// `max_subscriptions`). Nothing was subscribed.
+    #[error(
+        "consumer group `{group}` cannot subscribe to topic `{topic}`: {limit} subscriptions {}",
+        if *per_topic { "on this topic is the limit" } else { "in the engine is the limit" }
+    )]
+    TooManySubscriptions {
+        /// The group.
+        group: String,
+        /// The topic.
+        topic: String,
+        /// The limit reached.
+        limit: usize,
+        /// Whether the topic's limit was reached (else the engine's).
+        per_topic: bool,
+    },
     /// The message is larger than the engine's limit.
     #[error("message of {size} bytes exceeds the limit of {limit} bytes")]
     MessageTooLarge {

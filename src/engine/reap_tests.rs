@@ -78,3 +78,29 @@ fn without_a_reaper_thread_a_refused_send_reclaims_inline() {
     e.delete_topic("T").unwrap();
     assert_eq!(e.stats().bytes_used, 0);
 }
+
+/// H3 (review-e77444b): the reaper's work per reclaimed node does not grow with the number of
+/// subscriptions holding the queue (it used to count every hold for every node).
+#[test]
+fn given_many_groups_when_reaping_should_not_look_at_every_hold_for_every_node() {
+    const GROUPS: u64 = 200;
+    const MESSAGES: u64 = 1000;
+    let e = engine(false, 1 << 30);
+    e.create_topic("T", 1).unwrap();
+    let first = SubscribeOptions { start: StartFrom::First, ..Default::default() };
+    let groups: Vec<_> =
+        (0..GROUPS).map(|i| e.subscribe(&format!("G{i}"), "T", first.clone()).unwrap()).collect();
+    for _ in 0..MESSAGES {
+        e.append_to("T", 0, Message::new(Bytes::from_static(b"m"))).unwrap();
+    }
+    for g in &groups {
+        g.commit(0, MESSAGES).unwrap();
+    }
+    super::topic::HOLD_VISITS.with(|v| v.set(0));
+    assert_eq!(e.reap(), MESSAGES, "invariant 7: acknowledged by every group, reclaimed");
+    let visits = super::topic::HOLD_VISITS.with(|v| v.get());
+    assert!(
+        visits <= 2 * (GROUPS + MESSAGES),
+        "the reaper looked at {visits} holds for {MESSAGES} nodes and {GROUPS} holds"
+    );
+}

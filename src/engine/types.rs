@@ -260,7 +260,7 @@ pub struct PopRequest<'a> {
     /// that batch out again (a client retrying a pop whose answer it lost).
     pub attempt_id: Option<&'a str>,
     /// Most deliveries of one message: a message whose invisible time expired after this
-    /// many is dead-lettered (handed back in [`PopOutcome::dead`] and acknowledged).
+    /// many is dead-lettered (handed back in [`PopOutcome::dead`]; see [`PopPolicy`]).
     pub max_attempts: u32,
     /// Which messages the request wants; the others count as acknowledged by the group.
     pub filter: &'a Filter,
@@ -282,15 +282,100 @@ pub struct Popped {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PopOutcome {
     /// The pop time of every message handed out (the request's `now_ms`): with the queue and
-    /// offset it is the receipt that acknowledges or changes the invisible time.
+    /// offset it is the receipt that acknowledges or changes the invisible time
+    /// ([`receipt`](Self::receipt)).
     pub pop_time: u64,
     /// Messages handed out, per queue in offset order.
     pub messages: Vec<Popped>,
-    /// Messages whose attempts ran out: acknowledged by the group, for the caller to move to
-    /// its dead-letter queue.
+    /// Messages whose attempts ran out, for the caller to move to its dead-letter queue. Under
+    /// [`PopPolicy::IN_PLACE`] (what [`Group::pop`](super::Group::pop) applies) they are
+    /// acknowledged by the group already; with [`PopPolicy::dead_letter_pending`] they are
+    /// still in flight under their receipt, for the caller to acknowledge once its copy is
+    /// stored (or to make visible again after a short time if the copy failed).
     pub dead: Vec<Popped>,
+    /// Expired messages handed to the caller for revival ([`PopPolicy::in_place_deliveries`]):
+    /// still in flight under their receipt and invisible for [`PopPolicy::lease_ms`]. The
+    /// caller copies each to its retry topic and acknowledges it (the original queue moves
+    /// on), or makes it visible again after a short time if the copy failed.
+    pub revive: Vec<Popped>,
     /// Queues skipped because an ordered pop found them blocked.
     pub blocked: u32,
     /// The earliest time at which a popped message of these queues becomes visible again.
     pub next_expiry: Option<u64>,
+    /// Queues whose scan for new messages stopped at the scan limit (4,096 nodes, filtered-out
+    /// ones included) with messages left behind it: popping again at once goes on from there.
+    pub scan_limited: u32,
+    /// Queues that had messages left to hand out but their [`INFLIGHT_LIMIT`] entries in
+    /// flight: they give more once an ack frees room ([`PopAck::room_freed`]).
+    ///
+    /// [`INFLIGHT_LIMIT`]: super::INFLIGHT_LIMIT
+    pub inflight_full: u32,
+}
+
+impl PopOutcome {
+    /// The receipt of `p`, one of this outcome's `messages`, `dead` or `revive`.
+    pub fn receipt(&self, p: &Popped) -> PopReceipt {
+        PopReceipt { queue: p.delivery.queue, offset: p.delivery.offset, pop_time: self.pop_time }
+    }
+}
+
+/// What acknowledges or changes the invisible time of a popped message: its queue, its offset
+/// and the pop time of its latest delivery (a redelivery, a change of invisible time or a
+/// hand-over for revival or dead-lettering gives a newer one, and the older receipt is stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PopReceipt {
+    /// The queue.
+    pub queue: u32,
+    /// The offset.
+    pub offset: u64,
+    /// The pop time of the delivery the receipt is for.
+    pub pop_time: u64,
+}
+
+/// What a POP acknowledgement did ([`Group::ack_popped`](super::Group::ack_popped)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PopAck {
+    /// Acknowledged now, or already.
+    pub outcome: AckOutcome,
+    /// The queue had [`INFLIGHT_LIMIT`](super::INFLIGHT_LIMIT) entries in flight and now has
+    /// room: a pop that stopped for lack of it ([`PopOutcome::inflight_full`]) would get
+    /// messages, so parked pops should look again.
+    pub room_freed: bool,
+}
+
+/// How a pop treats expired in-flight messages ([`Group::pop_with`](super::Group::pop_with)).
+///
+/// RocketMQ's revive service copies an expired POP message to `%RETRY%<group>_<topic>` and
+/// acknowledges the original, so the original queue moves on (`PopReviveService`); baiji
+/// redelivers from the message's own queue by default, which keeps a failing message's queue
+/// held until it is acknowledged or dead-lettered. This says which to do, message by message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PopPolicy {
+    /// Deliveries a message gets from its own queue: an expired message that had this many
+    /// (and fewer than the request's `max_attempts`) is handed out in
+    /// [`PopOutcome::revive`] instead of being redelivered. `u32::MAX` redelivers in place
+    /// always; 1 revives at the first expiry, as RocketMQ does; 2 redelivers once in place
+    /// and revives after that.
+    pub in_place_deliveries: u32,
+    /// Dead letters are handed out still in flight (see [`PopOutcome::dead`]) instead of
+    /// acknowledged before they are handed out.
+    pub dead_letter_pending: bool,
+    /// How long a message handed out for revival or dead-lettering stays invisible (neither
+    /// redelivered nor handed out again) while the caller copies it, ms. If the caller has
+    /// neither acknowledged it nor changed its invisible time by then, it is expired again
+    /// and the next pop hands it out again under a new receipt.
+    pub lease_ms: u64,
+}
+
+impl PopPolicy {
+    /// Redelivery from the message's own queue only, dead letters acknowledged before they
+    /// are handed out: [`Group::pop`](super::Group::pop)'s behaviour.
+    pub const IN_PLACE: PopPolicy =
+        PopPolicy { in_place_deliveries: u32::MAX, dead_letter_pending: false, lease_ms: 0 };
+}
+
+impl Default for PopPolicy {
+    fn default() -> Self {
+        PopPolicy::IN_PLACE
+    }
 }

@@ -219,6 +219,7 @@ impl Node {
     #[inline]
     pub fn next<'g>(&self, guard: &'g Guard) -> Option<&'g Node> {
         self.check_live();
+        step();
         // Acquire: pairs with the publishing CAS, so the successor's fields are visible (inv. 2).
         let next = self.next.load(Ordering::Acquire, guard);
         // `self` is alive under `guard` (callers only reach it through the head, the tail, a
@@ -408,6 +409,42 @@ impl Queue {
     /// Appends a message and returns its offset. Lock-free; wakes waiters only if some wait.
     pub fn append(&self, payload: Bytes, timestamp: u64, tag: u32, guard: &Guard) -> Appended {
         let new = pool::alloc(Node::new(payload, timestamp, tag, 0));
+        self.publish_chain(&[new], guard)
+    }
+
+    /// Appends several messages as one contiguous run: they get consecutive offsets, and no
+    /// other append lands between them (RocketMQ batch semantics). The chain is linked
+    /// privately, then published with the same single CAS as one message. Returns `None` for
+    /// an empty batch.
+    pub fn append_batch<I>(&self, messages: I, guard: &Guard) -> Option<Appended>
+    where
+        I: IntoIterator<Item = (Bytes, u64, u32)>,
+    {
+        let nodes: Vec<*mut Node> = messages
+            .into_iter()
+            .map(|(p, ts, tag)| pool::alloc(Node::new(p, ts, tag, 0)))
+            .collect();
+        if nodes.is_empty() {
+            return None;
+        }
+        for w in nodes.windows(2) {
+            // SAFETY: the nodes were just allocated and are private to this call until the
+            // publishing CAS in `publish_chain`; nobody else can hold a reference to them.
+            let (a, b) = unsafe { (&*w[0], &*w[1]) };
+            // Relaxed: published by the AcqRel CAS that links the first node (invariant 2).
+            a.next.store(Shared::from(w[1] as *const Node), Ordering::Relaxed);
+            b.prev.store(Shared::from(w[0] as *const Node), Ordering::Relaxed);
+        }
+        Some(self.publish_chain(&nodes, guard))
+    }
+
+    /// The append protocol ("Append" above), once for single messages and batches: links the
+    /// private, non-empty chain `nodes` (each node's `next` already pointing at the one after
+    /// it, the last one's null) after the current last node with one CAS, numbering the
+    /// nodes from that node's `end`; then swings `tail`, records index entries, and wakes the
+    /// waiters if the replaced link carried the `WAITING` tag.
+    fn publish_chain(&self, nodes: &[*mut Node], guard: &Guard) -> Appended {
+        let (first, last) = (nodes[0], nodes[nodes.len() - 1]);
         loop {
             // Acquire: pairs with the Release tail CASes (the tail is a published node).
             let t = self.tail.load(Ordering::Acquire, guard);
@@ -426,121 +463,47 @@ impl Queue {
                 );
                 continue;
             }
-            {
-                // SAFETY: `new` is private to this call until the CAS below succeeds.
-                let node = unsafe { &mut *new };
-                // Relaxed: published by the AcqRel CAS below (invariant 2).
-                node.prev.store(t, Ordering::Relaxed);
-                *node.end.get_mut() = tail.end() + 1;
-            }
-            // Expect exactly what we loaded: plain null, or null tagged WAITING by a waiter.
-            // AcqRel: Release publishes the node; Acquire sees the waiter's registration.
-            let linked = Shared::from(new as *const Node);
-            let publish = if mutant("weak_publish") { Ordering::Acquire } else { Ordering::AcqRel };
-            if tail.next.compare_exchange(next, linked, publish, Ordering::Acquire, guard).is_ok() {
-                // Release: pairs with Acquire tail loads. Failure means someone helped.
-                let _ = self.tail.compare_exchange(
-                    t,
-                    linked,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                    guard,
-                );
-                let offset = tail.end();
-                if index::indexed(offset) {
-                    // SAFETY: the node is linked and we are still pinned, so it cannot have
-                    // been freed (invariant 4).
-                    self.index.record(self, [unsafe { &*new }]);
-                }
-                let wake = next.tag() & WAITING != 0 && !mutant("append_no_wake");
-                let woke = if wake { self.waiters.wake_all() } else { 0 };
-                return Appended { offset, woke };
-            }
-        }
-    }
-
-    /// Appends several messages as one contiguous run: they get consecutive offsets, and no
-    /// other append lands between them (RocketMQ batch semantics). The chain is linked
-    /// privately, then published with the same single CAS as one message. Returns `None` for
-    /// an empty batch.
-    pub fn append_batch<I>(&self, messages: I, guard: &Guard) -> Option<Appended>
-    where
-        I: IntoIterator<Item = (Bytes, u64, u32)>,
-    {
-        let nodes: Vec<*mut Node> = messages
-            .into_iter()
-            .map(|(p, ts, tag)| pool::alloc(Node::new(p, ts, tag, 0)))
-            .collect();
-        let (&first, &last) = (nodes.first()?, nodes.last()?);
-        for w in nodes.windows(2) {
-            // SAFETY: the nodes were just allocated and are private to this call until the
-            // publishing CAS below; nobody else can hold a reference to them.
-            let (a, b) = unsafe { (&*w[0], &*w[1]) };
-            // Relaxed: published by the AcqRel CAS that links `first` (invariant 2).
-            a.next.store(Shared::from(w[1] as *const Node), Ordering::Relaxed);
-            b.prev.store(Shared::from(w[0] as *const Node), Ordering::Relaxed);
-        }
-        loop {
-            // Acquire: pairs with the Release tail CASes.
-            let t = self.tail.load(Ordering::Acquire, guard);
-            // SAFETY: see `last`: the tail is alive under `guard`.
-            let tail = unsafe { t.deref() };
-            // Acquire: pairs with the publishing CAS of whoever linked a successor.
-            let next = tail.next.load(Ordering::Acquire, guard);
-            if !next.is_null() {
-                // Release: pairs with Acquire tail loads.
-                let _ = self.tail.compare_exchange(
-                    t,
-                    next.with_tag(0),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                    guard,
-                );
-                continue;
-            }
             let base = tail.end();
             for (i, &n) in nodes.iter().enumerate() {
-                // SAFETY: still private (the CAS has not succeeded); `&mut` is exclusive.
+                // SAFETY: the chain is private to this call until the CAS below succeeds;
+                // `&mut` is exclusive.
                 let node = unsafe { &mut *n };
                 *node.end.get_mut() = base + 1 + i as u64;
             }
             // SAFETY: as above.
-            unsafe { &*first }.prev.store(t, Ordering::Relaxed);
-            // AcqRel: Release publishes the whole chain (its links and fields were written
-            // before); Acquire sees a waiter's registration. Expect exactly what we loaded.
+            let head_of_chain = unsafe { &*first };
+            // Relaxed: published by the AcqRel CAS below (invariant 2).
+            head_of_chain.prev.store(t, Ordering::Relaxed);
+            // Expect exactly what we loaded: plain null, or null tagged WAITING by a waiter.
+            // AcqRel: Release publishes the chain (its fields and inner links were written
+            // before); Acquire sees the waiter's registration.
+            let linked = Shared::from(first as *const Node);
             let publish = if mutant("weak_publish") { Ordering::Acquire } else { Ordering::AcqRel };
-            if tail
-                .next
-                .compare_exchange(
-                    next,
-                    Shared::from(first as *const Node),
-                    publish,
-                    Ordering::Acquire,
-                    guard,
-                )
-                .is_ok()
-            {
-                // Release: pairs with Acquire tail loads. Failure means someone helped.
-                let _ = self.tail.compare_exchange(
-                    t,
-                    Shared::from(last as *const Node),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                    guard,
-                );
-                let len = nodes.len() as u64;
-                let first_indexed = base.next_multiple_of(index::STRIDE) - base;
-                if first_indexed < len {
-                    let linked = (first_indexed..len).step_by(index::STRIDE as usize).map(|i| {
-                        // SAFETY: the chain is linked and we are still pinned, so none of its
-                        // nodes can have been freed (invariant 4).
-                        unsafe { &*nodes[i as usize] }
-                    });
-                    self.index.record(self, linked);
-                }
-                let woke = if next.tag() & WAITING != 0 { self.waiters.wake_all() } else { 0 };
-                return Some(Appended { offset: base, woke });
+            let won = tail.next.compare_exchange(next, linked, publish, Ordering::Acquire, guard);
+            if won.is_err() {
+                continue;
             }
+            // Release: pairs with Acquire tail loads. Failure means someone helped.
+            let _ = self.tail.compare_exchange(
+                t,
+                Shared::from(last as *const Node),
+                Ordering::Release,
+                Ordering::Relaxed,
+                guard,
+            );
+            let len = nodes.len() as u64;
+            let first_indexed = base.next_multiple_of(index::STRIDE) - base;
+            if first_indexed < len {
+                let indexed = (first_indexed..len).step_by(index::STRIDE as usize).map(|i| {
+                    // SAFETY: the chain is linked and we are still pinned, so none of its
+                    // nodes can have been freed (invariant 4).
+                    unsafe { &*nodes[i as usize] }
+                });
+                self.index.record(self, indexed);
+            }
+            let wake = next.tag() & WAITING != 0 && !mutant("append_no_wake");
+            let woke = if wake { self.waiters.wake_all() } else { 0 };
+            return Appended { offset: base, woke };
         }
     }
 
@@ -909,23 +872,24 @@ thread_local! {
     static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Counts one step of a lookup walk (unit tests only).
+/// Counts one step of a walk: a lookup's, or a link followed (unit tests only).
 #[inline(always)]
 fn step() {
     #[cfg(test)]
     STEPS.with(|s| s.set(s.get() + 1));
 }
 
+/// Steps (see [`step`]) that `f` took on this thread (unit tests measure walks with it).
+#[cfg(test)]
+pub(crate) fn steps_of<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    STEPS.with(|s| s.set(0));
+    let r = f();
+    (r, STEPS.with(|s| s.get()))
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    /// Nodes one lookup walked.
-    fn steps_of<R>(f: impl FnOnce() -> R) -> (R, u64) {
-        STEPS.with(|s| s.set(0));
-        let r = f();
-        (r, STEPS.with(|s| s.get()))
-    }
 
     /// A lookup by offset or by time walks a bounded number of nodes, wherever the offset is
     /// in a long queue (the broker's pull, view and send-back paths depend on it).

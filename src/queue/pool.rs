@@ -65,7 +65,7 @@ mod imp {
     }
 
     fn stash() -> std::sync::MutexGuard<'static, Vec<Slot>> {
-        STASH.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&STASH)
     }
 
     /// Places `node` in recycled memory if there is some, in a new allocation otherwise.

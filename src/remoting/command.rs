@@ -19,180 +19,19 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::remoting::code::response_code;
 use crate::remoting::error::{FrameError, RefusedHeader};
 use crate::remoting::ext::ExtFields;
 use crate::remoting::frame::{
     decode_frame, Frame, FRAME_PREFIX_LEN, MAX_FRAME_LEN, MAX_HEADER_LEN,
 };
-use crate::remoting::{binary_header, json_header};
+use crate::remoting::header_codec::{self, HeaderRef, LanguageCode, SerializeType};
 
 /// The `version` baiji puts in every command it sends: `V5_3_1` of RocketMQ's `MQVersion`.
 ///
 /// Clients read it from responses: the Rust client refuses SQL92 subscriptions below 232 and the
 /// broker-side version gates (`maxReconsumeTimes`, standard route JSON) are all far below.
 pub const BROKER_VERSION: i32 = 475;
-
-/// How a command's header is encoded; the high byte of the frame's second word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SerializeType {
-    /// JSON text, the default of every client.
-    #[default]
-    Json,
-    /// RocketMQ's binary layout (`RocketMQSerializable`).
-    RocketMq,
-}
-
-impl SerializeType {
-    /// The byte on the wire.
-    #[must_use]
-    pub const fn code(self) -> u8 {
-        match self {
-            Self::Json => 0,
-            Self::RocketMq => 1,
-        }
-    }
-
-    /// The type for a wire byte; `None` for anything but 0 and 1.
-    #[must_use]
-    pub const fn from_code(code: u8) -> Option<Self> {
-        match code {
-            0 => Some(Self::Json),
-            1 => Some(Self::RocketMq),
-            _ => None,
-        }
-    }
-
-    /// The name used in `serializeTypeCurrentRPC`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Json => "JSON",
-            Self::RocketMq => "ROCKETMQ",
-        }
-    }
-
-    /// The type for a `serializeTypeCurrentRPC` name (exact, upper case).
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "JSON" => Some(Self::Json),
-            "ROCKETMQ" => Some(Self::RocketMq),
-            _ => None,
-        }
-    }
-}
-
-/// Programming language of the peer that sent a command (informational only).
-///
-/// Codes 0–11 are Java's `LanguageCode`; `RUST` (12) and `NODE_JS` (13) are rocketmq-rust's
-/// additions. The Rust client rejects a response whose `language` is not one of these 14 names,
-/// so baiji always sends [`LanguageCode::Java`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum LanguageCode {
-    /// `JAVA` (0): the Java client and broker; what baiji sends.
-    #[default]
-    Java,
-    /// `CPP` (1).
-    Cpp,
-    /// `DOTNET` (2).
-    Dotnet,
-    /// `PYTHON` (3).
-    Python,
-    /// `DELPHI` (4).
-    Delphi,
-    /// `ERLANG` (5).
-    Erlang,
-    /// `RUBY` (6).
-    Ruby,
-    /// `OTHER` (7); also what any unknown name or code decodes to.
-    Other,
-    /// `HTTP` (8).
-    Http,
-    /// `GO` (9).
-    Go,
-    /// `PHP` (10).
-    Php,
-    /// `OMS` (11).
-    Oms,
-    /// `RUST` (12): rocketmq-client-rust.
-    Rust,
-    /// `NODE_JS` (13).
-    NodeJs,
-}
-
-impl LanguageCode {
-    /// Every language in code order.
-    pub const ALL: [Self; 14] = [
-        Self::Java,
-        Self::Cpp,
-        Self::Dotnet,
-        Self::Python,
-        Self::Delphi,
-        Self::Erlang,
-        Self::Ruby,
-        Self::Other,
-        Self::Http,
-        Self::Go,
-        Self::Php,
-        Self::Oms,
-        Self::Rust,
-        Self::NodeJs,
-    ];
-
-    /// The name used in JSON headers.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Java => "JAVA",
-            Self::Cpp => "CPP",
-            Self::Dotnet => "DOTNET",
-            Self::Python => "PYTHON",
-            Self::Delphi => "DELPHI",
-            Self::Erlang => "ERLANG",
-            Self::Ruby => "RUBY",
-            Self::Other => "OTHER",
-            Self::Http => "HTTP",
-            Self::Go => "GO",
-            Self::Php => "PHP",
-            Self::Oms => "OMS",
-            Self::Rust => "RUST",
-            Self::NodeJs => "NODE_JS",
-        }
-    }
-
-    /// The byte used in binary headers.
-    #[must_use]
-    pub const fn code(self) -> u8 {
-        match self {
-            Self::Java => 0,
-            Self::Cpp => 1,
-            Self::Dotnet => 2,
-            Self::Python => 3,
-            Self::Delphi => 4,
-            Self::Erlang => 5,
-            Self::Ruby => 6,
-            Self::Other => 7,
-            Self::Http => 8,
-            Self::Go => 9,
-            Self::Php => 10,
-            Self::Oms => 11,
-            Self::Rust => 12,
-            Self::NodeJs => 13,
-        }
-    }
-
-    /// Language for a JSON name, ignoring letter case; unknown names are [`Self::Other`].
-    #[must_use]
-    pub fn from_name(name: &str) -> Self {
-        Self::ALL.into_iter().find(|l| l.name().eq_ignore_ascii_case(name)).unwrap_or(Self::Other)
-    }
-
-    /// Language for a binary-header byte; unknown codes are [`Self::Other`].
-    #[must_use]
-    pub fn from_code(code: u8) -> Self {
-        Self::ALL.into_iter().find(|l| l.code() == code).unwrap_or(Self::Other)
-    }
-}
 
 /// One request or response.
 ///
@@ -342,10 +181,7 @@ impl RemotingCommand {
     /// fields are checked later by the typed headers. [`FrameError::HeaderRefused`] (not fatal)
     /// for a header over a decoding limit.
     pub fn from_frame(frame: Frame) -> Result<Self, FrameError> {
-        let parts = match frame.serialize_type {
-            SerializeType::Json => json_header::decode(&frame.header)?,
-            SerializeType::RocketMq => binary_header::decode(&frame.header)?,
-        };
+        let parts = header_codec::decode(frame.serialize_type, &frame.header)?;
         if let Some(reason) = parts.refused {
             return Err(FrameError::HeaderRefused(Box::new(RefusedHeader {
                 code: parts.code,
@@ -401,10 +237,7 @@ impl RemotingCommand {
         dst.reserve(FRAME_PREFIX_LEN + self.header_size_hint());
         dst.put_bytes(0, FRAME_PREFIX_LEN);
         let header_start = dst.len();
-        match self.serialize_type {
-            SerializeType::Json => json_header::encode(self, dst),
-            SerializeType::RocketMq => binary_header::encode(self, dst)?,
-        }
+        header_codec::encode(self.serialize_type, &self.header_ref(), dst)?;
         let header_len = dst.len() - header_start;
         if header_len > MAX_HEADER_LEN {
             return Err(FrameError::HeaderTooLarge(header_len));
@@ -426,6 +259,19 @@ impl RemotingCommand {
         Ok(())
     }
 
+    /// The header fields, borrowed for the encoders.
+    pub(crate) fn header_ref(&self) -> HeaderRef<'_> {
+        HeaderRef {
+            code: self.code,
+            language: self.language,
+            version: self.version,
+            opaque: self.opaque,
+            flag: self.flag,
+            remark: self.remark.as_deref(),
+            ext_fields: &self.ext_fields,
+        }
+    }
+
     fn header_size_hint(&self) -> usize {
         160 + self.remark.as_ref().map_or(0, String::len)
             + self.ext_fields.text_len()
@@ -433,114 +279,27 @@ impl RemotingCommand {
     }
 }
 
-/// The header fields shared by both header encodings.
-#[derive(Debug)]
-pub(crate) struct HeaderParts {
-    pub(crate) code: i32,
-    pub(crate) language: LanguageCode,
-    pub(crate) version: i32,
-    pub(crate) opaque: i32,
-    pub(crate) flag: i32,
-    pub(crate) remark: Option<String>,
-    pub(crate) ext_fields: ExtFields,
-    /// Set when the header exceeds a decoding limit: why. The fields above are then only what
-    /// could be read cheaply (at least `code`, `opaque` and `flag`).
-    pub(crate) refused: Option<String>,
+impl RefusedHeader {
+    /// The error answer (`SYSTEM_ERROR`, the reason as remark), or `None` when the command was a
+    /// response or a one-way request, which are never answered.
+    #[must_use]
+    pub fn response(&self) -> Option<RemotingCommand> {
+        let request = RemotingCommand {
+            code: self.code,
+            opaque: self.opaque,
+            flag: self.flag,
+            serialize_type: self.serialize_type,
+            ..RemotingCommand::default()
+        };
+        (!request.is_response() && !request.is_oneway()).then(|| {
+            RemotingCommand::response_to(
+                &request,
+                response_code::SYSTEM_ERROR,
+                Some(self.reason.clone()),
+            )
+        })
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::remoting::code::{request_code, response_code};
-
-    fn send_request(serialize_type: SerializeType) -> RemotingCommand {
-        let ext: ExtFields = [
-            ("producerGroup", "PG"),
-            ("topic", "T"),
-            ("queueId", "3"),
-            ("properties", "TAGS\u{1}a\u{2}"),
-        ]
-        .into_iter()
-        .collect();
-        RemotingCommand {
-            code: request_code::SEND_MESSAGE,
-            language: LanguageCode::Rust,
-            version: 474,
-            opaque: 77,
-            flag: 0,
-            remark: None,
-            ext_fields: ext,
-            serialize_type,
-            body: Bytes::from_static(b"hello"),
-        }
-    }
-
-    fn round_trip(cmd: &RemotingCommand) -> RemotingCommand {
-        let mut buf = BytesMut::new();
-        cmd.encode(&mut buf).expect("encodable");
-        let decoded = RemotingCommand::decode(&mut buf).expect("decodable").expect("complete");
-        assert!(buf.is_empty(), "exactly one frame was written");
-        decoded
-    }
-
-    #[test]
-    fn given_json_command_when_round_tripping_should_be_identical() {
-        let cmd = send_request(SerializeType::Json);
-        assert_eq!(round_trip(&cmd), cmd);
-    }
-
-    #[test]
-    fn given_binary_command_when_round_tripping_should_be_identical() {
-        let mut cmd = send_request(SerializeType::RocketMq);
-        cmd.remark = Some("détail".into());
-        assert_eq!(round_trip(&cmd), cmd);
-    }
-
-    #[test]
-    fn given_request_when_building_response_should_echo_opaque_and_type() {
-        for st in [SerializeType::Json, SerializeType::RocketMq] {
-            let req = send_request(st);
-            let resp =
-                RemotingCommand::response_to(&req, response_code::SYSTEM_ERROR, Some("x".into()));
-            assert_eq!(resp.opaque, 77, "responses echo the request opaque");
-            assert_eq!(resp.serialize_type, st, "replies use the request's serialize type");
-            assert!(resp.is_response() && !resp.is_oneway());
-            assert_eq!(resp.language, LanguageCode::Java);
-            assert_eq!(resp.version, BROKER_VERSION);
-        }
-        let notify = RemotingCommand::oneway_request(request_code::NOTIFY_CONSUMER_IDS_CHANGED, 5);
-        assert!(notify.is_oneway() && !notify.is_response());
-    }
-
-    #[test]
-    fn given_body_when_encoding_head_only_should_count_body_in_length() {
-        let cmd = send_request(SerializeType::Json);
-        let mut head = BytesMut::new();
-        cmd.encode_head(&mut head).expect("encodable");
-        let mut full = BytesMut::new();
-        cmd.encode(&mut full).expect("encodable");
-        assert_eq!(&full[..head.len()], &head[..], "head is a prefix of the full frame");
-        assert_eq!(full.len(), head.len() + cmd.body.len());
-    }
-
-    #[test]
-    fn given_oversized_body_when_encoding_should_fail_and_leave_buffer_unchanged() {
-        let cmd = send_request(SerializeType::Json).with_body(vec![0u8; MAX_FRAME_LEN]);
-        let mut buf = BytesMut::from(&b"keep"[..]);
-        assert!(matches!(cmd.encode(&mut buf), Err(FrameError::TooLarge { .. })));
-        assert_eq!(&buf[..], b"keep", "a failed encode must not leave partial output");
-    }
-
-    #[test]
-    fn given_language_names_and_codes_should_map_both_ways() {
-        for l in LanguageCode::ALL {
-            assert_eq!(LanguageCode::from_name(l.name()), l);
-            assert_eq!(LanguageCode::from_code(l.code()), l);
-        }
-        assert_eq!(LanguageCode::from_name("COBOL"), LanguageCode::Other);
-        assert_eq!(LanguageCode::from_name("rust"), LanguageCode::Rust);
-        assert_eq!(LanguageCode::from_code(200), LanguageCode::Other);
-        assert_eq!(SerializeType::from_name("ROCKETMQ"), Some(SerializeType::RocketMq));
-        assert_eq!(SerializeType::from_code(2), None);
-    }
-}
+mod tests;

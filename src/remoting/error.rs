@@ -113,32 +113,9 @@ pub struct RefusedHeader {
     /// The flags (response, one-way).
     pub flag: i32,
     /// The header encoding the answer must use.
-    pub serialize_type: crate::remoting::SerializeType,
+    pub serialize_type: crate::remoting::header_codec::types::SerializeType,
     /// Why it was refused (the answer's remark).
     pub reason: String,
-}
-
-impl RefusedHeader {
-    /// The error answer (`SYSTEM_ERROR`, the reason as remark), or `None` when the command was a
-    /// response or a one-way request, which are never answered.
-    #[must_use]
-    pub fn response(&self) -> Option<crate::remoting::RemotingCommand> {
-        use crate::remoting::RemotingCommand;
-        let request = RemotingCommand {
-            code: self.code,
-            opaque: self.opaque,
-            flag: self.flag,
-            serialize_type: self.serialize_type,
-            ..RemotingCommand::default()
-        };
-        (!request.is_response() && !request.is_oneway()).then(|| {
-            RemotingCommand::response_to(
-                &request,
-                crate::remoting::code::response_code::SYSTEM_ERROR,
-                Some(self.reason.clone()),
-            )
-        })
-    }
 }
 
 /// A custom-header field of a well-framed request is missing or malformed.
@@ -289,24 +266,4 @@ pub enum MsgIdError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn given_missing_field_when_formatting_should_use_java_wording() {
-        let e = HeaderError::Missing { field: "queueId" };
-        assert_eq!(e.to_string(), "the custom field <queueId> is null");
-        let e = HeaderError::NotANumber { field: "queueId", value: "abc".into() };
-        assert_eq!(e.to_string(), "the custom field <queueId> is not a number: abc");
-        assert_eq!(e.field(), "queueId");
-    }
-
-    #[test]
-    fn given_huge_value_when_quoting_should_truncate_at_char_boundary() {
-        let long = "é".repeat(100);
-        let q = quote(&long);
-        assert!(q.len() <= QUOTE_LIMIT + 3, "quote must be bounded, got {}", q.len());
-        assert!(q.ends_with("..."), "truncation must be visible");
-        assert_eq!(quote("short"), "short");
-    }
-}
+mod tests;

@@ -20,31 +20,23 @@
 //!
 //! # Leniency
 //!
-//! The JSON decoder accepts any JSON value and stores its text exactly as the client wrote it:
-//! ali-ons sends `"queueId":0` and `"unitMode":false` where Java and Rust clients send strings;
-//! a number keeps its own text (`1e308` stays 5 bytes), nested objects and arrays are kept as
-//! their JSON text (no tree is built), strings are unescaped. `null` values are skipped. Typed
-//! getters name the field in their [`HeaderError`] so the broker can answer `the custom field
-//! <queueId> is null`.
+//! The JSON decoders (`header_codec`) accept any JSON value and store its text exactly as the
+//! client wrote it: ali-ons sends `"queueId":0` and `"unitMode":false` where Java and Rust
+//! clients send strings; a number keeps its own text (`1e308` stays 5 bytes), nested objects and
+//! arrays are kept as their JSON text (no tree is built), strings are unescaped. `null` values
+//! are skipped. Typed getters name the field in their [`HeaderError`] so the broker can answer
+//! `the custom field <queueId> is null`.
 //!
 //! # Bounds
 //!
 //! Decoding stores at most [`MAX_EXT_FIELDS`] fields (duplicates included; more is refused) in
 //! an arena no larger than the header, and resolves duplicate keys in one linear pass
-//! ([`ExtFields::dedup_keep_last`]), so what a header costs is linear in its length.
+//! (`ExtFields::dedup_keep_last`), so what a header costs is linear in its length.
 
 use std::fmt;
 use std::ops::Range;
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::value::RawValue;
-
 use crate::remoting::error::{quote, HeaderError};
-
-/// Entries reserved up front when decoding; a SEND header has 13.
-pub(crate) const DEFAULT_ENTRIES: usize = 16;
 
 /// Most fields a decoded header may carry, duplicates included. The broker reads at most about
 /// 15 (a V1 send has 13, Java 5.x adds up to 5 `RpcRequestHeader` fields); 256 leaves room for
@@ -179,19 +171,12 @@ impl ExtFields {
 
     /// Sets `key` to the decimal text of `value`, without allocating a temporary string.
     pub fn insert_i64(&mut self, key: &str, value: i64) {
-        let mut buf = [0u8; 20];
-        let digits = crate::remoting::json_write::format_i64(value, &mut buf);
-        // Digits and '-' are ASCII.
-        let text = std::str::from_utf8(digits).unwrap_or("0");
-        self.insert(key, text);
+        self.insert(key, itoa::Buffer::new().format(value));
     }
 
     /// Sets `key` to the decimal text of `value`, without allocating a temporary string.
     pub fn insert_u64(&mut self, key: &str, value: u64) {
-        let mut buf = [0u8; 20];
-        let digits = crate::remoting::json_write::format_u64(value, &mut buf);
-        let text = std::str::from_utf8(digits).unwrap_or("0");
-        self.insert(key, text);
+        self.insert(key, itoa::Buffer::new().format(value));
     }
 
     /// Sets `key` to `"true"` or `"false"`.
@@ -291,33 +276,19 @@ impl ExtFields {
         parse_bool(key, self.required_str(key)?)
     }
 
-    /// Appends an entry the decoder wrote straight into the arena; duplicates are resolved
-    /// once at the end by [`dedup_keep_last`](Self::dedup_keep_last).
-    fn push_decoded(&mut self, key: Range<usize>, value: Range<usize>) {
-        self.entries.push(Entry { key, value });
+    /// The arena, for a header decoder (`header_codec`) that writes a key's and a value's text
+    /// straight into it and then records them with [`push_entry`](Self::push_entry), so a
+    /// decoded field costs no allocation of its own. Only appending or truncating back to an
+    /// earlier length keeps the recorded ranges meaningful; a range that is not a whole `str`
+    /// of the arena reads as empty, never panics.
+    pub(crate) fn arena_mut(&mut self) -> &mut String {
+        &mut self.arena
     }
 
-    /// Appends a key and a value the JSON scanner cut out of a header, without looking for
-    /// duplicates (see [`dedup_keep_last`](Self::dedup_keep_last)): `value` is a string's
-    /// content (unescaped here when `escaped`) or a number's or boolean's text, stored as
-    /// [`push_raw_value`] stores them.
-    pub(crate) fn push_scanned(&mut self, key: &str, value: &str, escaped: bool) {
-        let key = self.push(key);
-        let start = self.arena.len();
-        if escaped {
-            unescape_into(&mut self.arena, value);
-        } else {
-            self.arena.push_str(value);
-        }
-        self.entries.push(Entry { key, value: start..self.arena.len() });
-    }
-
-    /// Appends a key and value given as raw bytes, replacing each invalid UTF-8 sequence with
-    /// U+FFFD (as Java decodes them), without looking for duplicates (see
-    /// [`dedup_keep_last`](Self::dedup_keep_last)). The arena grows by [`lossy_len`] of each.
-    pub(crate) fn push_lossy(&mut self, key: &[u8], value: &[u8]) {
-        let key = push_lossy_text(&mut self.arena, key);
-        let value = push_lossy_text(&mut self.arena, value);
+    /// Appends an entry whose key and value text the caller wrote into the arena
+    /// ([`arena_mut`](Self::arena_mut)), without looking for duplicates: a decoder resolves
+    /// them once at the end with [`dedup_keep_last`](Self::dedup_keep_last).
+    pub(crate) fn push_entry(&mut self, key: Range<usize>, value: Range<usize>) {
         self.entries.push(Entry { key, value });
     }
 
@@ -393,7 +364,7 @@ thread_local! {
     pub(crate) static KEY_WORK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Adds `n` to [`KEY_WORK`] (tests only).
+/// Adds `n` to `KEY_WORK` (tests only).
 #[inline]
 fn count_key_work(n: usize) {
     #[cfg(test)]
@@ -432,24 +403,6 @@ fn key_eq(stored: Option<&[u8]>, key: &[u8]) -> bool {
         Some(k) => k.len() == key.len() && k.iter().zip(key).all(|(a, b)| a == b),
         None => false,
     }
-}
-
-/// Length of `bytes` once each invalid UTF-8 sequence is replaced by U+FFFD (3 bytes), as
-/// `String::from_utf8_lossy` would produce, computed without allocating.
-pub(crate) fn lossy_len(bytes: &[u8]) -> usize {
-    bytes.utf8_chunks().map(|c| c.valid().len() + if c.invalid().is_empty() { 0 } else { 3 }).sum()
-}
-
-/// Appends the lossy UTF-8 text of `bytes` to `dst` (see [`lossy_len`]) and returns its range.
-pub(crate) fn push_lossy_text(dst: &mut String, bytes: &[u8]) -> Range<usize> {
-    let start = dst.len();
-    for chunk in bytes.utf8_chunks() {
-        dst.push_str(chunk.valid());
-        if !chunk.invalid().is_empty() {
-            dst.push(char::REPLACEMENT_CHARACTER);
-        }
-    }
-    start..dst.len()
 }
 
 /// Typed readings of a value already looked up (`None`: the field is absent), shared by
@@ -572,340 +525,5 @@ impl PartialEq for ExtFields {
 
 impl Eq for ExtFields {}
 
-impl Serialize for ExtFields {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.len()))?;
-        for (k, v) in self {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
-    }
-}
-
-/// Lenient decoding: see the module docs. `null` decodes to an empty map; more than
-/// [`MAX_EXT_FIELDS`] fields is an error. Values are read as raw JSON text, so this decodes from
-/// serde_json's borrowing deserializers (`from_str`, `from_slice`) only.
-impl<'de> Deserialize<'de> for ExtFields {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let decoded = ExtFieldsSeed { text_capacity: 0 }.deserialize(deserializer)?;
-        match decoded.overflow {
-            Some(n) => Err(de::Error::custom(too_many_fields(n))),
-            None => Ok(decoded.fields),
-        }
-    }
-}
-
-/// The refusal text for a header with `n` fields or more.
-pub(crate) fn too_many_fields(n: usize) -> String {
-    format!("the request header has {n} or more extFields; at most {MAX_EXT_FIELDS} are accepted")
-}
-
-/// What [`ExtFieldsSeed`] decoded.
-#[derive(Debug)]
-pub(crate) struct DecodedFields {
-    /// The fields, duplicates resolved; empty when `overflow` is set.
-    pub(crate) fields: ExtFields,
-    /// `Some(n)` when the object had more than [`MAX_EXT_FIELDS`] fields (`n` counted so far;
-    /// the rest was skipped without being stored).
-    pub(crate) overflow: Option<usize>,
-}
-
-/// Decodes an `extFields` value with the arena pre-sized to `text_capacity` bytes (the caller
-/// passes the header length, an upper bound on the text of all fields: unescaping only
-/// shortens). Stops storing after [`MAX_EXT_FIELDS`] fields but reads the object to its end, so
-/// the rest of the header (its `opaque`) can still be read.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ExtFieldsSeed {
-    pub(crate) text_capacity: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for ExtFieldsSeed {
-    type Value = DecodedFields;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<DecodedFields, D::Error> {
-        deserializer.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ExtFieldsSeed {
-    type Value = DecodedFields;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object of header fields or null")
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<DecodedFields, E> {
-        Ok(DecodedFields { fields: ExtFields::new(), overflow: None })
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<DecodedFields, E> {
-        self.visit_none()
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<DecodedFields, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DecodedFields, A::Error> {
-        let mut fields = ExtFields::with_capacity(DEFAULT_ENTRIES, self.text_capacity);
-        let mut count = 0usize;
-        while let Some(key) = map.next_key_seed(ArenaText(&mut fields.arena))? {
-            count += 1;
-            if count > MAX_EXT_FIELDS {
-                // Refused: read the rest without storing it (linear, no allocation).
-                map.next_value::<IgnoredAny>()?;
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
-                    count = count.saturating_add(1);
-                }
-                return Ok(DecodedFields { fields: ExtFields::new(), overflow: Some(count) });
-            }
-            let mark = key.start;
-            let raw: &'de RawValue = map.next_value()?;
-            match push_raw_value(&mut fields.arena, raw.get()) {
-                Some(value) => fields.push_decoded(key, value),
-                None => fields.arena.truncate(mark),
-            }
-        }
-        fields.dedup_keep_last();
-        Ok(DecodedFields { fields, overflow: None })
-    }
-}
-
-/// Appends a JSON string (an object key) to the arena and returns its range.
-struct ArenaText<'a>(&'a mut String);
-
-impl<'de> DeserializeSeed<'de> for ArenaText<'_> {
-    type Value = Range<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Range<usize>, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ArenaText<'_> {
-    type Value = Range<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Range<usize>, E> {
-        let start = self.0.len();
-        self.0.push_str(v);
-        Ok(start..self.0.len())
-    }
-}
-
-/// Appends the text of the JSON value `raw` (as serde_json validated it) to `dst` and returns
-/// its range; `None` for `null`. A string is unescaped; anything else keeps the exact text the
-/// client wrote: `1e308` stays 5 bytes, `0` stays `0`, an object or array stays its JSON text.
-/// Never longer than `raw`, and linear in it.
-pub(crate) fn push_raw_value(dst: &mut String, raw: &str) -> Option<Range<usize>> {
-    let raw = raw.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r'));
-    if raw == "null" {
-        return None;
-    }
-    let start = dst.len();
-    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-        Some(content) => unescape_into(dst, content),
-        None => dst.push_str(raw),
-    }
-    Some(start..dst.len())
-}
-
-/// Appends the unescaped text of a JSON string's content (validated by serde_json). A lone
-/// surrogate escape becomes U+FFFD.
-pub(crate) fn unescape_into(dst: &mut String, content: &str) {
-    let mut rest = content;
-    while let Some(at) = rest.find('\\') {
-        dst.push_str(rest.get(..at).unwrap_or_default());
-        let escape = rest.get(at + 1..).unwrap_or_default();
-        let mut chars = escape.chars();
-        let consumed = match chars.next() {
-            Some('u') => {
-                let (c, used) = unicode_escape(escape);
-                dst.push(c);
-                used
-            }
-            Some(c) => {
-                dst.push(match c {
-                    'b' => '\u{8}',
-                    'f' => '\u{c}',
-                    'n' => '\n',
-                    'r' => '\r',
-                    't' => '\t',
-                    other => other,
-                });
-                c.len_utf8()
-            }
-            None => 0,
-        };
-        rest = escape.get(consumed..).unwrap_or_default();
-    }
-    dst.push_str(rest);
-}
-
-/// Decodes `uXXXX` (and a following `\uXXXX` low surrogate) at the start of `escape`; returns
-/// the character and the bytes used.
-fn unicode_escape(escape: &str) -> (char, usize) {
-    let hex = |s: Option<&str>| s.and_then(|h| u16::from_str_radix(h, 16).ok());
-    let Some(high) = hex(escape.get(1..5)) else {
-        return (char::REPLACEMENT_CHARACTER, 1);
-    };
-    if (0xD800..0xDC00).contains(&high) {
-        if escape.get(5..7) == Some("\\u") {
-            if let Some(low) = hex(escape.get(7..11)).filter(|l| (0xDC00..0xE000).contains(l)) {
-                let code = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
-                return (char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER), 11);
-            }
-        }
-        return (char::REPLACEMENT_CHARACTER, 5);
-    }
-    (char::from_u32(u32::from(high)).unwrap_or(char::REPLACEMENT_CHARACTER), 5)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn decode(json: &str) -> ExtFields {
-        serde_json::from_str(json).expect("lenient ext decoding accepts this")
-    }
-
-    #[test]
-    fn given_ali_ons_raw_scalars_when_decoding_should_store_their_string_form() {
-        let ext = decode(
-            r#"{"queueId":0,"unitMode":false,"bornTimestamp":1700000000123,"neg":-5,"f":1.5,"big":1e20,"s":"x","n":null}"#,
-        );
-        assert_eq!(ext.get("queueId"), Some("0"), "integers print as plain decimal");
-        assert_eq!(ext.get("unitMode"), Some("false"), "booleans print as true/false");
-        assert_eq!(ext.get("bornTimestamp"), Some("1700000000123"));
-        assert_eq!(ext.get("neg"), Some("-5"));
-        assert_eq!(ext.get("f"), Some("1.5"));
-        assert_eq!(ext.get("big"), Some("1e20"), "numbers keep the text the client wrote");
-        assert_eq!(ext.get("s"), Some("x"));
-        assert!(!ext.contains_key("n"), "null values are skipped");
-        assert_eq!(ext.len(), 7);
-    }
-
-    #[test]
-    fn given_huge_numbers_and_escapes_when_decoding_should_keep_them_as_written() {
-        let ext = decode(
-            r#"{"a":1e308,"b":-0.0,"c":"x\u0001y\"z\\\/","d":"\ud83d\ude00","e":"\ud83d!","f":"é"}"#,
-        );
-        assert_eq!(ext.get("a"), Some("1e308"), "5 bytes stay 5 bytes, not 309");
-        assert_eq!(ext.get("b"), Some("-0.0"));
-        assert_eq!(ext.get("c"), Some("x\u{1}y\"z\\/"), "escapes are decoded");
-        assert_eq!(ext.get("d"), Some("\u{1F600}"), "a surrogate pair is one character");
-        assert_eq!(ext.get("e"), Some("\u{FFFD}!"), "a lone surrogate is replaced");
-        assert_eq!(ext.get("f"), Some("é"));
-    }
-
-    #[test]
-    fn given_more_fields_than_the_limit_when_decoding_should_refuse() {
-        let at_limit: String =
-            (0..MAX_EXT_FIELDS).map(|i| format!(r#""k{i}":"v""#)).collect::<Vec<_>>().join(",");
-        assert_eq!(decode(&format!("{{{at_limit}}}")).len(), MAX_EXT_FIELDS);
-        let over = format!(r#"{{{at_limit},"one":"more"}}"#);
-        let err = serde_json::from_str::<ExtFields>(&over).expect_err("over the limit");
-        assert!(err.to_string().contains("at most 256"), "{err}");
-    }
-
-    #[test]
-    fn given_many_repeated_keys_when_decoding_should_keep_the_first_position_and_last_value() {
-        let mut json = String::from(r#"{"first":"1""#);
-        for i in 0..40 {
-            json.push_str(&format!(r#","k{}":"{i}""#, i % 20));
-        }
-        json.push_str(r#","first":"2"}"#);
-        let ext = decode(&json);
-        assert_eq!(ext.len(), 21, "one entry per distinct key");
-        assert_eq!(ext.iter().next(), Some(("first", "2")), "first position, last value");
-        assert_eq!(ext.get("k3"), Some("23"));
-    }
-
-    #[test]
-    fn given_nested_values_when_decoding_should_keep_json_text() {
-        let ext = decode(r#"{"o":{"a":1},"l":[1,"x"],"after":"ok"}"#);
-        assert_eq!(ext.get("o"), Some(r#"{"a":1}"#));
-        assert_eq!(ext.get("l"), Some(r#"[1,"x"]"#));
-        assert_eq!(ext.get("after"), Some("ok"), "decoding continues after a nested value");
-    }
-
-    proptest::proptest! {
-        /// `get_many` answers as `get` does for every key, whatever the fields' order, with
-        /// keys missing, repeated or asked twice.
-        #[test]
-        fn get_many_agrees_with_get(
-            pairs in proptest::collection::vec(("[a-e]{1,2}", "[x-z]{0,2}"), 0..8),
-            keys in proptest::array::uniform6("[a-e]{1,2}"),
-        ) {
-            let ext: ExtFields = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let keys = keys.each_ref().map(String::as_str);
-            let expected = keys.map(|k| ext.get(k));
-            proptest::prop_assert_eq!(ext.get_many(&keys), expected);
-        }
-    }
-
-    #[test]
-    fn given_null_ext_fields_when_decoding_should_be_empty() {
-        assert!(decode("null").is_empty());
-        assert!(decode("{}").is_empty());
-    }
-
-    #[test]
-    fn given_duplicate_keys_when_decoding_should_keep_last() {
-        let ext = decode(r#"{"k":"1","k":"2"}"#);
-        assert_eq!(ext.len(), 1);
-        assert_eq!(ext.get("k"), Some("2"));
-    }
-
-    #[test]
-    fn given_inserts_and_removes_when_reading_should_behave_like_an_ordered_map() {
-        let mut ext = ExtFields::new();
-        ext.insert("a", "1");
-        ext.insert("b", "2");
-        ext.insert("a", "3");
-        ext.insert_i64("c", -42);
-        ext.insert_bool("d", true);
-        let pairs: Vec<_> = ext.iter().collect();
-        assert_eq!(
-            pairs,
-            vec![("a", "3"), ("b", "2"), ("c", "-42"), ("d", "true")],
-            "replacement keeps position"
-        );
-        assert!(ext.remove("b"));
-        assert!(!ext.remove("b"));
-        assert_eq!(ext.get("b"), None);
-        assert_eq!(ext.len(), 3);
-    }
-
-    #[test]
-    fn given_typed_getters_when_fields_are_bad_should_name_the_field() {
-        let ext: ExtFields = [("queueId", "abc"), ("empty", ""), ("flag", "TRUE"), ("b", "yes")]
-            .into_iter()
-            .collect();
-        assert_eq!(
-            ext.required_i32("queueId").map_err(|e| e.to_string()),
-            Err("the custom field <queueId> is not a number: abc".to_owned())
-        );
-        assert_eq!(ext.required_i32("missing"), Err(HeaderError::Missing { field: "missing" }));
-        assert_eq!(ext.optional_i32("missing"), Ok(None));
-        assert_eq!(ext.optional_i64("empty"), Ok(None), "empty optional is absent");
-        assert!(ext.required_i64("empty").is_err(), "empty required number is malformed");
-        assert_eq!(ext.optional_bool("flag"), Ok(Some(true)));
-        assert!(matches!(ext.optional_bool("b"), Err(HeaderError::NotABoolean { field: "b", .. })));
-        let too_big: ExtFields = [("q", "2147483648")].into_iter().collect();
-        assert!(too_big.required_i32("q").is_err(), "i32 overflow is not a number");
-        assert_eq!(too_big.required_i64("q"), Ok(2_147_483_648));
-    }
-
-    #[test]
-    fn given_equal_content_in_different_order_should_compare_equal() {
-        let a: ExtFields = [("x", "1"), ("y", "2")].into_iter().collect();
-        let mut b: ExtFields = [("y", "0"), ("x", "1")].into_iter().collect();
-        assert_ne!(a, b);
-        b.insert("y", "2");
-        assert_eq!(a, b, "equality is by content, not arena layout");
-    }
-}
+mod tests;

@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | frame | [`frame`] | cuts the byte stream into `length | type+headerLen | header | body` |
 //! | command | [`command`] | [`RemotingCommand`]: JSON or binary header + body |
+//! | header codec | `header_codec` | the JSON (direct scanner, serde fallback) and binary header encodings |
 //! | custom header | [`ext`], [`header`] | [`ExtFields`] and typed request/response headers |
 //! | bodies | [`body`], [`message`], [`properties`] | JSON bodies, stored-message records, batch bodies, properties |
 //! | ids and filters | [`msgid`], [`subscription`] | offset msgIds, UNIQ_KEYs, tag matching |
@@ -30,6 +31,13 @@
 //! * **No panic from peer bytes, no allocation beyond them.** Every length read from the wire is
 //!   checked against the bytes that remain before anything is sliced or reserved; bodies and
 //!   message payloads are zero-copy [`bytes::Bytes`] views of the read buffer.
+//!
+//! # Tests
+//!
+//! One layout, the standard library's: the unit tests of `foo.rs` (or `foo/mod.rs`) are its child
+//! module in `foo/tests.rs`; the suites that test the codec as a whole (decoding bounds, fuzzing,
+//! client scenarios) are `remoting`'s own, in `tests/`. (`properties.rs` still has its tests
+//! inline.)
 
 pub mod body;
 #[cfg(feature = "client")]
@@ -48,20 +56,14 @@ pub mod properties;
 pub mod sql92;
 pub mod subscription;
 
-mod binary_header;
-mod json_header;
-mod json_scan;
-mod json_write;
+mod header_codec;
 mod reader;
 
 #[cfg(test)]
-mod bounds_tests;
-#[cfg(test)]
-mod fuzz_tests;
-#[cfg(test)]
-mod scenario_tests;
+mod tests;
 
-pub use command::{LanguageCode, RemotingCommand, SerializeType, BROKER_VERSION};
+pub use command::{RemotingCommand, BROKER_VERSION};
 pub use error::{BodyError, FrameError, HeaderError, MessageError, MsgIdError, RefusedHeader};
 pub use ext::{ExtFields, MAX_EXT_FIELDS};
 pub use frame::{decode_frame, Frame, MAX_FRAME_LEN, MAX_HEADER_BYTES};
+pub use header_codec::{LanguageCode, SerializeType};

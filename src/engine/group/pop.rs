@@ -9,30 +9,56 @@
 //! ```text
 //!   frontier F          pop position P
 //!   ... acked │ in flight / acked … │ not popped yet ...
-//!             └── `inflight`: offset → (pop time, invisible time, attempts)
+//!             └── `inflight`: offset → (pop time, invisible time, attempts, holder)
 //! ```
 //!
-//! * a pop first hands out in-flight messages whose invisible time has passed (attempts + 1,
-//!   a new pop time), then new messages from `P`, which it moves past them;
+//! * a pop first treats in-flight messages whose invisible time has passed (see "Revival and
+//!   dead letters"), then hands out new messages from `P`, which it moves past them;
 //! * a message's receipt is `(queue, offset, pop time)`. Acknowledging or changing the
-//!   invisible time needs the receipt of its latest delivery: a redelivery or a change of
-//!   invisible time gives the entry a strictly greater pop time, so the older receipt is stale
-//!   ([`EngineError::StaleReceipt`]). That is what makes an ack racing an expiry come out one
-//!   way only: either the ack removes the entry before the re-pop looks (the message is done),
-//!   or the re-pop restamps it first (the ack is stale, the message is delivered again);
+//!   invisible time needs the receipt of its latest delivery: a redelivery, a hand-over to the
+//!   caller or a change of invisible time gives the entry a strictly greater pop time, so the
+//!   older receipt is stale ([`EngineError::StaleReceipt`]). That is what makes an ack racing
+//!   an expiry come out one way only: either the ack removes the entry before the re-pop looks
+//!   (the message is done), or the re-pop restamps it first (the ack is stale, the message is
+//!   delivered again or handed over);
 //! * an entry is visible again when `now >= pop_time + invisible` **and** `now > pop_time`:
 //!   the strict half guarantees that a re-pop at `now` gives a pop time no earlier receipt of
 //!   that message had, even after a change of invisible time to 0;
-//! * when an expired entry has had `max_attempts` deliveries it is dead-lettered instead:
-//!   acknowledged and handed back for the caller's dead-letter queue;
 //! * ordered pop: a queue with an entry that is not yet visible again is blocked; a pop that
-//!   repeats the attempt id of the queue's last batch gets the in-flight entries again.
+//!   repeats the attempt id of the queue's last batch gets that batch's entries again under
+//!   the receipt of this pop, each only if its pop time is not later than this pop's `now` (a
+//!   change of invisible time since the caller read its clock keeps its newer receipt, and the
+//!   entry is not handed out again), keeping an invisible time the consumer changed.
+//!
+//! # Revival and dead letters
+//!
+//! An expired entry that had `attempts` deliveries goes one of three ways, by the request's
+//! `max_attempts` and the caller's [`PopPolicy`]:
+//!
+//! | attempts | what the pop does | the entry |
+//! |---|---|---|
+//! | `>= max_attempts` | hands it out in `dead` | `dead_letter_pending`: handed over (below); else acknowledged and removed |
+//! | `>= in_place_deliveries` | hands it out in `revive` | handed over |
+//! | fewer | redelivers it in `messages`, attempts + 1 | the consumer's, under the new receipt |
+//!
+//! *Handed over* means: the entry's holder becomes the caller, its pop time this pop's `now`
+//! (its receipt is the outcome's) and its invisible time the policy's lease, so it is neither
+//! redelivered nor handed over again while the caller copies it (to a retry topic, as
+//! RocketMQ's `PopReviveService` does, or to a dead-letter queue). The caller then
+//! acknowledges it with that receipt (the copy is stored; the original queue moves on) or
+//! changes its invisible time to a short one (the copy failed; it is handed over again when it
+//! expires, its attempts unchanged). An entry the caller neither settles nor puts back is
+//! expired again at the end of its lease. A consumer's receipt for it is stale from the
+//! hand-over on, like any replaced receipt. Under [`PopPolicy::IN_PLACE`] (`Group::pop`)
+//! nothing is handed over: every expired message is redelivered from its own queue until its
+//! attempts run out, then acknowledged and handed out in `dead`.
 //!
 //! # Invariants
 //!
 //! * The node's ack counter is bumped through the track only (`ack_one`, `mark`, `ack_until`),
-//!   which bump an offset once however it is acknowledged (invariant 6): by a POP ack, a
-//!   dead-lettering, a filter miss, or a commit of the same group name used for pulling.
+//!   which bump an offset once however it is acknowledged (invariant 6): by a POP ack (of a
+//!   consumer, or of the caller settling a hand-over), a dead-lettering, a filter miss, or a
+//!   commit of the same group name used for pulling.
 //! * In-flight messages are not acknowledged, so the group holds them (invariants 3, 5).
 //!   Entries whose offset got acknowledged otherwise (a commit, an eviction) are forgotten
 //!   the next time the queue is popped.
@@ -44,8 +70,11 @@ use std::collections::BTreeMap;
 
 use crossbeam_epoch::Guard;
 
-use super::{delivery_of, Counters, QState, Sub};
-use crate::engine::types::{AckOutcome, PopInit, PopOutcome, PopRequest, Popped};
+use super::track::delivery_of;
+use super::{Counters, Group, QueueState, Subscription};
+use crate::engine::types::{
+    AckOutcome, PopAck, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Popped,
+};
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
 use crate::sync::mutant;
@@ -63,9 +92,28 @@ struct Inflight {
     pop_time: u64,
     invisible_ms: u64,
     attempts: u32,
+    holder: Holder,
+}
+
+/// Who holds an in-flight message (see the module docs, "Revival and dead letters").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// A consumer it was popped to; `changed` once the consumer changed its invisible time.
+    Consumer { changed: bool },
+    /// The caller of the pop that handed it out in `revive` or `dead`, copying it elsewhere.
+    Caller,
 }
 
 impl Inflight {
+    fn fresh(now: u64, invisible_ms: u64) -> Self {
+        Inflight {
+            pop_time: now,
+            invisible_ms,
+            attempts: 1,
+            holder: Holder::Consumer { changed: false },
+        }
+    }
+
     fn deadline(&self) -> u64 {
         self.pop_time.saturating_add(self.invisible_ms)
     }
@@ -76,6 +124,16 @@ impl Inflight {
             return true;
         }
         now >= self.deadline() && now > self.pop_time
+    }
+
+    /// Hands the (expired) message to the pop's caller at `now`, under a new receipt and
+    /// invisible for `lease_ms`: neither redelivered nor taken again meanwhile.
+    fn take(&mut self, now: u64, lease_ms: u64) {
+        if !mutant("take_keeps_receipt") {
+            self.pop_time = now;
+        }
+        self.invisible_ms = if mutant("take_without_lease") { 0 } else { lease_ms };
+        self.holder = Holder::Caller;
     }
 }
 
@@ -98,6 +156,11 @@ impl PopQueue {
         n
     }
 
+    /// Whether an entry is still invisible at `now` (a consumer may be working on it).
+    pub(crate) fn invisible_at(&self, now: u64) -> bool {
+        self.inflight.values().any(|e| !e.expired(now))
+    }
+
     fn next_expiry(&self) -> Option<u64> {
         self.inflight.values().map(|e| e.deadline().max(e.pop_time + 1)).min()
     }
@@ -110,9 +173,10 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-impl Sub {
-    /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all).
-    /// Returns the change in the number of in-flight entries.
+impl Subscription {
+    /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all),
+    /// treating expired messages as `policy` says. Returns the change in the number of
+    /// in-flight entries.
     ///
     /// # Errors
     /// [`EngineError::QueueOutOfRange`]; [`EngineError::NotAMember`] if the subscription ended
@@ -121,13 +185,15 @@ impl Sub {
         &self,
         queue: u32,
         req: &PopRequest<'_>,
+        policy: &PopPolicy,
         out: &mut PopOutcome,
         guard: &Guard,
     ) -> Result<i64, EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
-        let QState::Clustering { track, pop, .. } = &mut *st else {
+        let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
+        self.touch();
         let q = &eq.q;
         let now = req.now_ms;
         out.pop_time = now;
@@ -160,18 +226,33 @@ impl Sub {
                 out.blocked += 1;
                 return Ok(finish(pop, out, dropped));
             }
-            // The same batch again, under receipts of this pop time.
+            // The same batch again, under receipts of this pop time (review-e77444b L7).
             for (&off, e) in pop.inflight.iter_mut() {
+                let Holder::Consumer { changed } = e.holder else {
+                    // Handed to the caller for revival or dead-lettering: not the batch's.
+                    continue;
+                };
+                if now < e.pop_time && !mutant("repeat_ignores_receipt") {
+                    // A change of invisible time since the caller read `now` gave it a newer
+                    // receipt: it stays under that one (pop times never go back). At equal
+                    // times the receipt stays what it is (a repeat within the batch's own
+                    // millisecond, or right at the change's).
+                    continue;
+                }
                 let Some(n) = q.find(off, guard) else { continue };
+                // An invisible time the consumer changed is kept: its deadline stays.
+                let deadline = e.deadline();
                 e.pop_time = now;
-                e.invisible_ms = req.invisible_ms;
+                e.invisible_ms =
+                    if changed { deadline.saturating_sub(now) } else { req.invisible_ms };
                 out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
                 Counters::add(&self.counters.delivered, 1);
             }
             return Ok(finish(pop, out, dropped));
         }
         let start_len = out.messages.len();
-        // Visible again: redelivered first, or dead-lettered once their attempts ran out.
+        // Visible again: redelivered first, handed out for revival, or dead-lettered once
+        // their attempts ran out.
         let expired: Vec<u64> =
             pop.inflight.iter().filter(|(_, e)| e.expired(now)).map(|(o, _)| *o).collect();
         for off in expired {
@@ -183,27 +264,36 @@ impl Sub {
                 continue;
             };
             let Some(e) = pop.inflight.get_mut(&off) else { continue };
+            let popped = Popped { delivery: delivery_of(queue, n), attempts: e.attempts };
             if e.attempts >= req.max_attempts {
-                let attempts = e.attempts;
-                pop.inflight.remove(&off);
-                if let Ok(AckOutcome::Acked) =
-                    track.ack_one(q, queue, off, true, &mut dropped, guard)
-                {
-                    Counters::add(&self.counters.acked, 1);
+                if policy.dead_letter_pending {
+                    e.take(now, policy.lease_ms);
+                } else {
+                    pop.inflight.remove(&off);
+                    if let Ok(AckOutcome::Acked) =
+                        track.ack_one(q, queue, off, true, &mut dropped, guard)
+                    {
+                        Counters::add(&self.counters.acked, 1);
+                    }
                 }
-                out.dead.push(Popped { delivery: delivery_of(queue, n), attempts });
+                out.dead.push(popped);
+                continue;
+            }
+            if e.attempts >= policy.in_place_deliveries {
+                e.take(now, policy.lease_ms);
+                out.revive.push(popped);
                 continue;
             }
             e.attempts += 1;
             e.pop_time = now;
             e.invisible_ms = req.invisible_ms;
-            out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
+            e.holder = Holder::Consumer { changed: false };
+            out.messages.push(Popped { attempts: e.attempts, ..popped });
             Counters::add(&self.counters.delivered, 1);
         }
-        let room = req
-            .max
-            .saturating_sub(out.messages.len())
-            .min(INFLIGHT_LIMIT.saturating_sub(pop.inflight.len()));
+        let want = req.max.saturating_sub(out.messages.len());
+        let cap = INFLIGHT_LIMIT.saturating_sub(pop.inflight.len());
+        let room = want.min(cap);
         if room > 0 {
             let mut fresh = Vec::new();
             let t = track.deliver_from(
@@ -220,13 +310,15 @@ impl Sub {
             Counters::add(&self.counters.delivered, t.delivered);
             Counters::add(&self.counters.filtered, t.filtered);
             dropped += t.dropped;
+            out.scan_limited += u32::from(t.scan_limited);
             for d in fresh {
-                pop.inflight.insert(
-                    d.offset,
-                    Inflight { pop_time: now, invisible_ms: req.invisible_ms, attempts: 1 },
-                );
+                pop.inflight.insert(d.offset, Inflight::fresh(now, req.invisible_ms));
                 out.messages.push(Popped { delivery: d, attempts: 1 });
             }
+        }
+        if cap < want && pop.pos < q.next_offset(guard) {
+            // Stopped by the in-flight cap, not by the request, with messages still after it.
+            out.inflight_full += 1;
         }
         if req.order && out.messages.len() > start_len {
             pop.attempt = req.attempt_id.map(str::to_owned);
@@ -235,7 +327,7 @@ impl Sub {
     }
 
     /// Acknowledges the popped message at `offset` of `queue` under the receipt `pop_time`.
-    /// Returns the outcome and the change in the number of in-flight entries.
+    /// Returns what it did and the change in the number of in-flight entries.
     ///
     /// # Errors
     /// [`EngineError::StaleReceipt`] if it is in flight under another receipt or was never
@@ -246,26 +338,29 @@ impl Sub {
         offset: u64,
         pop_time: u64,
         guard: &Guard,
-    ) -> Result<(AckOutcome, i64), EngineError> {
+    ) -> Result<(PopAck, i64), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
-        let QState::Clustering { track, pop, .. } = &mut *st else {
+        let QueueState::Clustering { track, pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
+        self.touch();
         let mut dropped = 0;
         let out = match pop.inflight.get(&offset) {
             Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
+                let full = pop.inflight.len() >= INFLIGHT_LIMIT;
                 pop.inflight.remove(&offset);
+                let room_freed = full && pop.inflight.len() < INFLIGHT_LIMIT;
                 let r = track.ack_one(&eq.q, queue, offset, true, &mut dropped, guard);
                 if r == Ok(AckOutcome::Acked) {
                     Counters::add(&self.counters.acked, 1);
                 }
-                r.map(|o| (o, -1))
+                r.map(|outcome| (PopAck { outcome, room_freed }, -1))
             }
             Some(_) => Err(EngineError::StaleReceipt { queue, offset }),
             None => {
                 dropped += track.reconcile(eq.q.first_offset(guard));
                 if track.is_acked(offset) {
-                    Ok((AckOutcome::AlreadyAcked, 0))
+                    Ok((PopAck { outcome: AckOutcome::AlreadyAcked, room_freed: false }, 0))
                 } else {
                     Err(EngineError::StaleReceipt { queue, offset })
                 }
@@ -277,6 +372,7 @@ impl Sub {
 
     /// Makes the popped message at `offset` of `queue` (receipt `pop_time`) invisible for
     /// `invisible_ms` from `now`; returns its new receipt, a pop time greater than the old one.
+    /// The message stays in flight: a change never frees room under [`INFLIGHT_LIMIT`].
     ///
     /// # Errors
     /// [`EngineError::StaleReceipt`] if it is not in flight under that receipt;
@@ -290,9 +386,10 @@ impl Sub {
         now: u64,
     ) -> Result<u64, EngineError> {
         let (_, mut st) = self.open_queue(queue)?;
-        let QState::Clustering { pop, .. } = &mut *st else {
+        let QueueState::Clustering { pop, .. } = &mut *st else {
             return Err(EngineError::NotAMember);
         };
+        self.touch();
         match pop.inflight.get_mut(&offset) {
             Some(e) if e.pop_time == pop_time || mutant("pop_receipt_unchecked") => {
                 let renewed = if mutant("change_keeps_receipt") {
@@ -302,6 +399,11 @@ impl Sub {
                 };
                 e.pop_time = renewed;
                 e.invisible_ms = invisible_ms;
+                // A message handed to the caller stays the caller's (put back after a failed
+                // copy, it is handed out again when it expires).
+                if let Holder::Consumer { changed } = &mut e.holder {
+                    *changed = true;
+                }
                 Ok(renewed)
             }
             _ => Err(EngineError::StaleReceipt { queue, offset }),
@@ -313,9 +415,124 @@ impl Sub {
         self.queues
             .iter()
             .map(|st| match &*crate::sync::lock(st) {
-                QState::Clustering { pop, .. } => pop.inflight.len() as u64,
-                QState::Broadcasting(_) => 0,
+                QueueState::Clustering { pop, .. } => pop.inflight.len() as u64,
+                QueueState::Broadcasting(_) => 0,
             })
             .sum()
+    }
+}
+
+impl Group {
+    /// Pops queue `queue` (POP consumption): hands out, into `out`, messages of the queue
+    /// whose invisible time expired (redelivered, or dead-lettered once their attempts ran
+    /// out) and then new ones, each invisible to the group for `req.invisible_ms`. Call it for
+    /// several queues with one `out` to pop them together (`req.max` bounds the total). The
+    /// group name may be used for pulling too: commits and pops then share one position of
+    /// acknowledgement, as RocketMQ's consumer offset is shared (see the README). This is
+    /// [`pop_with`](Self::pop_with) under [`PopPolicy::IN_PLACE`].
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`] (ended or broadcasting),
+    /// [`EngineError::Closed`].
+    pub fn pop(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        out: &mut PopOutcome,
+    ) -> Result<(), EngineError> {
+        self.pop_with(queue, req, &PopPolicy::IN_PLACE, out)
+    }
+
+    /// [`pop`](Self::pop), with expired messages treated as `policy` says: redelivered from
+    /// their own queue, handed out for revival in [`PopOutcome::revive`], or dead-lettered in
+    /// [`PopOutcome::dead`] (acknowledged first, or still in flight). What is handed out for
+    /// revival or dead-lettering is in flight under the receipt
+    /// [`PopOutcome::receipt`] gives and invisible for [`PopPolicy::lease_ms`]; the caller
+    /// settles it with [`ack_popped`](Self::ack_popped) once its copy is stored, or puts it
+    /// back with [`change_popped`](Self::change_popped) (a short invisible time) if the copy
+    /// failed. The receipt rules hold for it as for any delivery: a client still holding the
+    /// receipt of its last delivery finds it stale.
+    ///
+    /// # Errors
+    /// As [`pop`](Self::pop).
+    pub fn pop_with(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        policy: &PopPolicy,
+        out: &mut PopOutcome,
+    ) -> Result<(), EngineError> {
+        self.check()?;
+        let delta = self.sub.pop_queue(queue, req, policy, out, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(())
+    }
+
+    /// Acknowledges a popped message by its receipt: queue, offset and the pop time of its
+    /// latest delivery. An already acknowledged message gives [`AckOutcome::AlreadyAcked`].
+    ///
+    /// # Errors
+    /// [`EngineError::StaleReceipt`] (a newer delivery or change of invisible time replaced
+    /// the receipt, or the message was never popped), [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::NotAMember`], [`EngineError::Closed`].
+    pub fn pop_ack(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+    ) -> Result<AckOutcome, EngineError> {
+        self.ack_popped(PopReceipt { queue, offset, pop_time }).map(|a| a.outcome)
+    }
+
+    /// [`pop_ack`](Self::pop_ack) by a [`PopReceipt`], saying also whether the ack freed room
+    /// under [`INFLIGHT_LIMIT`] ([`PopAck::room_freed`]).
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn ack_popped(&self, receipt: PopReceipt) -> Result<PopAck, EngineError> {
+        self.check()?;
+        let PopReceipt { queue, offset, pop_time } = receipt;
+        let (ack, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(ack)
+    }
+
+    /// Makes a popped message invisible for `invisible_ms` from `now_ms` (0: visible at once)
+    /// and returns its new receipt's pop time; the old receipt becomes stale.
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn change_invisible(
+        &self,
+        queue: u32,
+        offset: u64,
+        pop_time: u64,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, EngineError> {
+        self.check()?;
+        self.sub.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)
+    }
+
+    /// [`change_invisible`](Self::change_invisible) by a [`PopReceipt`]; returns the new one.
+    /// The message stays in flight, so a change never frees room under [`INFLIGHT_LIMIT`].
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    pub fn change_popped(
+        &self,
+        receipt: PopReceipt,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<PopReceipt, EngineError> {
+        let PopReceipt { queue, offset, pop_time } = receipt;
+        let renewed = self.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)?;
+        Ok(PopReceipt { pop_time: renewed, ..receipt })
+    }
+
+    /// Popped messages not yet acknowledged (nor dead-lettered), those handed out for revival
+    /// or dead-lettering and not yet settled included.
+    pub fn inflight(&self) -> u64 {
+        self.sub.inflight()
     }
 }

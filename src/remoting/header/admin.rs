@@ -2,176 +2,96 @@
 //! (103), UNREGISTER_BROKER (104), UPDATE_AND_CREATE_TOPIC (17) and DELETE_TOPIC_IN_BROKER /
 //! _IN_NAMESRV (215/216).
 
-use crate::remoting::error::HeaderError;
-use crate::remoting::ext::ExtFields;
-use crate::remoting::header::{put_opt_i64, put_opt_str, FromExtFields, ToExtFields};
-
-/// GET_ROUTEINFO_BY_TOPIC request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GetRouteInfoRequestHeader<'a> {
-    /// `topic`.
-    pub topic: &'a str,
-    /// `acceptStandardJsonOnly`; false when absent (baiji emits standard JSON regardless).
-    pub accept_standard_json_only: bool,
-}
-
-impl<'a> FromExtFields<'a> for GetRouteInfoRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            topic: ext.required_str("topic")?,
-            accept_standard_json_only: ext
-                .optional_bool("acceptStandardJsonOnly")?
-                .unwrap_or(false),
-        })
+ext_header! {
+    /// GET_ROUTEINFO_BY_TOPIC request.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct GetRouteInfoRequestHeader<'a> {
+        /// `topic`.
+        pub topic: &'a str = "topic",
+        /// `acceptStandardJsonOnly`; false when absent (baiji emits standard JSON regardless),
+        /// written only when true.
+        pub accept_standard_json_only: bool = "acceptStandardJsonOnly" [default: false, sparse],
     }
 }
 
-impl ToExtFields for GetRouteInfoRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("topic", self.topic);
-        if self.accept_standard_json_only {
-            ext.insert_bool("acceptStandardJsonOnly", true);
-        }
+ext_header! {
+    /// REGISTER_BROKER request (broker → name server); the body is a
+    /// [`RegisterBrokerBody`](crate::remoting::body::RegisterBrokerBody).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct RegisterBrokerRequestHeader<'a> {
+        /// `brokerName`.
+        pub broker_name: &'a str = "brokerName",
+        /// `brokerAddr`, `ip:port` clients dial.
+        pub broker_addr: &'a str = "brokerAddr",
+        /// `clusterName`.
+        pub cluster_name: &'a str = "clusterName",
+        /// `haServerAddr`, `ip:port` (unused by baiji but required).
+        pub ha_server_addr: &'a str = "haServerAddr",
+        /// `brokerId`: 0 for a master.
+        pub broker_id: i64 = "brokerId",
+        /// `heartbeatTimeoutMillis`.
+        pub heartbeat_timeout_millis: Option<i64> = "heartbeatTimeoutMillis",
+        /// `enableActingMaster`.
+        pub enable_acting_master: Option<bool> = "enableActingMaster",
+        /// `compressed`: the body is deflated (baiji never sends that).
+        pub compressed: bool = "compressed" [default: false],
+        /// `bodyCrc32`: CRC32 of the body `& 0x7FFFFFFF`, or 0 (also when absent) to skip the
+        /// check.
+        pub body_crc32: i32 = "bodyCrc32" [default: 0],
     }
 }
 
-/// REGISTER_BROKER request (broker → name server); the body is a
-/// [`RegisterBrokerBody`](crate::remoting::body::RegisterBrokerBody).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegisterBrokerRequestHeader<'a> {
-    /// `brokerName`.
-    pub broker_name: &'a str,
-    /// `brokerAddr`, `ip:port` clients dial.
-    pub broker_addr: &'a str,
-    /// `clusterName`.
-    pub cluster_name: &'a str,
-    /// `haServerAddr`, `ip:port` (unused by baiji but required).
-    pub ha_server_addr: &'a str,
-    /// `brokerId`: 0 for a master.
-    pub broker_id: i64,
-    /// `heartbeatTimeoutMillis`.
-    pub heartbeat_timeout_millis: Option<i64>,
-    /// `enableActingMaster`.
-    pub enable_acting_master: Option<bool>,
-    /// `compressed`: the body is deflated (baiji never sends that).
-    pub compressed: bool,
-    /// `bodyCrc32`: CRC32 of the body `& 0x7FFFFFFF`, or 0 to skip the check.
-    pub body_crc32: i32,
-}
-
-impl<'a> FromExtFields<'a> for RegisterBrokerRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            broker_name: ext.required_str("brokerName")?,
-            broker_addr: ext.required_str("brokerAddr")?,
-            cluster_name: ext.required_str("clusterName")?,
-            ha_server_addr: ext.required_str("haServerAddr")?,
-            broker_id: ext.required_i64("brokerId")?,
-            heartbeat_timeout_millis: ext.optional_i64("heartbeatTimeoutMillis")?,
-            enable_acting_master: ext.optional_bool("enableActingMaster")?,
-            compressed: ext.optional_bool("compressed")?.unwrap_or(false),
-            body_crc32: ext.optional_i32("bodyCrc32")?.unwrap_or(0),
-        })
+ext_header! {
+    /// REGISTER_BROKER response.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct RegisterBrokerResponseHeader {
+        /// `haServerAddr` of the master.
+        pub ha_server_addr: Option<String> = "haServerAddr",
+        /// `masterAddr`.
+        pub master_addr: Option<String> = "masterAddr",
     }
 }
 
-impl ToExtFields for RegisterBrokerRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("brokerName", self.broker_name);
-        ext.insert("brokerAddr", self.broker_addr);
-        ext.insert("clusterName", self.cluster_name);
-        ext.insert("haServerAddr", self.ha_server_addr);
-        ext.insert_i64("brokerId", self.broker_id);
-        put_opt_i64(ext, "heartbeatTimeoutMillis", self.heartbeat_timeout_millis);
-        if let Some(enable) = self.enable_acting_master {
-            ext.insert_bool("enableActingMaster", enable);
-        }
-        ext.insert_bool("compressed", self.compressed);
-        ext.insert_i64("bodyCrc32", i64::from(self.body_crc32));
+ext_header! {
+    /// UNREGISTER_BROKER request.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct UnregisterBrokerRequestHeader<'a> {
+        /// `brokerName`.
+        pub broker_name: &'a str = "brokerName",
+        /// `brokerAddr`.
+        pub broker_addr: &'a str = "brokerAddr",
+        /// `clusterName`.
+        pub cluster_name: &'a str = "clusterName",
+        /// `brokerId`.
+        pub broker_id: i64 = "brokerId",
     }
 }
 
-/// REGISTER_BROKER response.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RegisterBrokerResponseHeader {
-    /// `haServerAddr` of the master.
-    pub ha_server_addr: Option<String>,
-    /// `masterAddr`.
-    pub master_addr: Option<String>,
-}
-
-impl FromExtFields<'_> for RegisterBrokerResponseHeader {
-    fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            ha_server_addr: ext.optional_str("haServerAddr").map(str::to_owned),
-            master_addr: ext.optional_str("masterAddr").map(str::to_owned),
-        })
+ext_header! {
+    /// UPDATE_AND_CREATE_TOPIC request (`CreateTopicRequestHeader`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct CreateTopicRequestHeader<'a> {
+        /// `topic`.
+        pub topic: &'a str = "topic",
+        /// `defaultTopic`.
+        pub default_topic: Option<&'a str> = "defaultTopic",
+        /// `readQueueNums`.
+        pub read_queue_nums: i32 = "readQueueNums",
+        /// `writeQueueNums`.
+        pub write_queue_nums: i32 = "writeQueueNums",
+        /// `perm`: PermName bits (READ 4, WRITE 2, INHERIT 1).
+        pub perm: i32 = "perm",
+        /// `topicFilterType`: `SINGLE_TAG` when absent or empty.
+        pub topic_filter_type: &'a str = "topicFilterType" [default: "SINGLE_TAG"],
+        /// `topicSysFlag`; 0 when absent.
+        pub topic_sys_flag: i32 = "topicSysFlag" [default: 0],
+        /// `order`; false when absent.
+        pub order: bool = "order" [default: false],
+        /// `attributes` (5.x, `+key=value,...`).
+        pub attributes: Option<&'a str> = "attributes",
+        /// `force` (5.x); false when absent.
+        pub force: bool = "force" [default: false],
     }
-}
-
-impl ToExtFields for RegisterBrokerResponseHeader {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        put_opt_str(ext, "haServerAddr", self.ha_server_addr.as_deref());
-        put_opt_str(ext, "masterAddr", self.master_addr.as_deref());
-    }
-}
-
-/// UNREGISTER_BROKER request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UnregisterBrokerRequestHeader<'a> {
-    /// `brokerName`.
-    pub broker_name: &'a str,
-    /// `brokerAddr`.
-    pub broker_addr: &'a str,
-    /// `clusterName`.
-    pub cluster_name: &'a str,
-    /// `brokerId`.
-    pub broker_id: i64,
-}
-
-impl<'a> FromExtFields<'a> for UnregisterBrokerRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            broker_name: ext.required_str("brokerName")?,
-            broker_addr: ext.required_str("brokerAddr")?,
-            cluster_name: ext.required_str("clusterName")?,
-            broker_id: ext.required_i64("brokerId")?,
-        })
-    }
-}
-
-impl ToExtFields for UnregisterBrokerRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("brokerName", self.broker_name);
-        ext.insert("brokerAddr", self.broker_addr);
-        ext.insert("clusterName", self.cluster_name);
-        ext.insert_i64("brokerId", self.broker_id);
-    }
-}
-
-/// UPDATE_AND_CREATE_TOPIC request (`CreateTopicRequestHeader`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CreateTopicRequestHeader<'a> {
-    /// `topic`.
-    pub topic: &'a str,
-    /// `defaultTopic`.
-    pub default_topic: Option<&'a str>,
-    /// `readQueueNums`.
-    pub read_queue_nums: i32,
-    /// `writeQueueNums`.
-    pub write_queue_nums: i32,
-    /// `perm`: PermName bits (READ 4, WRITE 2, INHERIT 1).
-    pub perm: i32,
-    /// `topicFilterType`: `SINGLE_TAG` when absent.
-    pub topic_filter_type: &'a str,
-    /// `topicSysFlag`; 0 when absent.
-    pub topic_sys_flag: i32,
-    /// `order`; false when absent.
-    pub order: bool,
-    /// `attributes` (5.x, `+key=value,...`).
-    pub attributes: Option<&'a str>,
-    /// `force` (5.x); false when absent.
-    pub force: bool,
 }
 
 impl<'a> CreateTopicRequestHeader<'a> {
@@ -193,129 +113,14 @@ impl<'a> CreateTopicRequestHeader<'a> {
     }
 }
 
-impl<'a> FromExtFields<'a> for CreateTopicRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            topic: ext.required_str("topic")?,
-            default_topic: ext.optional_str("defaultTopic"),
-            read_queue_nums: ext.required_i32("readQueueNums")?,
-            write_queue_nums: ext.required_i32("writeQueueNums")?,
-            perm: ext.required_i32("perm")?,
-            topic_filter_type: match ext.optional_str("topicFilterType") {
-                None | Some("") => "SINGLE_TAG",
-                Some(t) => t,
-            },
-            topic_sys_flag: ext.optional_i32("topicSysFlag")?.unwrap_or(0),
-            order: ext.optional_bool("order")?.unwrap_or(false),
-            attributes: ext.optional_str("attributes"),
-            force: ext.optional_bool("force")?.unwrap_or(false),
-        })
-    }
-}
-
-impl ToExtFields for CreateTopicRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("topic", self.topic);
-        put_opt_str(ext, "defaultTopic", self.default_topic);
-        ext.insert_i64("readQueueNums", i64::from(self.read_queue_nums));
-        ext.insert_i64("writeQueueNums", i64::from(self.write_queue_nums));
-        ext.insert_i64("perm", i64::from(self.perm));
-        ext.insert("topicFilterType", self.topic_filter_type);
-        ext.insert_i64("topicSysFlag", i64::from(self.topic_sys_flag));
-        ext.insert_bool("order", self.order);
-        put_opt_str(ext, "attributes", self.attributes);
-        ext.insert_bool("force", self.force);
-    }
-}
-
-/// DELETE_TOPIC_IN_BROKER / DELETE_TOPIC_IN_NAMESRV request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeleteTopicRequestHeader<'a> {
-    /// `topic`.
-    pub topic: &'a str,
-}
-
-impl<'a> FromExtFields<'a> for DeleteTopicRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self { topic: ext.required_str("topic")? })
-    }
-}
-
-impl ToExtFields for DeleteTopicRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("topic", self.topic);
+ext_header! {
+    /// DELETE_TOPIC_IN_BROKER / DELETE_TOPIC_IN_NAMESRV request.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DeleteTopicRequestHeader<'a> {
+        /// `topic`.
+        pub topic: &'a str = "topic",
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::remoting::header::assert_header_round_trip;
-
-    #[test]
-    fn given_admin_headers_when_round_tripping_should_be_identical() {
-        assert_header_round_trip!(
-            GetRouteInfoRequestHeader,
-            GetRouteInfoRequestHeader { topic: "T", accept_standard_json_only: true }
-        );
-        assert_header_round_trip!(
-            RegisterBrokerRequestHeader,
-            RegisterBrokerRequestHeader {
-                broker_name: "broker-a",
-                broker_addr: "127.0.0.1:10911",
-                cluster_name: "DefaultCluster",
-                ha_server_addr: "127.0.0.1:10912",
-                broker_id: 0,
-                heartbeat_timeout_millis: Some(120_000),
-                enable_acting_master: Some(false),
-                compressed: false,
-                body_crc32: 12345,
-            }
-        );
-        assert_header_round_trip!(
-            RegisterBrokerResponseHeader,
-            RegisterBrokerResponseHeader {
-                ha_server_addr: None,
-                master_addr: Some("127.0.0.1:10911".into()),
-            }
-        );
-        assert_header_round_trip!(
-            UnregisterBrokerRequestHeader,
-            UnregisterBrokerRequestHeader {
-                broker_name: "b",
-                broker_addr: "a:1",
-                cluster_name: "c",
-                broker_id: 0,
-            }
-        );
-        assert_header_round_trip!(
-            CreateTopicRequestHeader,
-            CreateTopicRequestHeader {
-                topic: "T",
-                default_topic: Some("TBW102"),
-                read_queue_nums: 8,
-                write_queue_nums: 8,
-                perm: 6,
-                topic_filter_type: "SINGLE_TAG",
-                topic_sys_flag: 0,
-                order: false,
-                attributes: None,
-                force: false,
-            }
-        );
-        assert_header_round_trip!(
-            DeleteTopicRequestHeader,
-            DeleteTopicRequestHeader { topic: "T" }
-        );
-    }
-
-    #[test]
-    fn given_ali_ons_create_topic_with_raw_values_should_decode() {
-        let ext: ExtFields = serde_json::from_str(
-            r#"{"topic":"T","defaultTopic":"TBW102","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicFilterType":"SINGLE_TAG"}"#,
-        )
-        .expect("JSON");
-        let h = CreateTopicRequestHeader::from_ext_fields(&ext).expect("lenient");
-        assert_eq!((h.read_queue_nums, h.perm, h.order), (4, 6, false));
-    }
-}
+mod tests;

@@ -12,6 +12,108 @@
 //! response. Encoding writes every required field and the optional ones that are set, always
 //! as strings.
 
+/// Declares a header struct and its [`FromExtFields`] and [`ToExtFields`] impls from one list
+/// of fields, each with its Rust type and wire name, so that a field is written once instead of
+/// three times (struct, decoder, encoder):
+///
+/// ```text
+/// ext_header! {
+///     /// Doc and derives, as on any struct.
+///     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///     pub struct AckMessageRequestHeader<'a> {
+///         /// `consumerGroup`.
+///         pub consumer_group: &'a str = "consumerGroup",
+///         /// `order`; false when absent.
+///         pub order: bool = "order" [default: false],
+///         ...
+///     }
+/// }
+/// ```
+///
+/// The type says how a field is read and written ([`Field`]): `&str`, `String`, `i32`, `i64`,
+/// `u64` and `bool` are required, `Option<_>` of them optional (written only when set). Options
+/// in brackets after the name:
+///
+/// * `[default: D]`: optional on the wire; absent or empty text reads as `D`; always written;
+/// * `[default: D, sparse]`: the same, but written only when the value is not `D`;
+/// * `[nonempty]` (on `Option<&str>`): empty text reads as `None`.
+///
+/// Fields are read in the order listed, so the first missing or malformed one is the error, and
+/// written in that order. Headers with any other rule are written by hand.
+macro_rules! ext_header {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident<$lt:lifetime> {
+            $(
+                $(#[$fmeta:meta])*
+                pub $field:ident: $ty:ty = $key:literal $([$($opt:tt)*])?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name<$lt> { $( $(#[$fmeta])* pub $field: $ty, )* }
+
+        impl<$lt> $crate::remoting::header::FromExtFields<$lt> for $name<$lt> {
+            fn from_ext_fields(
+                ext: &$lt $crate::remoting::ext::ExtFields,
+            ) -> Result<Self, $crate::remoting::error::HeaderError> {
+                Ok(Self { $( $field: ext_header!(@read ext, $key, $ty; $($($opt)*)?), )* })
+            }
+        }
+
+        impl $crate::remoting::header::ToExtFields for $name<'_> {
+            fn write_ext_fields(&self, ext: &mut $crate::remoting::ext::ExtFields) {
+                $( ext_header!(@write &self.$field, ext, $key; $($($opt)*)?); )*
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                pub $field:ident: $ty:ty = $key:literal $([$($opt:tt)*])?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name { $( $(#[$fmeta])* pub $field: $ty, )* }
+
+        impl $crate::remoting::header::FromExtFields<'_> for $name {
+            fn from_ext_fields(
+                ext: &$crate::remoting::ext::ExtFields,
+            ) -> Result<Self, $crate::remoting::error::HeaderError> {
+                Ok(Self { $( $field: ext_header!(@read ext, $key, $ty; $($($opt)*)?), )* })
+            }
+        }
+
+        impl $crate::remoting::header::ToExtFields for $name {
+            fn write_ext_fields(&self, ext: &mut $crate::remoting::ext::ExtFields) {
+                $( ext_header!(@write &self.$field, ext, $key; $($($opt)*)?); )*
+            }
+        }
+    };
+    (@read $ext:ident, $key:literal, $ty:ty; ) => {
+        <$ty as $crate::remoting::header::Field>::read($ext, $key)?
+    };
+    (@read $ext:ident, $key:literal, $ty:ty; nonempty) => {
+        <$ty as $crate::remoting::header::Field>::read($ext, $key)?.filter(|s| !s.is_empty())
+    };
+    (@read $ext:ident, $key:literal, $ty:ty; default: $default:expr $(, sparse)?) => {
+        <Option<$ty> as $crate::remoting::header::Field>::read($ext, $key)?
+            .filter(|v| !$crate::remoting::header::Field::is_empty_text(v))
+            .unwrap_or_else(|| $default.into())
+    };
+    (@write $value:expr, $ext:ident, $key:literal; default: $default:expr, sparse) => {
+        if $crate::remoting::header::differs($value, $default) {
+            $crate::remoting::header::Field::write($value, $ext, $key);
+        }
+    };
+    (@write $value:expr, $ext:ident, $key:literal; $(nonempty)? $(default: $default:expr)?) => {
+        $crate::remoting::header::Field::write($value, $ext, $key)
+    };
+}
+
 mod admin;
 mod client;
 mod offset;
@@ -72,6 +174,136 @@ pub trait ToExtFields {
         self.write_ext_fields(&mut ext);
         ext
     }
+}
+
+/// How a header field of one Rust type is read from and written to [`ExtFields`]: a plain
+/// type is a required field, an `Option` an optional one written only when set. The readings
+/// are [`ExtFields`]' typed getters, so the errors are theirs.
+trait Field<'a>: Sized {
+    /// Reads the field named `key`.
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError>;
+
+    /// Writes the field as text under `key`.
+    fn write(&self, ext: &mut ExtFields, key: &str);
+
+    /// Whether this is empty text, which a field with a default reads as absent (numbers and
+    /// booleans already read empty text as absent).
+    fn is_empty_text(&self) -> bool {
+        false
+    }
+}
+
+impl<'a> Field<'a> for &'a str {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.required_str(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        ext.insert(key, self);
+    }
+    fn is_empty_text(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl<'a> Field<'a> for String {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.required_str(key).map(str::to_owned)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        ext.insert(key, self);
+    }
+    fn is_empty_text(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl<'a> Field<'a> for i32 {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.required_i32(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        ext.insert_i64(key, i64::from(*self));
+    }
+}
+
+impl<'a> Field<'a> for i64 {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.required_i64(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        ext.insert_i64(key, *self);
+    }
+}
+
+/// A value the client reads as unsigned; it arrives as an `i64`.
+impl<'a> Field<'a> for u64 {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        required_u64(ext, key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        ext.insert_u64(key, *self);
+    }
+}
+
+impl<'a> Field<'a> for bool {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.required_bool(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        ext.insert_bool(key, *self);
+    }
+}
+
+impl<'a> Field<'a> for Option<&'a str> {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        Ok(ext.optional_str(key))
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        put_opt_str(ext, key, *self);
+    }
+}
+
+impl<'a> Field<'a> for Option<String> {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        Ok(ext.optional_str(key).map(str::to_owned))
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        put_opt_str(ext, key, self.as_deref());
+    }
+}
+
+impl<'a> Field<'a> for Option<i32> {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.optional_i32(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        put_opt_i64(ext, key, self.map(i64::from));
+    }
+}
+
+impl<'a> Field<'a> for Option<i64> {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.optional_i64(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        put_opt_i64(ext, key, *self);
+    }
+}
+
+impl<'a> Field<'a> for Option<bool> {
+    fn read(ext: &'a ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+        ext.optional_bool(key)
+    }
+    fn write(&self, ext: &mut ExtFields, key: &str) {
+        if let Some(value) = self {
+            ext.insert_bool(key, *value);
+        }
+    }
+}
+
+/// Whether a field holds something other than its default (`ext_header!`'s `sparse`).
+fn differs<T: PartialEq>(value: &T, default: T) -> bool {
+    *value != default
 }
 
 /// Writes an optional string field.

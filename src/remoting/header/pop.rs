@@ -3,228 +3,108 @@
 //! (`ExtraInfoUtil`): `ckQueueOffset popTime invisibleTime reviveQid retryFlag brokerName
 //! queueId [queueOffset]`, space separated.
 
-use super::{required_u64, FromExtFields, ToExtFields};
-use crate::remoting::error::HeaderError;
-use crate::remoting::ext::ExtFields;
-
 /// `reviveQid` RocketMQ gives ordered pops (`KeyBuilder.POP_ORDER_REVIVE_QUEUE`).
 pub const POP_ORDER_REVIVE_QUEUE: i32 = 999;
 
-/// The `POP_MESSAGE` request header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PopMessageRequestHeader<'a> {
-    /// `consumerGroup`.
-    pub consumer_group: &'a str,
-    /// `topic`.
-    pub topic: &'a str,
-    /// `queueId`: -1 pops every queue.
-    pub queue_id: i32,
-    /// `maxMsgNums`: at most 32.
-    pub max_msg_nums: i32,
-    /// `invisibleTime`, ms.
-    pub invisible_time: i64,
-    /// `pollTime`, ms: how long the broker may hold the request (0: not at all).
-    pub poll_time: i64,
-    /// `bornTime`, ms since the epoch.
-    pub born_time: i64,
-    /// `initMode`: 0 MIN, 1 MAX.
-    pub init_mode: i32,
-    /// `expType`: `TAG` or `SQL92`.
-    pub exp_type: Option<&'a str>,
-    /// `exp`: the filter expression.
-    pub exp: Option<&'a str>,
-    /// `order`: ordered pop.
-    pub order: bool,
-    /// `attemptId`: identifies a retried ordered pop.
-    pub attempt_id: Option<&'a str>,
-}
-
-impl<'a> FromExtFields<'a> for PopMessageRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            consumer_group: ext.required_str("consumerGroup")?,
-            topic: ext.required_str("topic")?,
-            queue_id: ext.required_i32("queueId")?,
-            max_msg_nums: ext.required_i32("maxMsgNums")?,
-            invisible_time: ext.required_i64("invisibleTime")?,
-            poll_time: ext.required_i64("pollTime")?,
-            born_time: ext.required_i64("bornTime")?,
-            init_mode: ext.required_i32("initMode")?,
-            exp_type: ext.optional_str("expType"),
-            exp: ext.optional_str("exp"),
-            order: ext.optional_bool("order")?.unwrap_or(false),
-            attempt_id: ext.optional_str("attemptId").filter(|s| !s.is_empty()),
-        })
+ext_header! {
+    /// The `POP_MESSAGE` request header.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PopMessageRequestHeader<'a> {
+        /// `consumerGroup`.
+        pub consumer_group: &'a str = "consumerGroup",
+        /// `topic`.
+        pub topic: &'a str = "topic",
+        /// `queueId`: -1 pops every queue.
+        pub queue_id: i32 = "queueId",
+        /// `maxMsgNums`: at most 32.
+        pub max_msg_nums: i32 = "maxMsgNums",
+        /// `invisibleTime`, ms.
+        pub invisible_time: i64 = "invisibleTime",
+        /// `pollTime`, ms: how long the broker may hold the request (0: not at all).
+        pub poll_time: i64 = "pollTime",
+        /// `bornTime`, ms since the epoch.
+        pub born_time: i64 = "bornTime",
+        /// `initMode`: 0 MIN, 1 MAX.
+        pub init_mode: i32 = "initMode",
+        /// `expType`: `TAG` or `SQL92`.
+        pub exp_type: Option<&'a str> = "expType",
+        /// `exp`: the filter expression.
+        pub exp: Option<&'a str> = "exp",
+        /// `order`: ordered pop.
+        pub order: bool = "order" [default: false],
+        /// `attemptId`: identifies a retried ordered pop; empty is none.
+        pub attempt_id: Option<&'a str> = "attemptId" [nonempty],
     }
 }
 
-impl ToExtFields for PopMessageRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("consumerGroup", self.consumer_group);
-        ext.insert("topic", self.topic);
-        ext.insert_i64("queueId", i64::from(self.queue_id));
-        ext.insert_i64("maxMsgNums", i64::from(self.max_msg_nums));
-        ext.insert_i64("invisibleTime", self.invisible_time);
-        ext.insert_i64("pollTime", self.poll_time);
-        ext.insert_i64("bornTime", self.born_time);
-        ext.insert_i64("initMode", i64::from(self.init_mode));
-        super::put_opt_str(ext, "expType", self.exp_type);
-        super::put_opt_str(ext, "exp", self.exp);
-        ext.insert_bool("order", self.order);
-        super::put_opt_str(ext, "attemptId", self.attempt_id);
+ext_header! {
+    /// The `POP_MESSAGE` response header.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct PopMessageResponseHeader {
+        /// `popTime`: the pop time of every message of the answer.
+        pub pop_time: u64 = "popTime",
+        /// `invisibleTime`, ms.
+        pub invisible_time: u64 = "invisibleTime",
+        /// `reviveQid`: 0, or [`POP_ORDER_REVIVE_QUEUE`] for an ordered pop.
+        pub revive_qid: i32 = "reviveQid",
+        /// `restNum`: messages left in the popped queues.
+        pub rest_num: u64 = "restNum",
+        /// `startOffsetInfo`: `;`-joined `"<retry> <queueId> <startOffset>"`.
+        pub start_offset_info: Option<String> = "startOffsetInfo",
+        /// `msgOffsetInfo`: `;`-joined `"<retry> <queueId> <o1,o2,…>"`.
+        pub msg_offset_info: Option<String> = "msgOffsetInfo",
+        /// `orderCountInfo` (ordered pops): per message `"<retry> qo<queueId>%<offset> <count>"`
+        /// and per queue `"<retry> <queueId> <minCount>"`.
+        pub order_count_info: Option<String> = "orderCountInfo",
     }
 }
 
-/// The `POP_MESSAGE` response header.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PopMessageResponseHeader {
-    /// `popTime`: the pop time of every message of the answer.
-    pub pop_time: u64,
-    /// `invisibleTime`, ms.
-    pub invisible_time: u64,
-    /// `reviveQid`: 0, or [`POP_ORDER_REVIVE_QUEUE`] for an ordered pop.
-    pub revive_qid: i32,
-    /// `restNum`: messages left in the popped queues.
-    pub rest_num: u64,
-    /// `startOffsetInfo`: `;`-joined `"<retry> <queueId> <startOffset>"`.
-    pub start_offset_info: Option<String>,
-    /// `msgOffsetInfo`: `;`-joined `"<retry> <queueId> <o1,o2,…>"`.
-    pub msg_offset_info: Option<String>,
-    /// `orderCountInfo` (ordered pops): per message `"<retry> qo<queueId>%<offset> <count>"`
-    /// and per queue `"<retry> <queueId> <minCount>"`.
-    pub order_count_info: Option<String>,
-}
-
-impl FromExtFields<'_> for PopMessageResponseHeader {
-    fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            pop_time: required_u64(ext, "popTime")?,
-            invisible_time: required_u64(ext, "invisibleTime")?,
-            revive_qid: ext.required_i32("reviveQid")?,
-            rest_num: required_u64(ext, "restNum")?,
-            start_offset_info: ext.optional_str("startOffsetInfo").map(str::to_owned),
-            msg_offset_info: ext.optional_str("msgOffsetInfo").map(str::to_owned),
-            order_count_info: ext.optional_str("orderCountInfo").map(str::to_owned),
-        })
+ext_header! {
+    /// The `ACK_MESSAGE` request header.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AckMessageRequestHeader<'a> {
+        /// `consumerGroup`.
+        pub consumer_group: &'a str = "consumerGroup",
+        /// `topic`: the real topic of the message.
+        pub topic: &'a str = "topic",
+        /// `queueId`.
+        pub queue_id: i32 = "queueId",
+        /// `extraInfo`: the message's `POP_CK`.
+        pub extra_info: &'a str = "extraInfo",
+        /// `offset`: the message's queue offset.
+        pub offset: i64 = "offset",
     }
 }
 
-impl ToExtFields for PopMessageResponseHeader {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert_u64("popTime", self.pop_time);
-        ext.insert_u64("invisibleTime", self.invisible_time);
-        ext.insert_i64("reviveQid", i64::from(self.revive_qid));
-        ext.insert_u64("restNum", self.rest_num);
-        super::put_opt_str(ext, "startOffsetInfo", self.start_offset_info.as_deref());
-        super::put_opt_str(ext, "msgOffsetInfo", self.msg_offset_info.as_deref());
-        super::put_opt_str(ext, "orderCountInfo", self.order_count_info.as_deref());
+ext_header! {
+    /// The `CHANGE_MESSAGE_INVISIBLETIME` request header.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ChangeInvisibleTimeRequestHeader<'a> {
+        /// `consumerGroup`.
+        pub consumer_group: &'a str = "consumerGroup",
+        /// `topic`: the real topic of the message.
+        pub topic: &'a str = "topic",
+        /// `queueId`.
+        pub queue_id: i32 = "queueId",
+        /// `extraInfo`: the message's `POP_CK`.
+        pub extra_info: &'a str = "extraInfo",
+        /// `offset`: the message's queue offset.
+        pub offset: i64 = "offset",
+        /// `invisibleTime`, ms from now.
+        pub invisible_time: i64 = "invisibleTime",
     }
 }
 
-/// The `ACK_MESSAGE` request header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AckMessageRequestHeader<'a> {
-    /// `consumerGroup`.
-    pub consumer_group: &'a str,
-    /// `topic`: the real topic of the message.
-    pub topic: &'a str,
-    /// `queueId`.
-    pub queue_id: i32,
-    /// `extraInfo`: the message's `POP_CK`.
-    pub extra_info: &'a str,
-    /// `offset`: the message's queue offset.
-    pub offset: i64,
-}
-
-impl<'a> FromExtFields<'a> for AckMessageRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            consumer_group: ext.required_str("consumerGroup")?,
-            topic: ext.required_str("topic")?,
-            queue_id: ext.required_i32("queueId")?,
-            extra_info: ext.required_str("extraInfo")?,
-            offset: ext.required_i64("offset")?,
-        })
-    }
-}
-
-impl ToExtFields for AckMessageRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("consumerGroup", self.consumer_group);
-        ext.insert("topic", self.topic);
-        ext.insert_i64("queueId", i64::from(self.queue_id));
-        ext.insert("extraInfo", self.extra_info);
-        ext.insert_i64("offset", self.offset);
-    }
-}
-
-/// The `CHANGE_MESSAGE_INVISIBLETIME` request header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeInvisibleTimeRequestHeader<'a> {
-    /// `consumerGroup`.
-    pub consumer_group: &'a str,
-    /// `topic`: the real topic of the message.
-    pub topic: &'a str,
-    /// `queueId`.
-    pub queue_id: i32,
-    /// `extraInfo`: the message's `POP_CK`.
-    pub extra_info: &'a str,
-    /// `offset`: the message's queue offset.
-    pub offset: i64,
-    /// `invisibleTime`, ms from now.
-    pub invisible_time: i64,
-}
-
-impl<'a> FromExtFields<'a> for ChangeInvisibleTimeRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            consumer_group: ext.required_str("consumerGroup")?,
-            topic: ext.required_str("topic")?,
-            queue_id: ext.required_i32("queueId")?,
-            extra_info: ext.required_str("extraInfo")?,
-            offset: ext.required_i64("offset")?,
-            invisible_time: ext.required_i64("invisibleTime")?,
-        })
-    }
-}
-
-impl ToExtFields for ChangeInvisibleTimeRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("consumerGroup", self.consumer_group);
-        ext.insert("topic", self.topic);
-        ext.insert_i64("queueId", i64::from(self.queue_id));
-        ext.insert("extraInfo", self.extra_info);
-        ext.insert_i64("offset", self.offset);
-        ext.insert_i64("invisibleTime", self.invisible_time);
-    }
-}
-
-/// The `CHANGE_MESSAGE_INVISIBLETIME` response header.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChangeInvisibleTimeResponseHeader {
-    /// `popTime`: the pop time of the new receipt.
-    pub pop_time: u64,
-    /// `invisibleTime`, ms.
-    pub invisible_time: i64,
-    /// `reviveQid`.
-    pub revive_qid: i32,
-}
-
-impl FromExtFields<'_> for ChangeInvisibleTimeResponseHeader {
-    fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            pop_time: required_u64(ext, "popTime")?,
-            invisible_time: ext.required_i64("invisibleTime")?,
-            revive_qid: ext.required_i32("reviveQid")?,
-        })
-    }
-}
-
-impl ToExtFields for ChangeInvisibleTimeResponseHeader {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert_u64("popTime", self.pop_time);
-        ext.insert_i64("invisibleTime", self.invisible_time);
-        ext.insert_i64("reviveQid", i64::from(self.revive_qid));
+ext_header! {
+    /// The `CHANGE_MESSAGE_INVISIBLETIME` response header.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct ChangeInvisibleTimeResponseHeader {
+        /// `popTime`: the pop time of the new receipt.
+        pub pop_time: u64 = "popTime",
+        /// `invisibleTime`, ms.
+        pub invisible_time: i64 = "invisibleTime",
+        /// `reviveQid`.
+        pub revive_qid: i32 = "reviveQid",
     }
 }
 
@@ -299,46 +179,4 @@ impl<'a> ExtraInfo<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::remoting::header::assert_header_round_trip;
-
-    #[test]
-    fn given_rust_client_receipt_when_parsing_should_read_every_field_and_rebuild_it() {
-        let s = "5 1700000000000 60000 0 0 broker-a 3 7";
-        let e = ExtraInfo::parse(s).expect("a well-formed receipt");
-        assert_eq!((e.ck_queue_offset, e.pop_time, e.queue_id), (5, 1_700_000_000_000, 3));
-        assert_eq!(e.queue_offset, Some(7));
-        assert_eq!(e.build(), s, "build is parse's inverse");
-        assert!(ExtraInfo::parse("5 x").is_none(), "malformed receipts are refused");
-    }
-
-    #[test]
-    fn given_pop_headers_when_round_tripping_should_preserve_fields() {
-        let h = PopMessageRequestHeader {
-            consumer_group: "G",
-            topic: "T",
-            queue_id: -1,
-            max_msg_nums: 32,
-            invisible_time: 60_000,
-            poll_time: 15_000,
-            born_time: 1,
-            init_mode: 1,
-            exp_type: Some("TAG"),
-            exp: Some("*"),
-            order: true,
-            attempt_id: Some("a"),
-        };
-        assert_header_round_trip!(PopMessageRequestHeader, h);
-        let r = PopMessageResponseHeader {
-            pop_time: 9,
-            invisible_time: 60_000,
-            revive_qid: 0,
-            rest_num: 0,
-            start_offset_info: Some("0 1 4".into()),
-            msg_offset_info: Some("0 1 4,5".into()),
-            order_count_info: None,
-        };
-        assert_header_round_trip!(PopMessageResponseHeader, r);
-    }
-}
+mod tests;

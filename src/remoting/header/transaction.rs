@@ -1,138 +1,50 @@
 //! END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39) headers.
 
-use crate::remoting::error::HeaderError;
-use crate::remoting::ext::ExtFields;
-use crate::remoting::header::{put_opt_str, FromExtFields, ToExtFields};
-
-/// END_TRANSACTION request (`EndTransactionRequestHeader`), one-way from producers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndTransactionRequestHeader<'a> {
-    /// `topic`: the message's topic (the real one after a send, the half topic after a check).
-    pub topic: Option<&'a str>,
-    /// `producerGroup` (required): must equal the half message's `PGROUP`.
-    pub producer_group: &'a str,
-    /// `tranStateTableOffset` (required): the half message's queue offset.
-    pub tran_state_table_offset: i64,
-    /// `commitLogOffset` (required): decoded from the half message's offset msgId.
-    pub commit_log_offset: i64,
-    /// `commitOrRollback` (required): 8 commit, 12 rollback, 0 unknown.
-    pub commit_or_rollback: i32,
-    /// `fromTransactionCheck` (default `false`): the answer to a CHECK_TRANSACTION_STATE.
-    pub from_transaction_check: bool,
-    /// `msgId` (required): the message's UNIQ_KEY.
-    pub msg_id: &'a str,
-    /// `transactionId`.
-    pub transaction_id: Option<&'a str>,
-}
-
-impl<'a> FromExtFields<'a> for EndTransactionRequestHeader<'a> {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        Ok(Self {
-            topic: ext.optional_str("topic"),
-            producer_group: ext.required_str("producerGroup")?,
-            tran_state_table_offset: ext.required_i64("tranStateTableOffset")?,
-            commit_log_offset: ext.required_i64("commitLogOffset")?,
-            commit_or_rollback: ext.required_i32("commitOrRollback")?,
-            from_transaction_check: ext.optional_bool("fromTransactionCheck")?.unwrap_or(false),
-            msg_id: ext.required_str("msgId")?,
-            transaction_id: ext.optional_str("transactionId"),
-        })
+ext_header! {
+    /// END_TRANSACTION request (`EndTransactionRequestHeader`), one-way from producers.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct EndTransactionRequestHeader<'a> {
+        /// `topic`: the message's topic (the real one after a send, the half topic after a
+        /// check).
+        pub topic: Option<&'a str> = "topic",
+        /// `producerGroup` (required): must equal the half message's `PGROUP`.
+        pub producer_group: &'a str = "producerGroup",
+        /// `tranStateTableOffset` (required): the half message's queue offset.
+        pub tran_state_table_offset: i64 = "tranStateTableOffset",
+        /// `commitLogOffset` (required): decoded from the half message's offset msgId.
+        pub commit_log_offset: i64 = "commitLogOffset",
+        /// `commitOrRollback` (required): 8 commit, 12 rollback, 0 unknown.
+        pub commit_or_rollback: i32 = "commitOrRollback",
+        /// `fromTransactionCheck` (default `false`): the answer to a CHECK_TRANSACTION_STATE.
+        pub from_transaction_check: bool = "fromTransactionCheck" [default: false],
+        /// `msgId` (required): the message's UNIQ_KEY.
+        pub msg_id: &'a str = "msgId",
+        /// `transactionId`.
+        pub transaction_id: Option<&'a str> = "transactionId",
     }
 }
 
-impl ToExtFields for EndTransactionRequestHeader<'_> {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        put_opt_str(ext, "topic", self.topic);
-        ext.insert("producerGroup", self.producer_group);
-        ext.insert_i64("tranStateTableOffset", self.tran_state_table_offset);
-        ext.insert_i64("commitLogOffset", self.commit_log_offset);
-        ext.insert_i64("commitOrRollback", i64::from(self.commit_or_rollback));
-        ext.insert_bool("fromTransactionCheck", self.from_transaction_check);
-        ext.insert("msgId", self.msg_id);
-        put_opt_str(ext, "transactionId", self.transaction_id);
-    }
-}
-
-/// CHECK_TRANSACTION_STATE request (`CheckTransactionStateRequestHeader`), one-way from the
-/// broker to one producer of the half message's group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckTransactionStateRequestHeader {
-    /// `topic`: the topic the half message is stored in (`RMQ_SYS_TRANS_HALF_TOPIC`).
-    pub topic: String,
-    /// `tranStateTableOffset`: the half message's queue offset.
-    pub tran_state_table_offset: i64,
-    /// `commitLogOffset`: the half message's commit-log offset.
-    pub commit_log_offset: i64,
-    /// `msgId`: the message's UNIQ_KEY.
-    pub msg_id: String,
-    /// `transactionId`: the same UNIQ_KEY.
-    pub transaction_id: String,
-    /// `offsetMsgId`: the half message's offset msgId.
-    pub offset_msg_id: String,
-    /// `bname`: the broker's name.
-    pub broker_name: String,
-}
-
-impl ToExtFields for CheckTransactionStateRequestHeader {
-    fn write_ext_fields(&self, ext: &mut ExtFields) {
-        ext.insert("topic", &self.topic);
-        ext.insert_i64("tranStateTableOffset", self.tran_state_table_offset);
-        ext.insert_i64("commitLogOffset", self.commit_log_offset);
-        ext.insert("msgId", &self.msg_id);
-        ext.insert("transactionId", &self.transaction_id);
-        ext.insert("offsetMsgId", &self.offset_msg_id);
-        ext.insert("bname", &self.broker_name);
-    }
-}
-
-impl<'a> FromExtFields<'a> for CheckTransactionStateRequestHeader {
-    fn from_ext_fields(ext: &'a ExtFields) -> Result<Self, HeaderError> {
-        let text = |k: &str| ext.optional_str(k).unwrap_or_default().to_owned();
-        Ok(Self {
-            topic: text("topic"),
-            tran_state_table_offset: ext.required_i64("tranStateTableOffset")?,
-            commit_log_offset: ext.required_i64("commitLogOffset")?,
-            msg_id: text("msgId"),
-            transaction_id: text("transactionId"),
-            offset_msg_id: text("offsetMsgId"),
-            broker_name: text("bname"),
-        })
+ext_header! {
+    /// CHECK_TRANSACTION_STATE request (`CheckTransactionStateRequestHeader`), one-way from the
+    /// broker to one producer of the half message's group. Its texts read as empty when absent.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CheckTransactionStateRequestHeader {
+        /// `topic`: the topic the half message is stored in (`RMQ_SYS_TRANS_HALF_TOPIC`).
+        pub topic: String = "topic" [default: ""],
+        /// `tranStateTableOffset`: the half message's queue offset.
+        pub tran_state_table_offset: i64 = "tranStateTableOffset",
+        /// `commitLogOffset`: the half message's commit-log offset.
+        pub commit_log_offset: i64 = "commitLogOffset",
+        /// `msgId`: the message's UNIQ_KEY.
+        pub msg_id: String = "msgId" [default: ""],
+        /// `transactionId`: the same UNIQ_KEY.
+        pub transaction_id: String = "transactionId" [default: ""],
+        /// `offsetMsgId`: the half message's offset msgId.
+        pub offset_msg_id: String = "offsetMsgId" [default: ""],
+        /// `bname`: the broker's name.
+        pub broker_name: String = "bname" [default: ""],
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn given_a_java_end_transaction_header_when_decoding_should_read_every_field() {
-        let mut ext = ExtFields::new();
-        for (k, v) in [
-            ("topic", "T"),
-            ("producerGroup", "pg"),
-            ("tranStateTableOffset", "5"),
-            ("commitLogOffset", "123"),
-            ("commitOrRollback", "8"),
-            ("msgId", "ABC"),
-            ("transactionId", "ABC"),
-            ("bname", "broker-a"),
-        ] {
-            ext.insert(k, v);
-        }
-        let h = EndTransactionRequestHeader::from_ext_fields(&ext).unwrap();
-        assert_eq!(
-            (h.producer_group, h.tran_state_table_offset, h.commit_log_offset),
-            ("pg", 5, 123)
-        );
-        assert_eq!((h.commit_or_rollback, h.from_transaction_check), (8, false));
-        assert_eq!((h.msg_id, h.transaction_id, h.topic), ("ABC", Some("ABC"), Some("T")));
-        let written = h.to_ext_fields();
-        let round = EndTransactionRequestHeader::from_ext_fields(&written).unwrap();
-        assert_eq!(round, h, "encoding and decoding round-trips");
-        ext.remove("producerGroup");
-        assert!(
-            EndTransactionRequestHeader::from_ext_fields(&ext).is_err(),
-            "producerGroup is required"
-        );
-    }
-}
+mod tests;

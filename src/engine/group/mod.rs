@@ -13,7 +13,7 @@
 //!
 //! * every offset below `F` has been acknowledged by the group (its node's counter bumped once);
 //! * `acked` holds the acknowledged offsets at or above `F` (per-message acks out of order, and
-//!   messages the filter skipped);
+//!   messages the filter skipped), one bit each (`ack_set.rs`: bounded by the live messages);
 //! * `C` is the next offset to hand out; `H` the end of everything handed out at least once.
 //!
 //! A node's counter is bumped exactly when its offset enters "below `F`" or `acked`, and never
@@ -47,26 +47,205 @@
 //! invisible time, commits and per-message acks of one queue are serialised; POP acknowledges
 //! through the track only, so invariant 6 holds for it as for the other ways.
 //!
-//! Lock order: the subscription's membership, then a queue track, then the queue's head lock,
-//! then its holds.
-
-use std::collections::BTreeSet;
+//! # Idle subscriptions
+//!
+//! Every pop, POP ack, change of invisible time, commit and member change stamps the
+//! subscription's last activity, under the membership lock or a queue track's lock. Releasing
+//! an idle subscription (`close_if_idle`) checks the stamp, the members and the in-flight
+//! messages while it holds the membership lock and every queue track at once, so no such
+//! operation runs between the decision and the end (`idle_release_vs_pop`).
+//!
+//! Lock order: the topic's subscription map, then the subscription's membership, then a queue
+//! track (`close_if_idle` alone holds several: all of them, in queue order), then the queue's
+//! head lock, then its holds.
 
 use crossbeam_epoch::Guard;
 
+mod ack_set;
 pub(crate) mod pop;
+mod track;
 
 use pop::PopQueue;
+use track::Track;
 
-use super::topic::{EQueue, Topic};
+use super::topic::{Topic, TopicQueue};
+use super::types::GroupStats;
 use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
-use super::EngineError;
-use crate::queue::{Node, NodeRef, WaitList};
+use super::{Consumer, EngineError, Inner};
+use crate::queue::{Node, WaitList};
 use crate::sync::plain::AtomicU64 as PlainU64;
-use crate::sync::{lock, mutant, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, mutant, write, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
-/// Most nodes one poll of one queue looks at (filtered-out messages included).
-const SCAN_LIMIT: usize = 4096;
+/// A consumer group's subscription to a topic.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub(super) inner: Arc<Inner>,
+    pub(super) sub: Arc<Subscription>,
+}
+
+impl Group {
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.sub.group
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.sub.topic.name
+    }
+
+    /// The subscription's mode.
+    pub fn mode(&self) -> Mode {
+        self.sub.mode
+    }
+
+    /// The subscription's filter.
+    pub fn filter(&self) -> &Filter {
+        &self.sub.filter
+    }
+
+    pub(super) fn check(&self) -> Result<(), EngineError> {
+        self.inner.check_open()?;
+        if self.sub.is_closed() {
+            return Err(EngineError::NotAMember);
+        }
+        Ok(())
+    }
+
+    /// Joins a new member; queues are rebalanced over the members (clustering) or the member
+    /// reads every queue from the subscription's start (broadcasting).
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription ended, [`EngineError::Closed`].
+    pub fn join(&self) -> Result<Consumer, EngineError> {
+        self.check()?;
+        let id = self.sub.new_member_id();
+        let inner = &self.inner;
+        self.sub.add_member(id, &|| inner.pin())?;
+        Ok(Consumer::new(Arc::clone(&self.inner), Arc::clone(&self.sub), id))
+    }
+
+    /// Adds a member that is driven from outside (the broker's broadcasting clients, whose
+    /// acknowledgements come from [`commit_member`](Self::commit_member)).
+    ///
+    /// # Errors
+    /// [`EngineError::NotAMember`] if the subscription ended, [`EngineError::Closed`].
+    pub fn add_member(&self) -> Result<MemberId, EngineError> {
+        self.check()?;
+        let id = self.sub.new_member_id();
+        let inner = &self.inner;
+        self.sub.add_member(id, &|| inner.pin())?;
+        Ok(id)
+    }
+
+    /// Removes a member added with [`add_member`](Self::add_member). Idempotent.
+    pub fn remove_member(&self, member: MemberId) {
+        let inner = &self.inner;
+        self.sub.remove_member(member, &|| inner.pin());
+    }
+
+    /// Commits `offset` in queue `queue`: the group has consumed everything below it. A commit
+    /// equal to the committed offset is a no-op.
+    ///
+    /// # Errors
+    /// [`EngineError::CommitBehind`] (acknowledgements cannot be taken back),
+    /// [`EngineError::OffsetBeyondEnd`], [`EngineError::QueueOutOfRange`],
+    /// [`EngineError::NotAMember`] (broadcasting groups commit per member), [`EngineError::Closed`].
+    pub fn commit(&self, queue: u32, offset: u64) -> Result<(), EngineError> {
+        self.check()?;
+        self.sub.commit(None, queue, offset, &self.inner.pin())
+    }
+
+    /// Records that broadcasting member `member` has consumed queue `queue` below `offset`;
+    /// the group acknowledges what its slowest member has passed.
+    ///
+    /// # Errors
+    /// As [`commit`](Self::commit); [`EngineError::NotAMember`] for an unknown member.
+    pub fn commit_member(
+        &self,
+        member: MemberId,
+        queue: u32,
+        offset: u64,
+    ) -> Result<(), EngineError> {
+        self.check()?;
+        self.sub.commit(Some(member), queue, offset, &self.inner.pin())
+    }
+
+    /// The committed offset of queue `queue` (broadcasting: the slowest member's).
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`], [`EngineError::Closed`].
+    pub fn committed(&self, queue: u32) -> Result<u64, EngineError> {
+        self.check()?;
+        self.sub.committed(queue, &self.inner.pin())
+    }
+
+    /// Statistics of the group.
+    pub fn stats(&self) -> GroupStats {
+        let guard = self.inner.pin();
+        let committed = (0..self.sub.topic.queue_count())
+            .map(|q| self.sub.committed(q, &guard).unwrap_or(0))
+            .collect();
+        let c = &self.sub.counters;
+        GroupStats {
+            group: self.sub.group.clone(),
+            topic: self.sub.topic.name.clone(),
+            mode: self.sub.mode,
+            members: self.sub.member_count(),
+            backlog: self.sub.backlog(&guard),
+            // Relaxed: statistics.
+            delivered: c.delivered.load(Ordering::Relaxed),
+            acked: c.acked.load(Ordering::Relaxed),
+            filtered: c.filtered.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            committed,
+        }
+    }
+
+    /// Ends the subscription. Messages it alone held become reclaimable; its members get
+    /// [`EngineError::NotAMember`]. Idempotent.
+    pub fn unsubscribe(&self) {
+        self.forget();
+        let inner = &self.inner;
+        let forgotten = self.sub.close(&|| inner.pin());
+        inner.charge_inflight(-(forgotten as i64));
+    }
+
+    /// When the subscription last saw activity, ms since the Unix epoch: its creation, a pop,
+    /// a POP ack or change of invisible time, a commit, a member joining or leaving.
+    pub fn last_active_ms(&self) -> u64 {
+        self.sub.last_active_ms()
+    }
+
+    /// Ends the subscription, as [`unsubscribe`](Self::unsubscribe) does, if it is idle at
+    /// `now_ms` (ms since the Unix epoch, the clock of the pops): it has no member, no
+    /// activity (see [`last_active_ms`](Self::last_active_ms)) for `idle`, and no popped
+    /// message that is still invisible. Decided atomically with respect to every pop, ack,
+    /// change, commit and member change of the group: each of those either counts as activity
+    /// or fails with [`EngineError::NotAMember`]. Returns whether it ended it.
+    pub fn release_if_idle(&self, idle: std::time::Duration, now_ms: u64) -> bool {
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let Some(idle_since) = now_ms.checked_sub(idle_ms) else { return false };
+        let inner = &self.inner;
+        match self.sub.close_if_idle(idle_since, now_ms, &|| inner.pin()) {
+            Some(forgotten) => {
+                inner.charge_inflight(-(forgotten as i64));
+                self.forget();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the subscription out of its topic's map, if it is still there.
+    pub(super) fn forget(&self) {
+        let mut subscriptions = write(&self.sub.topic.subscriptions);
+        if subscriptions.get(&self.sub.group).is_some_and(|s| Arc::ptr_eq(s, &self.sub)) {
+            subscriptions.remove(&self.sub.group);
+            self.inner.forget_subscriptions(1);
+        }
+    }
+}
 
 /// Counters of one subscription. Relaxed everywhere: statistics only.
 #[derive(Debug, Default)]
@@ -85,322 +264,9 @@ impl Counters {
     }
 }
 
-/// What one [`Track::deliver`] counted. A clustering track's counts are its group's; a
-/// broadcasting member's deliveries are, but its filtered and dropped messages are counted
-/// once for the whole group, when the group frontier passes them (`Sub::advance_group`).
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    delivered: u64,
-    filtered: u64,
-    dropped: u64,
-}
-
-/// The node whose `end` is `end` (the message at `end - 1`, or the dummy), if still linked.
-fn node_ending_at<'g>(
-    q: &crate::queue::Queue,
-    hint: Option<NodeRef>,
-    end: u64,
-    guard: &'g Guard,
-) -> Option<&'g Node> {
-    if let Some(n) = hint.filter(|r| r.end() == end).and_then(|r| r.get(q, guard)) {
-        return Some(n);
-    }
-    let head = q.head(guard);
-    if head.end() == end {
-        return Some(head);
-    }
-    if end < head.end() {
-        return None;
-    }
-    q.find(end - 1, guard)
-}
-
-/// The delivery of `n`, read from queue `queue_id`.
-fn delivery_of(queue_id: u32, n: &Node) -> Delivery {
-    Delivery {
-        queue: queue_id,
-        offset: n.offset(),
-        timestamp: n.timestamp(),
-        tag: n.tag(),
-        payload: n.payload().clone(),
-    }
-}
-
-/// One reader's acknowledgement state in one queue (see the module docs).
-#[derive(Debug)]
-pub(crate) struct Track {
-    pub(crate) frontier: u64,
-    frontier_ref: Option<NodeRef>,
-    acked: BTreeSet<u64>,
-    pub(crate) cursor: u64,
-    cursor_ref: Option<NodeRef>,
-    hwm: u64,
-}
-
-impl Track {
-    pub(crate) fn new(start: u64) -> Self {
-        Track {
-            frontier: start,
-            frontier_ref: None,
-            acked: BTreeSet::new(),
-            cursor: start,
-            cursor_ref: None,
-            hwm: start,
-        }
-    }
-
-    /// Offsets the track still has to acknowledge, given the queue's end.
-    fn backlog(&self, end: u64) -> u64 {
-        end.saturating_sub(self.frontier).saturating_sub(self.acked.len() as u64)
-    }
-
-    /// Catches up with evictions: returns how many offsets below the queue's first live one
-    /// this track had not acknowledged (they were evicted under it).
-    fn reconcile(&mut self, first_live: u64) -> u64 {
-        if first_live <= self.frontier {
-            return 0;
-        }
-        let acked_below = self.acked.range(..first_live).count() as u64;
-        let dropped = first_live - self.frontier - acked_below;
-        self.acked = self.acked.split_off(&first_live);
-        self.frontier = first_live;
-        self.frontier_ref = None;
-        if self.cursor < first_live {
-            self.cursor = first_live;
-            self.cursor_ref = None;
-        }
-        self.hwm = self.hwm.max(first_live);
-        self.absorb();
-        if mutant("evict_uncounted") {
-            0
-        } else {
-            dropped
-        }
-    }
-
-    /// Moves the frontier over acknowledged offsets that became contiguous with it, and keeps
-    /// the cursor at or above the frontier (a rewound cursor can otherwise fall behind it when
-    /// acknowledgements arrive, and the nodes below the frontier may already be reclaimed).
-    fn absorb(&mut self) {
-        while self.acked.first() == Some(&self.frontier) {
-            self.acked.pop_first();
-            self.frontier += 1;
-            self.frontier_ref = None;
-        }
-        if self.cursor < self.frontier {
-            self.cursor = self.frontier;
-            self.cursor_ref = self.frontier_ref;
-        }
-    }
-
-    /// Records that `node` (at or above the frontier, not yet acknowledged) is acknowledged.
-    fn mark(&mut self, q: &crate::queue::Queue, node: &Node) {
-        let off = node.offset();
-        if off == self.frontier {
-            self.frontier += 1;
-            self.frontier_ref = Some(NodeRef::new(q, node));
-            self.absorb();
-        } else {
-            self.acked.insert(off);
-        }
-    }
-
-    /// Whether `offset` is acknowledged by this track.
-    fn is_acked(&self, offset: u64) -> bool {
-        offset < self.frontier || self.acked.contains(&offset)
-    }
-
-    /// Acknowledges every offset in `[frontier, to)` that is not yet acknowledged, bumping
-    /// each node once if `bump`; returns how many it acknowledged, split into those `filter`
-    /// (if given) rejects and the others: `(acked, filtered)`. `to` must not exceed the
-    /// queue's end. Reconciles evictions first (their count is added to `dropped`).
-    fn ack_until(
-        &mut self,
-        q: &crate::queue::Queue,
-        to: u64,
-        bump: bool,
-        filter: Option<&Filter>,
-        dropped: &mut u64,
-        guard: &Guard,
-    ) -> (u64, u64) {
-        *dropped += self.reconcile(q.first_offset(guard));
-        if to <= self.frontier {
-            return (0, 0);
-        }
-        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
-            // Evicted between the reconcile and the lookup: nothing left below to bump.
-            *dropped += self.reconcile(q.first_offset(guard));
-            return (0, 0);
-        };
-        let (mut count, mut filtered) = (0, 0);
-        while n.end() < to {
-            let Some(next) = n.next(guard) else { break };
-            n = next;
-            if !self.acked.contains(&n.offset()) {
-                if bump {
-                    n.ack();
-                }
-                if filter.is_some_and(|f| !f.matches(n.tag())) {
-                    filtered += 1;
-                } else {
-                    count += 1;
-                }
-            }
-        }
-        let reached = n.end();
-        self.acked = self.acked.split_off(&reached);
-        self.frontier = reached;
-        self.frontier_ref = Some(NodeRef::new(q, n));
-        self.absorb();
-        if self.cursor < self.frontier {
-            self.cursor = self.frontier;
-            self.cursor_ref = self.frontier_ref;
-        }
-        self.hwm = self.hwm.max(self.frontier);
-        (count, filtered)
-    }
-
-    /// Acknowledges one delivered offset.
-    fn ack_one(
-        &mut self,
-        q: &crate::queue::Queue,
-        queue_id: u32,
-        offset: u64,
-        bump: bool,
-        dropped: &mut u64,
-        guard: &Guard,
-    ) -> Result<AckOutcome, EngineError> {
-        *dropped += self.reconcile(q.first_offset(guard));
-        if self.is_acked(offset) {
-            return Ok(AckOutcome::AlreadyAcked);
-        }
-        if offset >= self.hwm {
-            return Err(EngineError::NotDelivered { queue: queue_id, offset });
-        }
-        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
-            *dropped += self.reconcile(q.first_offset(guard));
-            return Ok(AckOutcome::AlreadyAcked);
-        };
-        while n.end() <= offset {
-            match n.next(guard) {
-                Some(next) => n = next,
-                None => return Err(EngineError::NotDelivered { queue: queue_id, offset }),
-            }
-        }
-        if bump {
-            n.ack();
-        }
-        self.mark(q, n);
-        Ok(AckOutcome::Acked)
-    }
-
-    /// Hands out up to `max` messages from the cursor, skipping acknowledged offsets and
-    /// acknowledging (and bumping, if `bump`) the ones `filter` rejects. Returns what this
-    /// track counted; the caller decides which counts are the group's.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver(
-        &mut self,
-        q: &crate::queue::Queue,
-        queue_id: u32,
-        filter: &Filter,
-        max: usize,
-        bump: bool,
-        out: &mut Vec<Delivery>,
-        guard: &Guard,
-    ) -> Tally {
-        let (mut pos, mut pos_ref) = (self.cursor, self.cursor_ref);
-        let t =
-            self.deliver_from(&mut pos, &mut pos_ref, q, queue_id, filter, max, bump, out, guard);
-        self.cursor = pos;
-        self.cursor_ref = pos_ref;
-        t
-    }
-
-    /// [`deliver`](Self::deliver) from a position of the caller's (the cursor, or a POP
-    /// group's pop position), which it first raises to the frontier if acknowledgements or
-    /// evictions passed it, and leaves after the last message looked at.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver_from(
-        &mut self,
-        pos: &mut u64,
-        pos_ref: &mut Option<NodeRef>,
-        q: &crate::queue::Queue,
-        queue_id: u32,
-        filter: &Filter,
-        max: usize,
-        bump: bool,
-        out: &mut Vec<Delivery>,
-        guard: &Guard,
-    ) -> Tally {
-        let mut dropped = self.reconcile(q.first_offset(guard));
-        if *pos < self.frontier {
-            *pos = self.frontier;
-            *pos_ref = self.frontier_ref;
-        }
-        let mut prev = match node_ending_at(q, *pos_ref, *pos, guard) {
-            Some(n) => n,
-            None => {
-                dropped += self.reconcile(q.first_offset(guard));
-                if *pos < self.frontier {
-                    *pos = self.frontier;
-                }
-                match node_ending_at(q, None, *pos, guard) {
-                    Some(n) => n,
-                    None => return Tally { dropped, ..Tally::default() },
-                }
-            }
-        };
-        let (mut delivered, mut filtered) = (0u64, 0u64);
-        let start_len = out.len();
-        // Bound the work done under the track's lock when the filter rejects long runs.
-        let mut budget = SCAN_LIMIT.max(max.saturating_mul(16));
-        while out.len() - start_len < max && budget > 0 {
-            budget -= 1;
-            let Some(n) = prev.next(guard) else { break };
-            let off = n.offset();
-            if !self.is_acked(off) {
-                if filter.matches(n.tag()) {
-                    out.push(delivery_of(queue_id, n));
-                    delivered += 1;
-                } else {
-                    if bump {
-                        n.ack();
-                    }
-                    self.mark(q, n);
-                    filtered += 1;
-                }
-            }
-            prev = n;
-        }
-        *pos = prev.end();
-        *pos_ref = Some(NodeRef::new(q, prev));
-        self.hwm = self.hwm.max(*pos);
-        Tally { delivered, filtered, dropped }
-    }
-
-    /// Rewinds the cursor to the frontier (a new owner redelivers what was not acknowledged).
-    fn rewind(&mut self) {
-        self.cursor = self.frontier;
-        self.cursor_ref = self.frontier_ref;
-    }
-
-    /// The node the cursor waits behind, when it has caught up with the queue's end. Catches
-    /// up with evictions first and adds what they took from under the track to `dropped`.
-    fn cursor_node<'g>(
-        &mut self,
-        q: &crate::queue::Queue,
-        dropped: &mut u64,
-        guard: &'g Guard,
-    ) -> Option<&'g Node> {
-        let evicted = self.reconcile(q.first_offset(guard));
-        *dropped += if mutant("cursor_drops_discarded") { 0 } else { evicted };
-        node_ending_at(q, self.cursor_ref, self.cursor, guard)
-    }
-}
-
 /// A broadcasting subscription's state in one queue.
 #[derive(Debug)]
-pub(crate) struct Bcast {
+struct Broadcast {
     /// Whether a hold is open (there are members).
     held: bool,
     /// The group frontier: the minimum of the members' frontiers.
@@ -410,12 +276,12 @@ pub(crate) struct Bcast {
 
 /// A subscription's state in one queue.
 #[derive(Debug)]
-pub(crate) enum QState {
+enum QueueState {
     /// Clustering: one track, read by the member that owns the queue, and by POP requests
     /// from their own position (`pop`).
     Clustering { track: Track, owner: Option<MemberId>, pop: PopQueue },
     /// Broadcasting: a track per member.
-    Broadcasting(Bcast),
+    Broadcasting(Broadcast),
 }
 
 #[derive(Debug, Default)]
@@ -444,7 +310,7 @@ fn owner_of(queue: usize, queues: usize, members: &[MemberId]) -> Option<MemberI
 
 /// One consumer group's subscription to one topic.
 #[derive(Debug)]
-pub(crate) struct Sub {
+pub(crate) struct Subscription {
     pub(crate) id: u64,
     pub(crate) group: String,
     pub(crate) topic: Arc<Topic>,
@@ -452,16 +318,21 @@ pub(crate) struct Sub {
     pub(crate) filter: Filter,
     start: StartFrom,
     membership: Mutex<Membership>,
-    queues: Box<[Mutex<QState>]>,
+    queues: Box<[Mutex<QueueState>]>,
     /// Bumped on every membership change; members refresh their assignment when it moves.
     pub(crate) version: AtomicU64,
     /// Members waiting for an assignment change.
     pub(crate) waiters: WaitList,
     pub(crate) closed: AtomicBool,
     pub(crate) counters: Counters,
+    /// When the subscription last saw activity (created, popped, POP-acked, changed, committed,
+    /// a member joining or leaving), ms since the Unix epoch. Only ever raised, and only under
+    /// the membership lock or one of the queue locks, so that `close_if_idle`, holding all of
+    /// them, reads a value no operation can move under it.
+    last_active_ms: PlainU64,
 }
 
-impl Sub {
+impl Subscription {
     /// Creates the subscription and, for clustering, opens its holds in every queue.
     pub(crate) fn new(
         id: u64,
@@ -482,13 +353,13 @@ impl Sub {
                         let guard = guard_fn();
                         let s = eq.resolve_start(start, &guard);
                         eq.open_hold(id, s);
-                        QState::Clustering {
+                        QueueState::Clustering {
                             track: Track::new(s),
                             owner: None,
                             pop: PopQueue::default(),
                         }
                     }
-                    Mode::Broadcasting => QState::Broadcasting(Bcast {
+                    Mode::Broadcasting => QueueState::Broadcasting(Broadcast {
                         held: false,
                         group: Track::new(0),
                         members: Vec::new(),
@@ -496,7 +367,7 @@ impl Sub {
                 })
             })
             .collect();
-        Sub {
+        Subscription {
             id,
             group,
             topic,
@@ -509,7 +380,20 @@ impl Sub {
             waiters: WaitList::default(),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
+            last_active_ms: PlainU64::new(crate::time::now_ms()),
         }
+    }
+
+    /// Records activity now (call with the membership lock or a queue lock held).
+    pub(crate) fn touch(&self) {
+        // Relaxed: read by `close_if_idle` under the same locks, which order it.
+        self.last_active_ms.fetch_max(crate::time::now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When the subscription last saw activity (see the field).
+    pub(crate) fn last_active_ms(&self) -> u64 {
+        // Relaxed: see `touch`; outside the locks this is a hint.
+        self.last_active_ms.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -517,7 +401,7 @@ impl Sub {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
+    fn queue(&self, queue: u32) -> Result<(&TopicQueue, MutexGuard<'_, QueueState>), EngineError> {
         match (self.topic.queues.get(queue as usize), self.queues.get(queue as usize)) {
             (Some(eq), Some(st)) => Ok((eq, lock(st))),
             _ => Err(EngineError::QueueOutOfRange {
@@ -534,7 +418,10 @@ impl Sub {
     /// queue: what it acknowledges is part of what the closed hold covers (review 2.1). A
     /// check before taking the lock is not enough: `close` could run in between, end the hold
     /// at the group's frontier, and the caller would then bump nodes the group no longer holds.
-    fn open_queue(&self, queue: u32) -> Result<(&EQueue, MutexGuard<'_, QState>), EngineError> {
+    fn open_queue(
+        &self,
+        queue: u32,
+    ) -> Result<(&TopicQueue, MutexGuard<'_, QueueState>), EngineError> {
         let (eq, st) = self.queue(queue)?;
         if self.is_closed() && !mutant("commit_ignores_close") {
             return Err(EngineError::NotAMember);
@@ -563,12 +450,13 @@ impl Sub {
         if self.is_closed() && !mutant("add_member_ignores_close") {
             return Err(EngineError::NotAMember);
         }
+        self.touch();
         if let Err(pos) = m.members.binary_search(&id) {
             m.members.insert(pos, id);
             if self.mode == Mode::Broadcasting {
                 for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
                     let mut st = lock(st);
-                    if let QState::Broadcasting(b) = &mut *st {
+                    if let QueueState::Broadcasting(b) = &mut *st {
                         let _head = eq.q.lock_head();
                         let guard = guard_fn();
                         let mut s = eq.resolve_start(self.start, &guard);
@@ -596,10 +484,12 @@ impl Sub {
             return;
         };
         m.members.remove(pos);
+        // A group's idle time runs from when its last member left.
+        self.touch();
         if self.mode == Mode::Broadcasting {
             for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
                 let mut st = lock(st);
-                if let QState::Broadcasting(b) = &mut *st {
+                if let QueueState::Broadcasting(b) = &mut *st {
                     b.members.retain(|(mid, _)| *mid != id);
                     let guard = guard_fn();
                     self.advance_group(eq, b, &guard);
@@ -611,7 +501,7 @@ impl Sub {
 
     /// Moves a broadcasting queue's group frontier to its slowest member, bumping what it
     /// passes; closes the hold when no member is left.
-    fn advance_group(&self, eq: &EQueue, b: &mut Bcast, guard: &Guard) {
+    fn advance_group(&self, eq: &TopicQueue, b: &mut Broadcast, guard: &Guard) {
         if !b.held {
             return;
         }
@@ -643,7 +533,7 @@ impl Sub {
                 let new = owner_of(q, n, &m.members);
                 if m.owners[q] != new {
                     m.owners[q] = new;
-                    if let QState::Clustering { track, owner, .. } = &mut *lock(st) {
+                    if let QueueState::Clustering { track, owner, .. } = &mut *lock(st) {
                         *owner = new;
                         track.rewind();
                     }
@@ -688,7 +578,7 @@ impl Sub {
     ) -> Result<(), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
         match &mut *st {
-            QState::Clustering { track, owner, .. } => {
+            QueueState::Clustering { track, owner, .. } => {
                 if *owner == Some(member) {
                     let t = track.deliver(&eq.q, queue, &self.filter, max, true, out, guard);
                     Counters::add(&self.counters.delivered, t.delivered);
@@ -696,7 +586,7 @@ impl Sub {
                     Counters::add(&self.counters.dropped, t.dropped);
                 }
             }
-            QState::Broadcasting(b) => {
+            QueueState::Broadcasting(b) => {
                 if let Some((_, t)) = b.members.iter_mut().find(|(m, _)| *m == member) {
                     // Members do not bump: the group frontier does. Only the delivery count
                     // is the group's (see `Tally`).
@@ -720,7 +610,7 @@ impl Sub {
     ) -> Result<Option<&'g Node>, EngineError> {
         let (eq, mut st) = self.queue(queue)?;
         Ok(match &mut *st {
-            QState::Clustering { track, owner, .. } if *owner == Some(member) => {
+            QueueState::Clustering { track, owner, .. } if *owner == Some(member) => {
                 let mut dropped = 0;
                 let n = track.cursor_node(&eq.q, &mut dropped, guard);
                 Counters::add(&self.counters.dropped, dropped);
@@ -728,7 +618,7 @@ impl Sub {
             }
             // A member's catch-up with evictions is not the group's (the group frontier
             // counts them): discarded.
-            QState::Broadcasting(b) => b
+            QueueState::Broadcasting(b) => b
                 .members
                 .iter_mut()
                 .find(|(m, _)| *m == member)
@@ -748,14 +638,14 @@ impl Sub {
         let (eq, mut st) = self.open_queue(queue)?;
         let mut dropped = 0;
         let out = match &mut *st {
-            QState::Clustering { track, .. } => {
+            QueueState::Clustering { track, .. } => {
                 let r = track.ack_one(&eq.q, queue, offset, true, &mut dropped, guard);
                 if r == Ok(AckOutcome::Acked) {
                     Counters::add(&self.counters.acked, 1);
                 }
                 r
             }
-            QState::Broadcasting(b) => {
+            QueueState::Broadcasting(b) => {
                 let Some((_, t)) =
                     member.and_then(|id| b.members.iter_mut().find(|(m, _)| *m == id))
                 else {
@@ -781,14 +671,15 @@ impl Sub {
         guard: &Guard,
     ) -> Result<(), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
+        self.touch();
         let end = eq.q.next_offset(guard);
         if offset > end {
             return Err(EngineError::OffsetBeyondEnd { queue, offset, end });
         }
         let mut dropped = 0;
         let track = match &mut *st {
-            QState::Clustering { track, .. } => track,
-            QState::Broadcasting(b) => {
+            QueueState::Clustering { track, .. } => track,
+            QueueState::Broadcasting(b) => {
                 let Some(idx) = member.and_then(|id| b.members.iter().position(|(m, _)| *m == id))
                 else {
                     return Err(EngineError::NotAMember);
@@ -825,12 +716,12 @@ impl Sub {
         // reclaimed there later is not the group's drop.
         let closed = self.is_closed();
         let c = match &mut *st {
-            QState::Clustering { track, .. } if closed => track.frontier,
-            QState::Clustering { track, .. } => {
+            QueueState::Clustering { track, .. } if closed => track.frontier,
+            QueueState::Clustering { track, .. } => {
                 dropped += track.reconcile(first);
                 track.frontier
             }
-            QState::Broadcasting(b) => {
+            QueueState::Broadcasting(b) => {
                 if b.held {
                     dropped += b.group.reconcile(first);
                 }
@@ -852,16 +743,16 @@ impl Sub {
             // An ended subscription has nothing left to acknowledge (see `committed`).
             let closed = self.is_closed();
             total += match &mut *st {
-                QState::Clustering { .. } if closed => 0,
-                QState::Clustering { track, .. } => {
+                QueueState::Clustering { .. } if closed => 0,
+                QueueState::Clustering { track, .. } => {
                     dropped += track.reconcile(first);
                     track.backlog(end)
                 }
-                QState::Broadcasting(b) if b.held => {
+                QueueState::Broadcasting(b) if b.held => {
                     dropped += b.group.reconcile(first);
                     b.group.backlog(end)
                 }
-                QState::Broadcasting(_) => 0,
+                QueueState::Broadcasting(_) => 0,
             };
             Counters::add(&self.counters.dropped, dropped);
         }
@@ -877,31 +768,85 @@ impl Sub {
         if self.closed.swap(true, Ordering::AcqRel) {
             return 0;
         }
-        let mut forgotten = 0;
         m.members.clear();
+        let mut forgotten = 0;
         for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
-            let mut st = lock(st);
-            let guard = guard_fn();
-            let mut dropped = 0;
-            match &mut *st {
-                QState::Clustering { track, owner, pop } => {
-                    *owner = None;
-                    forgotten += pop.forget();
-                    dropped += track.reconcile(eq.q.first_offset(&guard));
-                    let top = track.acked.last().map_or(track.frontier, |o| o + 1);
-                    let top = if mutant("leave_unsettled") { track.frontier } else { top };
-                    // These are acknowledged (bumped) on leaving: they count as acked.
-                    let (n, _) = track.ack_until(&eq.q, top, true, None, &mut dropped, &guard);
-                    Counters::add(&self.counters.acked, n);
-                    eq.close_hold(self.id, track.frontier);
-                }
-                QState::Broadcasting(b) => {
-                    b.members.clear();
-                    self.advance_group(eq, b, &guard);
-                }
-            }
-            Counters::add(&self.counters.dropped, dropped);
+            forgotten += self.settle_queue(eq, &mut lock(st), &guard_fn());
         }
+        drop(m);
+        self.closed_wake();
+        forgotten
+    }
+
+    /// [`close`](Self::close), only if the subscription is idle: no member, no activity after
+    /// `idle_since` and no popped message still invisible at `now` (ms since the Unix epoch,
+    /// the clock pops use). Decided under the membership lock and every queue lock at once,
+    /// so no pop, ack, change of invisible time, commit or member change runs between the
+    /// decision and the end: each either ran before (and its activity counts) or finds the
+    /// subscription ended. Returns the in-flight entries forgotten, `None` if not idle or
+    /// already ended.
+    pub(crate) fn close_if_idle(
+        &self,
+        idle_since: u64,
+        now: u64,
+        guard_fn: &dyn Fn() -> Guard,
+    ) -> Option<u64> {
+        let mut m = lock(&self.membership);
+        if self.is_closed() || !m.members.is_empty() || self.last_active_ms() > idle_since {
+            return None;
+        }
+        // Lock order: membership, then every queue track in queue order (nobody holds two
+        // queue tracks otherwise), then a queue's head lock and its holds.
+        let mut states: Vec<MutexGuard<'_, QueueState>> = self.queues.iter().map(lock).collect();
+        if !mutant("idle_checked_before_locks") {
+            let busy = states.iter().any(|st| match &**st {
+                QueueState::Clustering { pop, .. } => pop.invisible_at(now),
+                QueueState::Broadcasting(_) => false,
+            });
+            if busy || self.last_active_ms() > idle_since {
+                return None;
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+        m.members.clear();
+        let mut forgotten = 0;
+        for (eq, st) in self.topic.queues.iter().zip(states.iter_mut()) {
+            forgotten += self.settle_queue(eq, st, &guard_fn());
+        }
+        drop(states);
+        drop(m);
+        self.closed_wake();
+        Some(forgotten)
+    }
+
+    /// A closing subscription's work in one queue (its lock held, `closed` already set):
+    /// settle the acknowledgements and close the hold. Returns the in-flight entries forgotten.
+    fn settle_queue(&self, eq: &TopicQueue, st: &mut QueueState, guard: &Guard) -> u64 {
+        let mut dropped = 0;
+        let mut forgotten = 0;
+        match st {
+            QueueState::Clustering { track, owner, pop } => {
+                *owner = None;
+                forgotten += pop.forget();
+                dropped += track.reconcile(eq.q.first_offset(guard));
+                let top = track.top();
+                let top = if mutant("leave_unsettled") { track.frontier } else { top };
+                // These are acknowledged (bumped) on leaving: they count as acked.
+                let (n, _) = track.ack_until(&eq.q, top, true, None, &mut dropped, guard);
+                Counters::add(&self.counters.acked, n);
+                eq.close_hold(self.id, track.frontier);
+            }
+            QueueState::Broadcasting(b) => {
+                b.members.clear();
+                self.advance_group(eq, b, guard);
+            }
+        }
+        Counters::add(&self.counters.dropped, dropped);
+        forgotten
+    }
+
+    /// Tells members and parked waiters that the subscription ended.
+    fn closed_wake(&self) {
         // Release: pairs with the Acquire loads in members' `refresh`.
         self.version.fetch_add(1, Ordering::Release);
         self.waiters.wake_all();
@@ -909,6 +854,5 @@ impl Sub {
             // Members parked on a queue notice the closed subscription on wake-up.
             eq.q.wake_waiters();
         }
-        forgotten
     }
 }

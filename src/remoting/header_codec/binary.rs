@@ -10,13 +10,15 @@
 
 use bytes::{BufMut, BytesMut};
 
-use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand};
+use std::ops::Range;
+
 use crate::remoting::error::FrameError;
-use crate::remoting::ext::{
-    lossy_len, push_lossy_text, too_many_fields, ExtFields, MAX_EXT_FIELDS,
-};
+use crate::remoting::ext::{ExtFields, MAX_EXT_FIELDS};
 use crate::remoting::frame::MAX_HEADER_BYTES;
-use crate::remoting::json_header::header_too_long;
+use crate::remoting::header_codec::parts::{
+    header_too_long, too_many_fields, HeaderParts, HeaderRef,
+};
+use crate::remoting::header_codec::types::LanguageCode;
 use crate::remoting::reader::Reader;
 
 /// Appends the binary header of `cmd`.
@@ -25,16 +27,16 @@ use crate::remoting::reader::Reader;
 ///
 /// [`FrameError::FieldOutOfRange`] if `code` or `version` does not fit 16 bits,
 /// [`FrameError::StringTooLong`] for a key over 32767 bytes or a remark or ext block over 2 GiB.
-pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), FrameError> {
+pub(crate) fn encode(cmd: &HeaderRef<'_>, dst: &mut BytesMut) -> Result<(), FrameError> {
     let code = i16::try_from(cmd.code)
         .map_err(|_| FrameError::FieldOutOfRange { field: "code", value: cmd.code })?;
     let version = i16::try_from(cmd.version)
         .map_err(|_| FrameError::FieldOutOfRange { field: "version", value: cmd.version })?;
-    let remark = cmd.remark.as_deref().unwrap_or_default().as_bytes();
+    let remark = cmd.remark.unwrap_or_default().as_bytes();
     let remark_len = i32::try_from(remark.len())
         .map_err(|_| FrameError::StringTooLong { field: "remark", len: remark.len() })?;
     let mut ext_len = 0usize;
-    for (key, value) in &cmd.ext_fields {
+    for (key, value) in cmd.ext_fields {
         if i16::try_from(key.len()).is_err() {
             return Err(FrameError::StringTooLong { field: "extFields key", len: key.len() });
         }
@@ -52,7 +54,7 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), Fr
     dst.put_i32(remark_len);
     dst.put_slice(remark);
     dst.put_i32(ext_len_i32);
-    for (key, value) in &cmd.ext_fields {
+    for (key, value) in cmd.ext_fields {
         // Lengths were range-checked above; values are shorter than the checked total.
         dst.put_i16(i16::try_from(key.len()).unwrap_or(i16::MAX));
         dst.put_slice(key.as_bytes());
@@ -120,7 +122,10 @@ pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     }
     let mut ext_fields = ExtFields::with_capacity(count, text_len);
     for (key, value) in ext_entries(ext_bytes).flatten() {
-        ext_fields.push_lossy(key, value);
+        let arena = ext_fields.arena_mut();
+        let key = push_lossy_text(arena, key);
+        let value = push_lossy_text(arena, value);
+        ext_fields.push_entry(key, value);
     }
     ext_fields.dedup_keep_last();
     parts.ext_fields = ext_fields;
@@ -170,75 +175,23 @@ fn sized_block<'a>(
     r.take(len).ok_or(FrameError::MalformedBinaryHeader(overrun))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn header(ext: &[(&str, &str)], remark: Option<&str>) -> RemotingCommand {
-        let mut cmd = RemotingCommand::request(310, -5);
-        cmd.flag = 2;
-        cmd.remark = remark.map(str::to_owned);
-        cmd.ext_fields = ext.iter().copied().collect();
-        cmd
-    }
-
-    #[test]
-    fn given_java_layout_when_encoding_should_match_byte_for_byte() {
-        let cmd = header(&[("a", "PG")], Some("r"));
-        let mut dst = BytesMut::new();
-        encode(&cmd, &mut dst).expect("encodable");
-        let mut expected = vec![0x01, 0x36, 0x00, 0x01, 0xDB];
-        expected.extend_from_slice(&(-5i32).to_be_bytes());
-        expected.extend_from_slice(&2i32.to_be_bytes());
-        expected.extend_from_slice(&1i32.to_be_bytes());
-        expected.push(b'r');
-        expected.extend_from_slice(&(2 + 1 + 4 + 2i32).to_be_bytes());
-        expected.extend_from_slice(&[0, 1, b'a', 0, 0, 0, 2, b'P', b'G']);
-        assert_eq!(&dst[..], &expected[..], "code 310, JAVA, version 475 (0x01DB)");
-    }
-
-    #[test]
-    fn given_encoded_header_when_decoding_should_round_trip() {
-        let cmd = header(&[("a", "PG"), ("b", "Topic"), ("empty", "")], None);
-        let mut dst = BytesMut::new();
-        encode(&cmd, &mut dst).expect("encodable");
-        let parts = decode(&dst).expect("decodable");
-        assert_eq!(parts.code, 310);
-        assert_eq!(parts.opaque, -5);
-        assert_eq!(parts.flag, 2);
-        assert_eq!(parts.remark, None, "zero remark length means no remark");
-        assert_eq!(parts.ext_fields, cmd.ext_fields);
-    }
-
-    #[test]
-    fn given_hostile_lengths_when_decoding_should_fail_without_panicking() {
-        let mut fixed = vec![0u8; 13];
-        fixed.extend_from_slice(&i32::MAX.to_be_bytes());
-        assert_eq!(
-            decode(&fixed).err(),
-            Some(FrameError::MalformedBinaryHeader("remark exceeds the header"))
-        );
-        let mut neg = vec![0u8; 13];
-        neg.extend_from_slice(&(-1i32).to_be_bytes());
-        assert!(decode(&neg).is_err(), "negative remark length");
-        let mut bad_ext = vec![0u8; 17];
-        bad_ext.extend_from_slice(&3i32.to_be_bytes());
-        bad_ext.extend_from_slice(&[0x7f, 0xff, b'k']);
-        assert_eq!(
-            decode(&bad_ext).err(),
-            Some(FrameError::MalformedBinaryHeader("extFields key exceeds the block"))
-        );
-        assert!(decode(&[0; 12]).is_err(), "truncated fixed part");
-    }
-
-    #[test]
-    fn given_values_beyond_16_bits_when_encoding_should_refuse() {
-        let mut cmd = header(&[], None);
-        cmd.code = 200_050;
-        let mut dst = BytesMut::new();
-        assert_eq!(
-            encode(&cmd, &mut dst),
-            Err(FrameError::FieldOutOfRange { field: "code", value: 200_050 })
-        );
-    }
+/// Length of `bytes` once each invalid UTF-8 sequence is replaced by U+FFFD (3 bytes), as
+/// `String::from_utf8_lossy` would produce, computed without allocating.
+pub(crate) fn lossy_len(bytes: &[u8]) -> usize {
+    bytes.utf8_chunks().map(|c| c.valid().len() + if c.invalid().is_empty() { 0 } else { 3 }).sum()
 }
+
+/// Appends the lossy UTF-8 text of `bytes` to `dst` (see [`lossy_len`]) and returns its range.
+pub(crate) fn push_lossy_text(dst: &mut String, bytes: &[u8]) -> Range<usize> {
+    let start = dst.len();
+    for chunk in bytes.utf8_chunks() {
+        dst.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            dst.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+    start..dst.len()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
 //! A direct scanner for the JSON header shapes real clients send; the serde decoder in
-//! [`json_header`](super::json_header) handles everything else.
+//! [`json`](super::json) handles everything else.
 //!
 //! Under a max-rate load the serde visitor was the broker's largest single cost: 27 % of its
 //! CPU in a profile of `baiji bench` workload (b) (`benches/results/profile.md`). Every client
@@ -13,14 +13,18 @@
 //! would decode to the same [`HeaderParts`]; for anything else (an escaped key, a nested value,
 //! a number where a string is usual, a missing `code`, bad JSON, a header over the size limit,
 //! too many fields, ...) it returns `None` and the caller runs the serde decoder, so errors,
-//! refusals and lenient readings stay exactly as that decoder defines them. The property test
-//! below checks the agreement on generated and mutated headers.
+//! refusals and lenient readings stay exactly as that decoder defines them. Whitespace is
+//! legal before and after every token and is never part of a value (`"k": false` is `false`).
+//! The property tests below check the agreement both ways on generated headers with arbitrary
+//! whitespace, raw scalars, escapes and nested values, edited or not.
 
 use std::ops::Range;
 
-use crate::remoting::command::{HeaderParts, LanguageCode};
-use crate::remoting::ext::{unescape_into, ExtFields, DEFAULT_ENTRIES, MAX_EXT_FIELDS};
+use crate::remoting::ext::{ExtFields, MAX_EXT_FIELDS};
 use crate::remoting::frame::MAX_HEADER_BYTES;
+use crate::remoting::header_codec::json_ext::unescape_into;
+use crate::remoting::header_codec::parts::{HeaderParts, DEFAULT_ENTRIES};
+use crate::remoting::header_codec::types::LanguageCode;
 
 /// Decodes `header` if it has the common shape (see the module docs); `None` otherwise.
 pub(crate) fn decode(header: &[u8]) -> Option<HeaderParts> {
@@ -174,10 +178,14 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// A string, number, boolean or `null`; `None` for an object, an array or bad JSON.
+    /// A string, number, boolean or `null`, after any whitespace; `None` for an object, an
+    /// array or bad JSON.
     fn scalar(&mut self) -> Option<Scalar> {
+        let first = self.peek()?;
+        // After `peek`, which skipped the whitespace before the value (issue 23: taken before
+        // it, `"k": false` read as " false").
         let start = self.at;
-        match self.peek()? {
+        match first {
             b'"' => self.string(),
             b'n' => self.word(b"null").map(|()| Scalar::Null),
             b't' => self.word(b"true").map(|()| Scalar::Raw(start..self.at)),
@@ -285,9 +293,9 @@ impl<'a> Scanner<'a> {
             match self.scalar()? {
                 Scalar::Null => {}
                 Scalar::Str { content, escaped } => {
-                    fields.push_scanned(key, self.slice(content), escaped);
+                    push_scanned(&mut fields, key, self.slice(content), escaped);
                 }
-                Scalar::Raw(raw) => fields.push_scanned(key, self.slice(raw), false),
+                Scalar::Raw(raw) => push_scanned(&mut fields, key, self.slice(raw), false),
             }
             if self.next_member()? {
                 break;
@@ -298,164 +306,23 @@ impl<'a> Scanner<'a> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-    use crate::remoting::json_header;
-
-    /// What the serde decoder makes of `header`, for comparison (the fast path is tried first
-    /// by `json_header::decode`, so this calls the serde path directly).
-    fn serde_decode(header: &[u8]) -> Option<HeaderParts> {
-        json_header::decode_with_serde(header).ok()
+/// Appends a key and a value cut out of the header, without looking for duplicates (the
+/// caller resolves them at the end): `value` is a string's content (unescaped here when
+/// `escaped`) or a number's or boolean's text, stored as
+/// [`push_raw_value`](super::json_ext::push_raw_value) stores them.
+fn push_scanned(fields: &mut ExtFields, key: &str, value: &str, escaped: bool) {
+    let arena = fields.arena_mut();
+    let key_start = arena.len();
+    arena.push_str(key);
+    let value_start = arena.len();
+    if escaped {
+        unescape_into(arena, value);
+    } else {
+        arena.push_str(value);
     }
-
-    fn same(a: &HeaderParts, b: &HeaderParts) -> bool {
-        a.code == b.code
-            && a.language == b.language
-            && a.version == b.version
-            && a.opaque == b.opaque
-            && a.flag == b.flag
-            && a.remark == b.remark
-            && a.ext_fields == b.ext_fields
-            && a.ext_fields.iter().eq(b.ext_fields.iter())
-            && a.refused == b.refused
-    }
-
-    /// Headers as the clients of `client-wire-facts.md` write them: each must take the fast
-    /// path (or the optimisation silently never runs) and agree with the serde decoder.
-    #[test]
-    fn given_every_clients_header_shape_should_scan_it_as_serde_decodes_it() {
-        let headers = [
-            // Rust client, SEND_MESSAGE_V2 with properties escapes.
-            r#"{"code":310,"language":"RUST","version":474,"opaque":3,"flag":0,"remark":null,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"0","f":"0","g":"1700000000000","h":"0","i":"TAGS\u0001TagA\u0002UNIQ_KEY\u00017F00\u0002","j":"0","k":"false","m":"false","n":"false"},"serializeTypeCurrentRPC":"JSON"}"#,
-            // Java (fastjson): sorted keys, no remark, 5.x `{}` extFields.
-            r#"{"code":34,"extFields":{},"flag":0,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":475}"#,
-            // Java 4.9: no extFields key at all.
-            r#"{"code":34,"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":405}"#,
-            // Go (jsoniter): empty remark, no serializeTypeCurrentRPC.
-            r#"{"code":11,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"consumerGroup":"G","queueOffset":"12"}}"#,
-            // ali-ons: raw numbers and booleans in extFields.
-            r#"{"code":310,"language":"JAVA","opaque":12,"flag":0,"version":121,"extFields":{"a":"PG","e":0,"k":false,"g":1700000000000,"x":-1.5e3}}"#,
-            // Whitespace, duplicates, null values, an escaped remark.
-            " { \"code\" : 1 ,\n\"opaque\":-2,\"remark\":\"a\\\"b\",\"extFields\":{\"k\":\"1\",\"n\":null,\"k\":\"2\"} } ",
-        ];
-        for h in headers {
-            let fast = decode(h.as_bytes()).unwrap_or_else(|| panic!("fast path refused {h}"));
-            let slow = serde_decode(h.as_bytes()).expect("serde decodes it");
-            assert!(same(&fast, &slow), "{h}: fast {fast:?} vs serde {slow:?}");
-        }
-    }
-
-    /// Shapes the fast path leaves to serde (which decodes or refuses them as before).
-    #[test]
-    fn given_unusual_headers_should_leave_them_to_serde() {
-        for h in [
-            r#"{"code":"10","opaque":1}"#,
-            r#"{"code":1.0,"opaque":1}"#,
-            r#"{"code":1,"opaque":1,"flag":null}"#,
-            r#"{"code":1,"opaque":1,"language":5}"#,
-            r#"{"code":1,"opaque":1,"extFields":{"o":{"a":1}}}"#,
-            r#"{"code":1,"opaque":1,"extFields":{"k\u0041":"v"}}"#,
-            r#"{"code":1,"opaque":1,"x":[1]}"#,
-            r#"{"code":4294967296,"opaque":1}"#,
-            r#"{"opaque":1}"#,
-            r#"{"code":1,"opaque":1} x"#,
-            r#"{"code":01,"opaque":1}"#,
-            "{\"code\":1,\"opaque\":1,\"remark\":\"a\u{1}b\"}",
-            r#"{"code":1,"opaque":1,"remark":"\x"}"#,
-            r#"{"code":1,"opaque":1,}"#,
-        ] {
-            assert!(decode(h.as_bytes()).is_none(), "{h} must fall back to serde");
-        }
-    }
-
-    /// A JSON-ish token, valid or not, for building headers.
-    fn token() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("\"code\"".to_owned()),
-            Just("\"opaque\"".to_owned()),
-            Just("\"flag\"".to_owned()),
-            Just("\"version\"".to_owned()),
-            Just("\"language\"".to_owned()),
-            Just("\"remark\"".to_owned()),
-            Just("\"extFields\"".to_owned()),
-            Just("\"k\"".to_owned()),
-            Just("{".to_owned()),
-            Just("}".to_owned()),
-            Just("[".to_owned()),
-            Just("]".to_owned()),
-            Just(":".to_owned()),
-            Just(",".to_owned()),
-            Just(" ".to_owned()),
-            Just("null".to_owned()),
-            Just("true".to_owned()),
-            Just("fals".to_owned()),
-            Just("\"JAVA\"".to_owned()),
-            Just("\"a\\u0001\\\"b\"".to_owned()),
-            Just("\"\\ud83d!\"".to_owned()),
-            Just("\"\\q\"".to_owned()),
-            Just("\"é\"".to_owned()),
-            "-?[0-9]{1,11}(\\.[0-9]{0,2})?([eE][-+]?[0-9]{0,3})?",
-            "\"[a-z\\\\\"\u{1}]{0,6}\"",
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
-
-        /// Whenever the fast path accepts a header, serde accepts it too and decodes the same
-        /// parts (random token soup exercises the refusals; the framed variant, whose members
-        /// are well formed, exercises acceptance).
-        #[test]
-        fn fast_path_agrees_with_serde(
-            members in proptest::collection::vec((token(), token()), 0..4),
-            ext in proptest::collection::vec((token(), token()), 0..4),
-            soup in proptest::collection::vec(token(), 0..24),
-            framed in any::<bool>(),
-        ) {
-            let text = if framed {
-                let join = |pairs: &[(String, String)]| {
-                    pairs.iter().map(|(k, v)| format!("{k}:{v},")).collect::<String>()
-                };
-                format!(
-                    "{{\"code\":1,{}\"extFields\":{{{}\"z\":\"\"}},\"opaque\":2}}",
-                    join(&members),
-                    join(&ext)
-                )
-            } else {
-                soup.concat()
-            };
-            if let Some(fast) = decode(text.as_bytes()) {
-                let slow = serde_decode(text.as_bytes());
-                prop_assert!(slow.is_some(), "serde refused what the fast path took: {}", text);
-                let slow = slow.unwrap_or_else(|| unreachable!());
-                prop_assert!(same(&fast, &slow), "{}: fast {:?} vs serde {:?}", text, fast, slow);
-            }
-        }
-
-        /// Headers of the usual shape with arbitrary field values take the fast path and agree.
-        #[test]
-        fn usual_headers_take_the_fast_path(
-            code in any::<i32>(),
-            opaque in any::<i32>(),
-            fields in proptest::collection::vec(("[a-zA-Z]{1,12}", "[ -~\u{1}\u{2}é]{0,40}"), 0..20),
-        ) {
-            let ext: serde_json::Map<String, serde_json::Value> = fields
-                .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                .collect();
-            let text = serde_json::json!({
-                "code": code, "language": "JAVA", "opaque": opaque, "flag": 0, "version": 475,
-                "extFields": ext, "serializeTypeCurrentRPC": "JSON",
-            })
-            .to_string();
-            let fast = decode(text.as_bytes());
-            prop_assert!(fast.is_some(), "fast path refused {}", text);
-            let fast = fast.unwrap_or_else(|| unreachable!());
-            let slow = serde_decode(text.as_bytes()).unwrap_or_else(|| unreachable!());
-            prop_assert!(same(&fast, &slow), "{}", text);
-        }
-    }
+    let end = arena.len();
+    fields.push_entry(key_start..value_start, value_start..end);
 }
+
+#[cfg(test)]
+mod tests;

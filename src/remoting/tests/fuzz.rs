@@ -10,15 +10,16 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::remoting::code::request_code;
-use crate::remoting::command::{LanguageCode, RemotingCommand, SerializeType};
 use crate::remoting::ext::ExtFields;
 use crate::remoting::frame::{decode_frame, RESERVE_CHUNK};
 use crate::remoting::header::{FromExtFields, SendHeaderVersion, SendMessageRequestHeader};
+use crate::remoting::header_codec::{binary, json};
 use crate::remoting::message::{
     decode_batch, decode_records, encode_batch_entry, encode_record, StoredRecord,
 };
 use crate::remoting::msgid::{decode_offset_msg_id, encode_offset_msg_id};
-use crate::remoting::{binary_header, json_header, properties};
+use crate::remoting::properties;
+use crate::remoting::{LanguageCode, RemotingCommand, SerializeType};
 
 fn config() -> ProptestConfig {
     ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() }
@@ -203,8 +204,8 @@ proptest! {
             prop_assert!(send_command(st).encode_head(&mut encoded).is_ok());
             let mut header = encoded.get(8..).unwrap_or_default().to_vec();
             mutate(&mut header, &mutations);
-            let _ = json_header::decode(&header);
-            let _ = binary_header::decode(&header);
+            let _ = json::decode(&header);
+            let _ = binary::decode(&header);
         }
     }
 
@@ -217,8 +218,8 @@ proptest! {
         let _ = properties::parse(&body);
         let _ = properties::find(&body, properties::TAGS);
         let _ = properties::tags_code(&body);
-        let _ = binary_header::decode(&body);
-        let _ = json_header::decode(&body);
+        let _ = binary::decode(&body);
+        let _ = json::decode(&body);
         let _ = decode_offset_msg_id(&String::from_utf8_lossy(&body));
     }
 

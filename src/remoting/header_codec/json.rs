@@ -22,15 +22,19 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::remoting::command::{HeaderParts, LanguageCode, RemotingCommand, SerializeType};
 use crate::remoting::error::FrameError;
-use crate::remoting::ext::{push_raw_value, too_many_fields, ExtFields, ExtFieldsSeed};
+use crate::remoting::ext::ExtFields;
 use crate::remoting::frame::MAX_HEADER_BYTES;
-use crate::remoting::json_scan;
-use crate::remoting::json_write::{write_i64, write_str};
+use crate::remoting::header_codec::json_ext::{push_raw_value, ExtFieldsSeed};
+use crate::remoting::header_codec::json_scan;
+use crate::remoting::header_codec::json_write::{write_i64, write_str};
+use crate::remoting::header_codec::parts::{
+    header_too_long, too_many_fields, HeaderParts, HeaderRef,
+};
+use crate::remoting::header_codec::types::{LanguageCode, SerializeType};
 
 /// Appends the JSON header of `cmd` (always a complete object with all eight keys).
-pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
+pub(crate) fn encode(cmd: &HeaderRef<'_>, dst: &mut BytesMut) {
     dst.put_slice(b"{\"code\":");
     write_i64(dst, i64::from(cmd.code));
     dst.put_slice(b",\"language\":\"");
@@ -42,7 +46,7 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     dst.put_slice(b",\"flag\":");
     write_i64(dst, i64::from(cmd.flag));
     dst.put_slice(b",\"remark\":");
-    match &cmd.remark {
+    match cmd.remark {
         Some(remark) => write_str(dst, remark),
         None => dst.put_slice(b"null"),
     }
@@ -71,7 +75,7 @@ pub(crate) fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
 /// A header longer than [`MAX_HEADER_BYTES`] is only scanned for `code`, `opaque` and `flag`
 /// (linear, allocating nothing but serde_json's scratch for escaped keys) and comes back with
 /// `refused` set, as does one with more than
-/// [`MAX_EXT_FIELDS`](crate::remoting::ext::MAX_EXT_FIELDS) fields.
+/// [`MAX_EXT_FIELDS`](crate::remoting::MAX_EXT_FIELDS) fields.
 pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, FrameError> {
     match json_scan::decode(header) {
         Some(parts) => Ok(parts),
@@ -92,11 +96,6 @@ pub(crate) fn decode_with_serde(header: &[u8]) -> Result<HeaderParts, FrameError
         refused: if skip { Some(header_too_long(header.len())) } else { parts.refused },
         ..parts
     })
-}
-
-/// The refusal text for a header of `len` bytes.
-pub(crate) fn header_too_long(len: usize) -> String {
-    format!("the request header of {len} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes")
 }
 
 struct HeaderSeed {
@@ -285,113 +284,4 @@ impl<'de> Deserialize<'de> for LenientLanguage {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::remoting::command::BROKER_VERSION;
-
-    fn parse(json: &str) -> Result<HeaderParts, FrameError> {
-        decode(json.as_bytes())
-    }
-
-    #[test]
-    fn given_rust_client_header_when_decoding_should_read_every_field() {
-        let h = parse(
-            r#"{"code":10,"language":"RUST","version":474,"opaque":3,"flag":0,"remark":null,"extFields":{"topic":"T","queueId":"1"},"serializeTypeCurrentRPC":"JSON"}"#,
-        )
-        .expect("Rust client header");
-        assert_eq!((h.code, h.version, h.opaque, h.flag), (10, 474, 3, 0));
-        assert_eq!(h.language, LanguageCode::Rust);
-        assert_eq!(h.remark, None);
-        assert_eq!(h.ext_fields.get("queueId"), Some("1"));
-    }
-
-    #[test]
-    fn given_ali_ons_header_when_decoding_should_tolerate_raw_values_and_missing_keys() {
-        let h = parse(
-            r#"{"code":310,"language":"JAVA","opaque":12,"flag":0,"version":121,"extFields":{"a":"PG","e":0,"k":false,"g":1700000000000}}"#,
-        )
-        .expect("ali-ons header");
-        assert_eq!(h.code, 310);
-        assert_eq!(h.ext_fields.get("e"), Some("0"));
-        assert_eq!(h.ext_fields.get("k"), Some("false"));
-        assert_eq!(h.ext_fields.get("g"), Some("1700000000000"));
-    }
-
-    #[test]
-    fn given_minimal_or_odd_header_when_decoding_should_apply_defaults() {
-        let h =
-            parse(r#"{"opaque":"7","code":34.0,"language":"KOTLIN","flag":null,"x":[1,{"y":2}]}"#)
-                .expect("lenient header");
-        assert_eq!((h.code, h.opaque, h.flag, h.version), (34, 7, 0, 0));
-        assert_eq!(h.language, LanguageCode::Other, "unknown language is OTHER");
-        assert!(h.ext_fields.is_empty());
-        let h = parse(r#"{"code":1,"opaque":2,"remark":42,"extFields":null}"#).expect("lenient");
-        assert_eq!(h.remark.as_deref(), Some("42"));
-    }
-
-    #[test]
-    fn given_unreadable_header_when_decoding_should_be_fatal() {
-        for bad in [
-            "",
-            "[]",
-            "{",
-            r#"{"opaque":1}"#,
-            r#"{"code":1}"#,
-            r#"{"code":"x","opaque":1}"#,
-            r#"{"code":4294967296,"opaque":1}"#,
-            r#"{"code":1,"opaque":1} trailing"#,
-            r#"{"code":{},"opaque":1}"#,
-        ] {
-            assert!(
-                matches!(parse(bad), Err(FrameError::MalformedJsonHeader(_))),
-                "{bad:?} must be a fatal header error"
-            );
-        }
-    }
-
-    #[test]
-    fn given_response_when_encoding_should_emit_every_key_the_rust_client_requires() {
-        let req = RemotingCommand::request(10, 42);
-        let mut resp = RemotingCommand::response_to(&req, 0, None);
-        resp.ext_fields.insert("queueId", "0");
-        resp.ext_fields.insert("msgId", "AB\"\\");
-        let mut dst = BytesMut::new();
-        encode(&resp, &mut dst);
-        let text = std::str::from_utf8(&dst).expect("UTF-8");
-        assert_eq!(
-            text,
-            format!(
-                r#"{{"code":0,"language":"JAVA","version":{BROKER_VERSION},"opaque":42,"flag":1,"remark":null,"extFields":{{"queueId":"0","msgId":"AB\"\\"}},"serializeTypeCurrentRPC":"JSON"}}"#
-            ),
-            "golden response header"
-        );
-        let value: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
-        for key in [
-            "code",
-            "language",
-            "version",
-            "opaque",
-            "flag",
-            "remark",
-            "extFields",
-            "serializeTypeCurrentRPC",
-        ] {
-            assert!(value.get(key).is_some(), "response header must contain {key}");
-        }
-        let ext = value.get("extFields").and_then(serde_json::Value::as_object).expect("object");
-        assert!(ext.values().all(serde_json::Value::is_string), "ext values must be JSON strings");
-    }
-
-    #[test]
-    fn given_send_header_when_decoding_should_not_grow_its_buffers() {
-        let json = r#"{"code":10,"language":"RUST","version":474,"opaque":1,"flag":0,"remark":null,"extFields":{"batch":"false","bornTimestamp":"1700000000000","defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0","maxReconsumeTimes":"16","producerGroup":"PG","properties":"TAGS\u0001TagA\u0002UNIQ_KEY\u00017F0000010000000000000000000000\u0002WAIT\u0001true\u0002","queueId":"0","reconsumeTimes":"0","sysFlag":"0","topic":"TopicTest","unitMode":"false"},"serializeTypeCurrentRPC":"JSON"}"#;
-        let h = parse(json).expect("SEND header");
-        assert_eq!(h.ext_fields.len(), 13);
-        assert_eq!(
-            h.ext_fields.capacities(),
-            (json.len(), 16),
-            "a SEND header decode allocates exactly one arena and one entry list (2 allocations), \
-             neither of which regrows"
-        );
-    }
-}
+mod tests;

@@ -17,9 +17,9 @@ use std::cell::Cell;
 use bytes::{BufMut, Bytes, BytesMut};
 use proptest::prelude::*;
 
-use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::remoting::ext::KEY_WORK;
 use crate::remoting::frame::{Frame, MAX_FRAME_LEN, MAX_HEADER_BYTES};
+use crate::remoting::{RemotingCommand, SerializeType};
 
 thread_local! {
     /// Bytes this thread holds from the allocator right now.

@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use crate::remoting::body::{HeartbeatData, JsonBody, TopicRouteData};
 use crate::remoting::code::{request_code, response_code};
-use crate::remoting::command::{RemotingCommand, SerializeType, BROKER_VERSION};
 use crate::remoting::frame::peek_prefix;
 use crate::remoting::header::{
     FromExtFields, PullMessageRequestHeader, PullMessageResponseHeader, SendHeaderVersion,
@@ -19,6 +18,7 @@ use crate::remoting::message::{decode_records, encode_record, StoredRecord};
 use crate::remoting::msgid::decode_offset_msg_id;
 use crate::remoting::properties;
 use crate::remoting::subscription::TagMatcher;
+use crate::remoting::{RemotingCommand, SerializeType, BROKER_VERSION};
 
 /// The 14 language names the Rust client's serde derive accepts, and nothing else.
 #[derive(Debug, Deserialize)]
@@ -139,6 +139,30 @@ fn given_rust_client_send_when_broker_replies_should_satisfy_the_strict_client()
     let msg_id = ext.get("msgId").expect("msgId");
     let decoded = decode_offset_msg_id(msg_id).expect("clients decode the msgId");
     assert_eq!((decoded.store_host, decoded.commit_log_offset), (store_host, 4096));
+}
+
+/// Issue 23: a SEND_MESSAGE_V2 as a client that prints JSON with spaces after `:` and `,`
+/// (Python's `json.dumps` defaults, Jackson's pretty printer) and raw numbers and booleans (as
+/// ali-ons does) writes it. RocketMQ's fastjson reads it; so must baiji, field for field.
+#[test]
+fn given_spaced_json_send_frame_with_raw_booleans_when_decoding_should_accept_every_field() {
+    let request_json =
+        "{\"code\": 310, \"language\": \"PYTHON\", \"version\": 475, \"opaque\": 9, \
+        \"flag\": 0, \"remark\": null, \"extFields\": {\"a\": \"PG\", \"b\": \"TopicTest\", \
+        \"c\": \"TBW102\", \"d\": 4, \"e\": 2, \"f\": 0, \"g\": 1700000000000, \"h\": 0, \
+        \"i\": \"TAGS\\u0001TagA\\u0002\", \"j\": 0, \"k\": false, \"l\": 16, \"m\": false}, \
+        \"serializeTypeCurrentRPC\": \"JSON\"}";
+    let mut wire = frame_of(request_json, b"payload");
+    let request = RemotingCommand::decode(&mut wire).expect("valid frame").expect("complete frame");
+    assert_eq!((request.code, request.opaque), (request_code::SEND_MESSAGE_V2, 9));
+    let version = SendHeaderVersion::for_request_code(request.code).expect("a send code");
+    let send = SendMessageRequestHeader::decode(&request.ext_fields, version)
+        .expect("a spaced header with raw booleans is a valid send");
+    assert_eq!((send.producer_group, send.topic, send.queue_id), ("PG", "TopicTest", 2));
+    assert_eq!((send.default_topic_queue_nums, send.born_timestamp), (4, 1_700_000_000_000));
+    assert!(!send.unit_mode && !send.batch, "raw `false` after a space reads as false");
+    assert_eq!(send.max_reconsume_times, Some(16));
+    assert_eq!(properties::find(send.properties.as_bytes(), properties::TAGS), Some("TagA"));
 }
 
 #[test]
