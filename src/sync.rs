@@ -88,6 +88,28 @@ pub(crate) fn try_write<T>(l: &RwLock<T>) -> Option<RwLockWriteGuard<'_, T>> {
 /// the interleavings loom explores without checking anything.
 pub(crate) mod plain {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+    /// [`super::lock`] for a `std` mutex, even under loom: for state outside every model
+    /// (the store's tables), which keeps `std` locks so the models do not explore them.
+    #[inline]
+    #[allow(dead_code)] // unused in some feature sets
+    pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`super::read`] for a `std` `RwLock`, even under loom (see [`lock`]).
+    #[inline]
+    #[allow(dead_code)] // unused in some feature sets
+    pub(crate) fn read<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+        l.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`super::write`] for a `std` `RwLock`, even under loom (see [`lock`]).
+    #[inline]
+    #[allow(dead_code)] // unused in some feature sets
+    pub(crate) fn write<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+        l.write().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A field written before its node is published and only read afterwards.

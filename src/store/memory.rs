@@ -17,7 +17,7 @@ use crate::engine::{
     Engine, EngineConfig, EngineError, Filter, Group, MemberId, Message, Mode, Retention,
     StartFrom, SubscribeOptions, TopicHandle,
 };
-use crate::sync::{lock, read, write};
+use crate::sync::plain::{lock, read, write};
 
 fn map_err(e: EngineError) -> StoreError {
     match e {
