@@ -751,6 +751,42 @@ mod tests {
         assert_eq!(immunity(b"TAGS\x01A\x02", 6_000), (6_000, false), "absent: the timeout");
     }
 
+    fn half(group: &str, uniq: &str, at: u64) -> Half {
+        Half {
+            group: group.into(),
+            uniq: uniq.into(),
+            stored_at: 0,
+            immune_ms: 0,
+            immunity_set: false,
+            checks: 0,
+            at,
+        }
+    }
+
+    #[test]
+    fn given_halves_when_inserted_and_removed_should_keep_the_indices_exact() {
+        // Review M10: lookups by transaction id and by group are index reads, not scans.
+        let mut t = Table::default();
+        t.insert(5, half("g1", "U", 5));
+        t.insert(3, half("g1", "U", 3));
+        t.insert(7, half("g2", "V", 7));
+        #[cfg(feature = "grpc")]
+        {
+            assert_eq!(t.find_uniq("U"), Some(3), "a shared key finds the lowest id");
+            assert_eq!(t.find_uniq("V"), Some(7));
+            assert_eq!(t.find_uniq("UV"), None, "no prefix match");
+        }
+        assert_eq!(t.per_group.get("g1"), Some(&2));
+        t.remove(3);
+        t.remove(7);
+        #[cfg(feature = "grpc")]
+        assert_eq!(t.find_uniq("U"), Some(5), "the other half with the key remains");
+        assert_eq!(t.per_group.get("g1"), Some(&1));
+        assert!(!t.per_group.contains_key("g2"), "a group without halves is forgotten");
+        t.remove(5);
+        assert!(t.by_uniq.is_empty() && t.per_group.is_empty() && t.positions.is_empty());
+    }
+
     #[test]
     fn given_sends_when_classifying_should_see_half_messages_by_property_or_sys_flag() {
         let half = |flag, props: &[u8]| is_half(flag, &Routing::parse(props));
