@@ -310,3 +310,37 @@ async fn given_broker_config_when_updating_live_settings_should_take_effect_and_
     assert_eq!(r.code, code::NO_PERMISSION, "block is not a broker policy: {r:?}");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_subscription_group_configs_when_large_or_with_foreign_fields_should_bound_what_is_kept(
+) {
+    // Review M9: the body was stored as sent, up to 16 MiB per group; RocketMQ deserialises it
+    // into its typed SubscriptionGroupConfig, so only its fields, of their types, are kept.
+    let (broker, mut conn) = broker_with_topic(TOPIC).await;
+    let create = |body: String| {
+        request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ExtFields::new())
+            .with_body(body.into_bytes())
+    };
+    let junk = vec!["1"; 4_000].join(",");
+    let r = conn
+        .call(create(format!(r#"{{"groupName":"g_foreign","retryMaxTimes":3,"junk":[{junk}]}}"#)))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "a config with a foreign field is taken: {r:?}");
+    let r = conn.call(one_field(rc::GET_SUBSCRIPTIONGROUP_CONFIG, "group", "g_foreign")).await;
+    let kept = json(&r);
+    assert_eq!(kept["retryMaxTimes"], 3, "RocketMQ's fields are kept: {kept}");
+    assert!(kept.get("junk").is_none(), "a foreign field is not: {kept}");
+    let big = vec!["1"; 10_000].join(",");
+    let r = conn
+        .call(create(format!(r#"{{"groupName":"g_big","attributes":{{}},"junk":[{big}]}}"#)))
+        .await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "a body over 16 KiB is refused: {r:?}");
+    assert!(r.remark.as_deref().is_some_and(|m| m.contains("16384")), "saying why: {r:?}");
+    let r = conn.call(create(r#"{"groupName":"g_typed","retryMaxTimes":"x"}"#.into())).await;
+    assert_eq!(r.code, code::SYSTEM_ERROR, "a field of the wrong type is refused: {r:?}");
+    for g in ["g_big", "g_typed"] {
+        let r = conn.call(one_field(rc::GET_SUBSCRIPTIONGROUP_CONFIG, "group", g)).await;
+        assert_eq!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "{g} was not stored: {r:?}");
+    }
+    broker.shutdown().await;
+}

@@ -101,8 +101,19 @@ pub(super) fn register_broker_request(
     addr: &str,
     topic: &str,
 ) -> RemotingCommand {
+    register_broker_request_with(name, id, addr, topic, 4)
+}
+
+/// [`register_broker_request`] with `queues` read and write queues.
+fn register_broker_request_with(
+    name: &str,
+    id: i64,
+    addr: &str,
+    topic: &str,
+    queues: u64,
+) -> RemotingCommand {
     let body = format!(
-        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{{"counter":1,"stateVersion":0,"timestamp":1700000000000}},"topicConfigTable":{{"{topic}":{{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"{topic}","topicSysFlag":0,"writeQueueNums":4}}}}}}}}"#
+        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{{"counter":1,"stateVersion":0,"timestamp":1700000000000}},"topicConfigTable":{{"{topic}":{{"order":false,"perm":6,"readQueueNums":{queues},"topicFilterType":"SINGLE_TAG","topicName":"{topic}","topicSysFlag":0,"writeQueueNums":{queues}}}}}}}}}"#
     );
     let crc = crc32fast::hash(body.as_bytes()) & 0x7FFF_FFFF;
     let mut ext = ExtFields::new();
@@ -471,4 +482,45 @@ async fn given_a_client_posing_as_the_broker_internal_groups_and_topics_should_n
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_registrations_with_absurd_queue_counts_should_refuse_them_and_route_nothing() {
+    // Review H4: readQueueNums = 2^32-1 from any registration made a gRPC QueryRoute build
+    // four billion queues. The name server refuses such registrations whole.
+    let namesrv = baiji::broker::start_namesrv("127.0.0.1:0".parse().expect("an address"))
+        .await
+        .expect("the name server starts");
+    let addr = namesrv.namesrv_addr().expect("its address");
+    let mut conn = Conn::open(addr).await;
+    let huge =
+        register_broker_request_with("evil", 0, "127.0.0.1:10911", "HugeTopic", 4_294_967_295);
+    let r = conn.call(huge).await;
+    assert_eq!(r.code, code::INVALID_PARAMETER, "absurd queue counts are refused: {r:?}");
+    let remark = r.remark.clone().unwrap_or_default();
+    assert!(remark.contains("HugeTopic") && remark.contains("1024"), "a clear remark: {remark}");
+    assert_eq!(route_addrs(&mut conn, "HugeTopic", "evil").await, None, "nothing is routed");
+    let r =
+        conn.call(register_broker_request_with("evil", 0, "127.0.0.1:10911", "Edge", 1025)).await;
+    assert_eq!(r.code, code::INVALID_PARAMETER, "one past the bound is refused: {r:?}");
+    let r =
+        conn.call(register_broker_request_with("fine", 0, "127.0.0.1:10911", "Max", 1024)).await;
+    assert_eq!(r.code, code::SUCCESS, "the bound itself is accepted: {r:?}");
+    // REGISTER_TOPIC_IN_NAMESRV carries queue datas: bounded the same way.
+    let mut ext = ExtFields::new();
+    ext.insert("topic", "HugeTopic");
+    let body = br#"{"brokerDatas":[],"queueDatas":[{"brokerName":"fine","readQueueNums":4294967295,"writeQueueNums":4294967295,"perm":6,"topicSysFlag":0}]}"#;
+    let r = conn.call(request(rc::REGISTER_TOPIC_IN_NAMESRV, ext).with_body(body.to_vec())).await;
+    assert_eq!(r.code, code::INVALID_PARAMETER, "a topic registration too: {r:?}");
+    assert_eq!(route_addrs(&mut conn, "HugeTopic", "fine").await, None, "still nothing routed");
+    let r = conn
+        .call(request(rc::GET_ROUTEINFO_BY_TOPIC, {
+            let mut e = ExtFields::new();
+            e.insert("topic", "Max");
+            e
+        }))
+        .await;
+    let route = TopicRouteData::from_json_slice(&r.body).expect("a valid route");
+    assert_eq!(route.queue_datas[0].read_queue_nums, 1024, "the accepted one is routed");
+    namesrv.shutdown().await;
 }

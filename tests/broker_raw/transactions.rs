@@ -361,21 +361,31 @@ async fn given_a_producer_that_never_decides_should_move_the_message_after_the_m
 }
 
 #[tokio::test]
-async fn given_no_producer_connected_when_checking_should_wait_for_one_without_counting() {
-    let (broker, mut conn) = tx_broker(fast_checks).await;
-    let uniq = "7F0000010001000000000000000000A2";
-    send_half(&mut conn, 0, "orphan", uniq).await;
-    // Several check passes go by with nobody to ask.
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let s = broker.transaction_stats();
-    assert_eq!((s.half_messages, s.checks_sent), (1, 0), "no check without a producer: {s:?}");
-    let mut producer = Conn::open(broker_addr(&broker)).await;
-    let r = producer.call(producer_heartbeat("127.0.0.1@back")).await;
-    assert_eq!(r.code, code::SUCCESS, "the producer heartbeat is accepted: {r:?}");
-    let check = next_check(&mut producer).await;
-    let m = &decode_records(&check.body).expect("a stored message")[0];
-    assert_eq!(prop(m, "UNIQ_KEY"), Some(uniq), "the waiting message is checked");
-    assert_eq!(prop(m, "TRANSACTION_CHECK_TIMES"), Some("1"), "as its first check");
+async fn given_no_producer_connected_when_checking_should_count_the_checks_and_move_the_message_after_the_maximum(
+) {
+    // Review H2: RocketMQ counts a check (needDiscard) before it looks for a producer, so a
+    // half message whose group never heartbeats is moved after transactionCheckMax checks
+    // instead of being held for ever.
+    let (broker, mut conn) = tx_broker(|c| {
+        fast_checks(c);
+        c.core.transaction_check_max = 2;
+    })
+    .await;
+    send_half(&mut conn, 0, "orphan", "7F0000010001000000000000000000A2").await;
+    let s = wait_stats(&broker, "the orphan moves", |s| s.moved_to_check_max == 1).await;
+    assert_eq!((s.half_messages, s.checks_sent), (0, 0), "moved without any check sent: {s:?}");
+    let moved = broker.store().topic("TRANS_CHECK_MAX_TIME_TOPIC").expect("the topic exists");
+    assert_eq!(moved.offsets(0).expect("queue 0"), (0, 1), "it holds the message");
+    assert_eq!(
+        half_released(&broker),
+        broker
+            .store()
+            .topic("RMQ_SYS_TRANS_HALF_TOPIC")
+            .and_then(|t| t.offsets(0).ok())
+            .map_or(0, |o| o.1),
+        "the half queue holds nothing any more"
+    );
+    assert!(pull_all(&mut conn, 0).await.is_empty(), "never delivered");
     broker.shutdown().await;
 }
 
@@ -404,7 +414,12 @@ async fn given_a_long_check_interval_when_a_producer_of_the_group_connects_shoul
 #[tokio::test]
 async fn given_an_undecided_half_message_when_later_ones_are_decided_should_release_them_and_keep_its_ids(
 ) {
-    let (broker, mut conn) = tx_broker(fast_checks).await;
+    let (broker, mut conn) = tx_broker(|c| {
+        fast_checks(c);
+        // Counted without a producer (review H2): enough checks not to move it meanwhile.
+        c.core.transaction_check_max = 10_000;
+    })
+    .await;
     // Nobody will ever be asked about the first one (no producer is connected).
     let stuck = send_half(&mut conn, 0, "undecided", "7F0000010001000000000000000000A3").await;
     let decided = send_half(&mut conn, 1, "decided", "7F0000010001000000000000000000A4").await;
@@ -582,5 +597,141 @@ async fn given_a_committed_half_message_with_a_timer_should_deliver_it_when_due_
     assert_eq!(msgs.len(), 1, "delivered once when due: {msgs:?}");
     assert_eq!(&msgs[0].body[..], b"later");
     assert_eq!(prop(&msgs[0], "UNIQ_KEY"), Some(sent.msg_id.as_str()), "its msgId is kept");
+    broker.shutdown().await;
+}
+
+/// The offset up to which the internal group released the half queue.
+fn half_released(broker: &RunningBroker) -> u64 {
+    broker.store().committed("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn given_a_half_message_with_a_long_check_immunity_should_not_hold_later_decided_ones() {
+    // Review H1: a message inside its own CHECK_IMMUNITY_TIME_IN_SECONDS is moved to the end
+    // of the half queue (RocketMQ's putImmunityMsgBackToHalfQueue), so it never pins the
+    // decided messages behind it for a day.
+    let (broker, mut conn) = tx_broker(fast_checks).await;
+    let immune = send_half_with(
+        &mut conn,
+        0,
+        "for tomorrow",
+        "7F0000010001000000000000000000B7",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS\u{1}86400\u{2}",
+    )
+    .await;
+    let decided = send_half(&mut conn, 1, "decided", "7F0000010001000000000000000000B8").await;
+    oneway(&mut conn, end_transaction(&decided, GROUP, ROLLBACK, false)).await;
+    wait_stats(&broker, "the second one is rolled back", |s| s.rolled_back == 1).await;
+    let deadline = Instant::now() + PATIENCE;
+    while half_released(&broker) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "an immune half message holds the decided one behind it (released up to {})",
+            half_released(&broker)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = broker.transaction_stats();
+    assert_eq!((s.half_messages, s.checks_sent), (1, 0), "immune: waiting, never checked: {s:?}");
+    // Still inside its immunity, its producer decides it by the ids it was given.
+    oneway(&mut conn, end_transaction(&immune, GROUP, COMMIT, false)).await;
+    wait_stats(&broker, "it is committed by its original ids", |s| s.committed == 1).await;
+    let msgs = pull_all(&mut conn, 0).await;
+    assert_eq!(msgs.len(), 1, "and delivered once: {msgs:?}");
+    assert_eq!(&msgs[0].body[..], b"for tomorrow");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_an_internal_group_when_an_admin_deletes_it_should_refuse_and_keep_its_messages() {
+    // Review H6: CID_RMQ_SYS_* groups hold the half, delay and timer queues; deleting one
+    // with cleanOffset released every waiting message. RocketMQ refuses system groups.
+    let (broker, mut conn) = tx_broker(|_| {}).await;
+    let sent = send_half(&mut conn, 2, "kept", "7F0000010001000000000000000000B9").await;
+    for group in ["CID_RMQ_SYS_TRANS", "CID_RMQ_SYS_SCHEDULE", "CID_RMQ_SYS_WHEEL_TIMER"] {
+        for clean in [true, false] {
+            let mut ext = ExtFields::new();
+            ext.insert("groupName", group);
+            ext.insert_bool("cleanOffset", clean);
+            let r = conn.call(request(rc::DELETE_SUBSCRIPTIONGROUP, ext)).await;
+            assert_eq!(r.code, code::SYSTEM_ERROR, "{group} (clean {clean}) is refused: {r:?}");
+            let remark = r.remark.unwrap_or_default();
+            assert!(remark.contains(group) && remark.contains("system group"), "{remark}");
+            let body =
+                format!(r#"{{"groupNameList":["a_group","{group}"],"cleanOffset":{clean}}}"#);
+            let list = request(rc::DELETE_SUBSCRIPTIONGROUP_LIST, ExtFields::new())
+                .with_body(body.into_bytes());
+            let r = conn.call(list).await;
+            assert_eq!(r.code, code::SYSTEM_ERROR, "a list naming {group} is refused: {r:?}");
+        }
+    }
+    oneway(&mut conn, end_transaction(&sent, GROUP, COMMIT, false)).await;
+    wait_stats(&broker, "the half message is still there to commit", |s| s.committed == 1).await;
+    assert_eq!(pull_all(&mut conn, 2).await.len(), 1, "and delivered once");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_half_messages_filling_the_budget_when_one_is_committed_should_still_deliver_it() {
+    // Review M1: half messages are held to the delivery reserve (1/16 of the budget), as
+    // delays and timers are, since a commit appends its real copy before the half message is
+    // released; without it the budget fills with halves and no commit can ever land.
+    let (broker, mut conn) = tx_broker(|c| c.core.memory_budget = 256 * 1024).await;
+    let body = "m".repeat(8 * 1024);
+    let mut stored = Vec::new();
+    loop {
+        assert!(stored.len() < 64, "a 256 KiB budget cannot hold 64 half messages of 8 KiB");
+        let uniq = format!("7F00000100010000000000000001{:04X}", stored.len());
+        let r = conn.call(half_send(1, &body, &uniq)).await;
+        if r.code != code::SUCCESS {
+            assert_eq!(r.code, code::SYSTEM_BUSY, "the budget refuses: {r:?}");
+            break;
+        }
+        stored.push(HalfSent {
+            queue_offset: r.ext_fields.get("queueOffset").and_then(|o| o.parse().ok()).expect("o"),
+            commit_log_offset: decode_offset_msg_id(r.ext_fields.get("msgId").expect("msgId"))
+                .expect("an offset msgId")
+                .commit_log_offset,
+            msg_id: uniq,
+        });
+    }
+    assert!(!stored.is_empty(), "some half messages fit");
+    let mut commit = end_transaction(&stored[0], GROUP, COMMIT, false);
+    commit.flag = 0;
+    let r = conn.call(commit).await;
+    assert_eq!(r.code, code::SUCCESS, "the commit finds room for its real copy: {r:?}");
+    assert_eq!(pull_all(&mut conn, 1).await.len(), 1, "and is delivered");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_half_message_with_an_illegal_timer_when_committed_should_refuse_and_keep_it_half()
+{
+    // Review M8: RocketMQ refuses such a commit (WHEEL_TIMER_MSG_ILLEGAL, answered
+    // MESSAGE_ILLEGAL) and keeps the half message; it was delivered at once.
+    let (broker, mut conn) = tx_broker(|c| c.core.timer_max_delay_sec = 10).await;
+    let sent = send_half_with(
+        &mut conn,
+        3,
+        "too far",
+        "7F0000010001000000000000000000BA",
+        "TIMER_DELAY_SEC\u{1}11\u{2}",
+    )
+    .await;
+    let mut commit = end_transaction(&sent, GROUP, COMMIT, false);
+    commit.flag = 0;
+    let r = conn.call(commit).await;
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "the commit is refused: {r:?}");
+    assert!(
+        r.remark.as_deref().is_some_and(|m| m.starts_with("timer message illegal")),
+        "with RocketMQ's remark: {r:?}"
+    );
+    let s = broker.transaction_stats();
+    assert_eq!((s.half_messages, s.committed, s.end_refused), (1, 0, 1), "still half: {s:?}");
+    assert_eq!(broker.timers_waiting(), 0, "no timer waits");
+    assert!(pull_all(&mut conn, 3).await.is_empty(), "nothing delivered");
+    // The producer can still roll it back.
+    oneway(&mut conn, end_transaction(&sent, GROUP, ROLLBACK, false)).await;
+    wait_stats(&broker, "the rollback is applied", |s| s.rolled_back == 1).await;
     broker.shutdown().await;
 }

@@ -233,6 +233,10 @@ fn deliver(core: &Core, m: StoredRef<'_>) -> Result<bool, StoreError> {
     deliver_record(core, m.record, m.offset, &[properties::DELAY], &[])
 }
 
+/// How long a delay level waits before trying again a message whose delivery failed (not for
+/// lack of room): RocketMQ's `DELAY_FOR_A_PERIOD`.
+const RETRY_FAILED_MS: u64 = 10_000;
+
 /// Delivers delayed messages when due until shutdown.
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let topic = match core.store.ensure_topic(SCHEDULE_TOPIC, MAX_LEVEL) {
@@ -269,7 +273,13 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                     Err(_) => break,
                 };
                 if let Err(e) = outcome {
-                    tracing::warn!(error = %e, "delivering a delayed message failed; dropped");
+                    // As RocketMQ's `DeliverDelayedMessageTimerTask`: a failed re-put is tried
+                    // again after `DELAY_FOR_A_PERIOD` (10 s), the level's offset kept; without
+                    // a wake-up set here the level waited for an unrelated notify (up to 1 h).
+                    tracing::warn!(level = level + 1, offset = *next_offset, error = %e, "delivering a delayed message failed; trying again in 10 s");
+                    let again = now + RETRY_FAILED_MS;
+                    earliest = Some(earliest.map_or(again, |e| e.min(again)));
+                    break;
                 } else if let Ok(false) = outcome {
                     // No room in the real topic: try again shortly.
                     earliest = Some(earliest.map_or(now + 100, |e| e.min(now + 100)));

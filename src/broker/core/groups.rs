@@ -1,7 +1,8 @@
 //! Subscription-group configs admins created (`UPDATE_AND_CREATE_SUBSCRIPTIONGROUP`), kept as
 //! the JSON object the admin sent (RocketMQ's `SubscriptionGroupConfig`, whatever version wrote
-//! it) and given back as it came. baiji itself needs little of it: a group exists once a
-//! heartbeat names it; the gRPC face reads `consumeMessageOrderly` and `retryMaxTimes`.
+//! it), RocketMQ's fields only and bounded in size and number, and given back as it came.
+//! baiji itself needs little of it: a group exists once a heartbeat names it; the gRPC face
+//! reads `consumeMessageOrderly` and `retryMaxTimes`.
 
 use std::collections::BTreeMap;
 
@@ -52,16 +53,117 @@ impl Core {
 /// Most subscription groups an admin may create (bounds the table).
 pub(crate) const MAX_SUBSCRIPTION_GROUPS: usize = 65_536;
 
-/// Subscription-group configs by name.
+/// The largest `SubscriptionGroupConfig` body kept, bytes: a config RocketMQ writes is a few
+/// hundred bytes, its largest (with `subscriptionDataSet` and `attributes`) a few KiB.
+pub(crate) const MAX_GROUP_CONFIG_BYTES: usize = 16 * 1024;
+
+/// The most JSON all configs together may hold, bytes (as sent): bounds the table's memory,
+/// which is outside the message budget, whatever the number of groups.
+pub(crate) const MAX_GROUP_CONFIGS_BYTES: usize = 32 * 1024 * 1024;
+
+/// The fields of RocketMQ's `SubscriptionGroupConfig` (4.x and 5.x): a config keeps only
+/// these, each with the JSON type RocketMQ gives it; others are dropped.
+const KNOWN_FIELDS: &[(&str, FieldType)] = &[
+    ("groupName", FieldType::String),
+    ("consumeEnable", FieldType::Bool),
+    ("consumeFromMinEnable", FieldType::Bool),
+    ("consumeBroadcastEnable", FieldType::Bool),
+    ("consumeMessageOrderly", FieldType::Bool),
+    ("retryQueueNums", FieldType::Number),
+    ("retryMaxTimes", FieldType::Number),
+    ("groupRetryPolicy", FieldType::Object),
+    ("brokerId", FieldType::Number),
+    ("whichBrokerWhenConsumeSlowly", FieldType::Number),
+    ("notifyConsumerIdsChangedEnable", FieldType::Bool),
+    ("groupSysFlag", FieldType::Number),
+    ("consumeTimeoutMinute", FieldType::Number),
+    ("subscriptionDataSet", FieldType::Array),
+    ("attributes", FieldType::Object),
+];
+
+/// The JSON type of a [`KNOWN_FIELDS`] entry.
+#[derive(Debug, Clone, Copy)]
+enum FieldType {
+    String,
+    Bool,
+    Number,
+    Object,
+    Array,
+}
+
+impl FieldType {
+    fn accepts(self, v: &Value) -> bool {
+        match self {
+            FieldType::String => v.is_string(),
+            FieldType::Bool => v.is_boolean(),
+            FieldType::Number => v.is_number(),
+            FieldType::Object => v.is_object() || v.is_null(),
+            FieldType::Array => v.is_array() || v.is_null(),
+        }
+    }
+}
+
+/// Why a subscription-group config was refused (the remark the admin gets).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GroupConfigError {
+    /// The body is larger than [`MAX_GROUP_CONFIG_BYTES`].
+    #[error("the SubscriptionGroupConfig body is {0} bytes; at most {MAX_GROUP_CONFIG_BYTES}")]
+    TooLarge(usize),
+    /// The body is not a JSON object.
+    #[error("bad SubscriptionGroupConfig body: {0}")]
+    Malformed(String),
+    /// A known field has the wrong JSON type.
+    #[error("bad SubscriptionGroupConfig body: {0} has the wrong type")]
+    WrongType(&'static str),
+    /// `groupName` is missing.
+    #[error("groupName is missing")]
+    NoName,
+    /// The table is full (count or bytes).
+    #[error("at most {MAX_SUBSCRIPTION_GROUPS} subscription groups of {MAX_GROUP_CONFIGS_BYTES} bytes of configs in all")]
+    Full,
+}
+
+/// Reads a `SubscriptionGroupConfig` body: at most [`MAX_GROUP_CONFIG_BYTES`], a JSON object
+/// with `groupName`; only RocketMQ's fields are kept, each of its type.
+///
+/// # Errors
+/// [`GroupConfigError`].
+pub(crate) fn parse_config(body: &[u8]) -> Result<(String, Map<String, Value>), GroupConfigError> {
+    if body.len() > MAX_GROUP_CONFIG_BYTES {
+        return Err(GroupConfigError::TooLarge(body.len()));
+    }
+    let sent: Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| GroupConfigError::Malformed(e.to_string()))?;
+    let mut kept = Map::new();
+    for (name, kind) in KNOWN_FIELDS {
+        if let Some(v) = sent.get(*name) {
+            if !kind.accepts(v) {
+                return Err(GroupConfigError::WrongType(name));
+            }
+            kept.insert((*name).to_owned(), v.clone());
+        }
+    }
+    let name = kept.get("groupName").and_then(Value::as_str).ok_or(GroupConfigError::NoName)?;
+    Ok((name.to_owned(), kept))
+}
+
+/// Subscription-group configs by name, with the bytes each was sent as.
 #[derive(Debug, Default)]
 pub(crate) struct SubscriptionGroups {
-    table: RwLock<BTreeMap<String, Map<String, Value>>>,
+    table: RwLock<Table>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    configs: BTreeMap<String, (Map<String, Value>, usize)>,
+    /// Sum of the sizes in `configs`.
+    bytes: usize,
 }
 
 impl SubscriptionGroups {
     /// Whether an admin created `group`.
     pub(crate) fn contains(&self, group: &str) -> bool {
-        read(&self.table).contains_key(group)
+        read(&self.table).configs.contains_key(group)
     }
 
     /// Whether an admin made `group` consume in order (`consumeMessageOrderly`); the gRPC
@@ -82,27 +184,44 @@ impl SubscriptionGroups {
 
     /// The config of `group`, if an admin created it.
     pub(crate) fn get(&self, group: &str) -> Option<Map<String, Value>> {
-        read(&self.table).get(group).cloned()
+        read(&self.table).configs.get(group).map(|(c, _)| c.clone())
     }
 
     /// Every config, by group name.
     pub(crate) fn all(&self) -> BTreeMap<String, Map<String, Value>> {
-        read(&self.table).clone()
+        read(&self.table).configs.iter().map(|(k, (c, _))| (k.clone(), c.clone())).collect()
     }
 
-    /// Creates or replaces the config of `name`; `false` (nothing stored) when
-    /// [`MAX_SUBSCRIPTION_GROUPS`] other groups exist already.
-    pub(crate) fn put(&self, name: String, config: Map<String, Value>) -> bool {
+    /// Creates or replaces the config of `name`, sent as `size` bytes.
+    ///
+    /// # Errors
+    /// [`GroupConfigError::Full`] (nothing stored) when [`MAX_SUBSCRIPTION_GROUPS`] other
+    /// groups exist already, or the configs would hold more than [`MAX_GROUP_CONFIGS_BYTES`].
+    pub(crate) fn put(
+        &self,
+        name: String,
+        config: Map<String, Value>,
+        size: usize,
+    ) -> Result<(), GroupConfigError> {
         let mut t = write(&self.table);
-        if t.len() >= MAX_SUBSCRIPTION_GROUPS && !t.contains_key(&name) {
-            return false;
+        let old = t.configs.get(&name).map(|(_, n)| *n);
+        if old.is_none() && t.configs.len() >= MAX_SUBSCRIPTION_GROUPS {
+            return Err(GroupConfigError::Full);
         }
-        t.insert(name, config);
-        true
+        let bytes = t.bytes - old.unwrap_or(0) + size;
+        if bytes > MAX_GROUP_CONFIGS_BYTES {
+            return Err(GroupConfigError::Full);
+        }
+        t.bytes = bytes;
+        t.configs.insert(name, (config, size));
+        Ok(())
     }
 
     /// Forgets the config of `group`.
     pub(crate) fn remove(&self, group: &str) {
-        write(&self.table).remove(group);
+        let mut t = write(&self.table);
+        if let Some((_, n)) = t.configs.remove(group) {
+            t.bytes -= n;
+        }
     }
 }

@@ -20,6 +20,44 @@ use std::time::{Duration, Instant};
 use super::clients::ConnId;
 use crate::remoting::body::{BrokerData, ClusterInfo, QueueData, TopicConfig, TopicRouteData};
 
+/// The most queues (read or write) one broker may register for one topic: the store's own
+/// bound ([`MAX_QUEUES`](crate::store::MAX_QUEUES)). A registration over the wire with more is
+/// refused whole, so no route this table answers can make a reader build billions of queues.
+pub(crate) const MAX_ROUTE_QUEUES: u32 = crate::store::MAX_QUEUES;
+
+/// The most topics one broker's registrations may hold (the store's topic bound): past it, a
+/// registration adding topics is refused, so one connection cannot grow the table for ever.
+pub(crate) const MAX_BROKER_TOPICS: usize = 131_072;
+
+/// Why a registration was refused (the remark the name server answers).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RouteError {
+    /// A topic's queue counts are out of range.
+    #[error("topic {topic}: readQueueNums {read} and writeQueueNums {write} must each be at most {MAX_ROUTE_QUEUES}")]
+    TooManyQueues {
+        /// The topic.
+        topic: String,
+        /// Its `readQueueNums`.
+        read: u32,
+        /// Its `writeQueueNums`.
+        write: u32,
+    },
+    /// The broker would hold more than [`MAX_BROKER_TOPICS`] topics.
+    #[error("broker {0} would register more than {MAX_BROKER_TOPICS} topics")]
+    TooManyTopics(String),
+    /// A registration over the wire names an id the embedded broker holds.
+    #[error("broker {0} id {1} is this name server's own broker")]
+    OwnBroker(String, u64),
+}
+
+/// Refuses queue counts above [`MAX_ROUTE_QUEUES`].
+pub(crate) fn check_queue_counts(topic: &str, read: u32, write: u32) -> Result<(), RouteError> {
+    if read > MAX_ROUTE_QUEUES || write > MAX_ROUTE_QUEUES {
+        return Err(RouteError::TooManyQueues { topic: topic.to_owned(), read, write });
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 struct BrokerEntry {
     cluster: String,
@@ -59,9 +97,16 @@ pub(crate) struct Registration {
 
 impl RouteTable {
     /// Records (or renews) a broker's registration and its topics. Returns whether the broker
-    /// was new, or `None` when a registration over the wire names an id the embedded broker
-    /// holds (it is not taken over).
-    pub(crate) fn register(&self, r: Registration) -> Option<bool> {
+    /// was new.
+    ///
+    /// # Errors
+    /// [`RouteError::OwnBroker`] when a registration over the wire names an id the embedded
+    /// broker holds (it is not taken over); [`RouteError::TooManyQueues`] or
+    /// [`RouteError::TooManyTopics`] when its topics are out of bounds (nothing is recorded).
+    pub(crate) fn register(&self, r: Registration) -> Result<bool, RouteError> {
+        for t in &r.topics {
+            check_queue_counts(&t.topic_name, t.read_queue_nums, t.write_queue_nums)?;
+        }
         let mut brokers = write(&self.brokers);
         if r.conn.is_some()
             && brokers
@@ -69,7 +114,20 @@ impl RouteTable {
                 .and_then(|e| e.addrs.get(&r.broker_id))
                 .is_some_and(|a| a.conn.is_none())
         {
-            return None;
+            return Err(RouteError::OwnBroker(r.broker_name, r.broker_id));
+        }
+        if r.broker_id == 0 {
+            let held = brokers.get(&r.broker_name).map(|e| &e.topics);
+            let added = match held {
+                Some(held) if !r.replace_topics => {
+                    r.topics.iter().filter(|t| !held.contains_key(&t.topic_name)).count()
+                        + held.len()
+                }
+                _ => r.topics.len(),
+            };
+            if added > MAX_BROKER_TOPICS {
+                return Err(RouteError::TooManyTopics(r.broker_name));
+            }
         }
         let new = !brokers.contains_key(&r.broker_name);
         let e = brokers.entry(r.broker_name.clone()).or_insert_with(|| BrokerEntry {
@@ -89,15 +147,33 @@ impl RouteTable {
             }
             e.topics.extend(r.topics.into_iter().map(|t| (t.topic_name.clone(), t)));
         }
-        Some(new)
+        Ok(new)
     }
 
     /// Adds `topic`'s queues on the brokers `queues` names, if they are registered. Returns
     /// whether every one was.
-    pub(crate) fn register_topic(&self, topic: &str, queues: &[QueueData]) -> bool {
+    ///
+    /// # Errors
+    /// [`RouteError::TooManyQueues`] or [`RouteError::TooManyTopics`] when a queue data is out
+    /// of bounds (nothing is recorded).
+    pub(crate) fn register_topic(
+        &self,
+        topic: &str,
+        queues: &[QueueData],
+    ) -> Result<bool, RouteError> {
+        for q in queues {
+            check_queue_counts(topic, q.read_queue_nums, q.write_queue_nums)?;
+        }
         let mut brokers = write(&self.brokers);
         if !queues.iter().all(|q| brokers.contains_key(&q.broker_name)) {
-            return false;
+            return Ok(false);
+        }
+        for q in queues {
+            if let Some(e) = brokers.get(&q.broker_name) {
+                if !e.topics.contains_key(topic) && e.topics.len() >= MAX_BROKER_TOPICS {
+                    return Err(RouteError::TooManyTopics(q.broker_name.clone()));
+                }
+            }
         }
         for q in queues {
             if let Some(e) = brokers.get_mut(&q.broker_name) {
@@ -107,7 +183,7 @@ impl RouteTable {
                 e.topics.insert(topic.to_string(), t);
             }
         }
-        true
+        Ok(true)
     }
 
     /// Removes `topic` from every broker (of `cluster`, if given). Returns whether any had it.
@@ -204,5 +280,57 @@ fn broker_data(name: &str, e: &BrokerEntry) -> BrokerData {
         broker_addrs: e.addrs.iter().map(|(id, a)| (*id, a.addr.clone())).collect(),
         zone_name: None,
         enable_acting_master: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(name: &str, topics: Vec<TopicConfig>) -> Registration {
+        Registration {
+            cluster: "c".into(),
+            broker_name: name.into(),
+            broker_id: 0,
+            addr: "127.0.0.1:1".into(),
+            topics,
+            conn: Some(7),
+            replace_topics: false,
+        }
+    }
+
+    #[test]
+    fn given_absurd_queue_counts_when_registering_should_refuse_the_whole_registration() {
+        let t = RouteTable::default();
+        let huge = TopicConfig::new("Huge", u32::MAX, 4);
+        let ok = TopicConfig::new("Ok", 4, 4);
+        let e = t.register(wire("b", vec![ok.clone(), huge])).expect_err("refused");
+        assert!(matches!(e, RouteError::TooManyQueues { read: u32::MAX, .. }), "{e}");
+        assert!(t.route("Ok").is_none(), "nothing of a refused registration is kept");
+        assert_eq!(t.register(wire("b", vec![ok])), Ok(true));
+        let q = QueueData { broker_name: "b".into(), write_queue_nums: 1025, ..Default::default() };
+        assert!(t.register_topic("T", &[q]).is_err(), "a topic registration is bounded too");
+        assert!(t.route("T").is_none());
+    }
+
+    #[test]
+    fn given_a_connection_adding_topics_without_end_should_refuse_past_the_bound() {
+        // Review L10: registrations only add topics, so one connection could grow the table.
+        let t = RouteTable::default();
+        let many: Vec<_> =
+            (0..MAX_BROKER_TOPICS).map(|i| TopicConfig::new(format!("T{i}"), 1, 1)).collect();
+        assert_eq!(t.register(wire("b", many)), Ok(true));
+        let more = wire("b", vec![TopicConfig::new("OneMore", 1, 1)]);
+        assert_eq!(t.register(more), Err(RouteError::TooManyTopics("b".into())));
+        let again = wire("b", vec![TopicConfig::new("T0", 2, 2)]);
+        assert_eq!(t.register(again), Ok(false), "updating a held topic is still accepted");
+        let q = QueueData {
+            broker_name: "b".into(),
+            read_queue_nums: 1,
+            write_queue_nums: 1,
+            ..Default::default()
+        };
+        assert!(t.register_topic("OneMore", &[q]).is_err(), "nor by REGISTER_TOPIC_IN_NAMESRV");
+        assert!(t.route("OneMore").is_none());
     }
 }

@@ -22,11 +22,14 @@
 //! released to the reaper.
 //!
 //! So that an undecided message does not hold every later one in memory, each check pass
-//! re-appends the records of the messages it looked at (those past their immunity) to the end
-//! of the half queue, as RocketMQ re-appends checked messages: the same bytes, shared, at a
-//! new position. Their ids do not change; only the table's position does, and the release
-//! point moves past everything decided before them. What stays held is the undecided
-//! messages themselves and the decided ones younger than the oldest not yet checked.
+//! re-appends the records of the messages it looked at (those past their immunity, and those
+//! inside a `CHECK_IMMUNITY_TIME_IN_SECONDS` of their own, as RocketMQ's
+//! `putImmunityMsgBackToHalfQueue` does) to the end of the half queue, as RocketMQ re-appends
+//! checked messages: the same bytes, shared, at a new position. Their ids do not change; only
+//! the table's position does, and the release point moves past everything decided before
+//! them. What stays held is the undecided
+//! messages themselves and the decided ones younger than the oldest message still inside
+//! `transactionTimeOut`.
 //!
 //! Every transition happens under the table's mutex, and a half message leaves the table
 //! exactly once: by a commit (after its real copy was appended), a rollback, a move to
@@ -44,11 +47,14 @@
 //! else `transactionTimeOut`, as RocketMQ's `getImmunityTime`; past its own immunity a
 //! message is decided only by a check's answer, `rejectCommitOrRollback`). A message
 //! already checked `transactionCheckMax` times moves to `TRANS_CHECK_MAX_TIME_TOPIC`
-//! (kept like dead letters). Otherwise, if a producer of its group is connected (the
-//! heartbeats' producer data), its check count goes up and one of those connections gets a
-//! one-way `CHECK_TRANSACTION_STATE` with the message as body (real topic and queue restored,
-//! `TRANSACTION_CHECK_TIMES` set). With no producer connected the message is not counted and
-//! waits for a member of its group to come back.
+//! (kept like dead letters), and so does one older than 72 h (RocketMQ's `fileReservedTime`,
+//! `needSkip`), immune or not. Otherwise its check count goes up, whether or not a producer of
+//! its group is connected (RocketMQ's `needDiscard` counts before looking for one), and, if
+//! one is (the heartbeats' producer data), one of those connections gets a one-way
+//! `CHECK_TRANSACTION_STATE` with the message as body (real topic and queue restored,
+//! `TRANSACTION_CHECK_TIMES` set). So a half message whose group never comes back is moved
+//! after `transactionCheckMax` passes, not held for ever. Producers are looked up after the
+//! pass has released the table's mutex.
 //!
 //! Differences from RocketMQ: ages are measured from the broker's store time, not the
 //! producer's born time; a checked message keeps the ids it was sent with (RocketMQ's check
@@ -58,7 +64,7 @@
 use crate::sync::{lock, read, write, Arc, Mutex, MutexGuard, RwLock};
 use crate::sync::{AtomicU64, Ordering};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -66,7 +72,7 @@ use tokio::sync::{watch, Notify};
 
 use super::delay::rewrite_properties;
 use super::record::{self, split_physical_offset, Decoded, NewRecord, PutError};
-use super::timer::{self, Wait};
+use super::timer;
 use super::Core;
 use crate::remoting::message::sys_flag;
 use crate::remoting::properties::{self, Routing};
@@ -83,6 +89,10 @@ pub(crate) const HALF_GROUP: &str = "CID_RMQ_SYS_TRANS";
 pub(crate) const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
 /// Per-message first-check delay, seconds (`PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS`).
 pub(crate) const CHECK_IMMUNITY: &str = properties::CHECK_IMMUNITY_TIME_IN_SECONDS;
+/// Age past which an undecided half message moves to `TRANS_CHECK_MAX_TIME_TOPIC` whatever
+/// its checks and immunity: RocketMQ's `needSkip` (its `fileReservedTime`, 72 h by default,
+/// after which the half message's file would be gone).
+const FILE_RESERVED_MS: u64 = 72 * 3600 * 1000;
 /// Room kept in a half message's properties for `TRANSACTION_CHECK_TIMES=<u32>`, so a check
 /// or a move can always add it.
 const CHECK_TIMES_ROOM: usize = CHECK_TIMES.len() + 2 + 10;
@@ -114,6 +124,11 @@ struct Table {
     halves: BTreeMap<u64, Half>,
     /// Every `Half::at`: the lowest one is the release point.
     positions: BTreeSet<u64>,
+    /// `(UNIQ_KEY, id)` of every half message: finds one by its transaction id without a scan
+    /// (a key is the client's, so two may share one; the lowest id is found first).
+    by_uniq: BTreeSet<(String, u64)>,
+    /// How many undecided half messages each producer group has.
+    per_group: HashMap<String, usize>,
     /// The internal group's handle, once it holds the half topic (set, under the lock, before
     /// the first half message is appended).
     holder: Option<Arc<dyn GroupStore>>,
@@ -121,14 +136,37 @@ struct Table {
 
 impl Table {
     fn insert(&mut self, id: u64, half: Half) {
+        // Ids are half-queue offsets, never reused: a no-op that keeps the indices exact.
+        self.remove(id);
         self.positions.insert(half.at);
+        self.by_uniq.insert((half.uniq.clone(), id));
+        *self.per_group.entry(half.group.clone()).or_default() += 1;
         self.halves.insert(id, half);
     }
 
     fn remove(&mut self, id: u64) {
         if let Some(h) = self.halves.remove(&id) {
             self.positions.remove(&h.at);
+            self.forget(id, &h);
         }
+    }
+
+    /// Drops `h`'s entries in the indices.
+    fn forget(&mut self, id: u64, h: &Half) {
+        self.by_uniq.remove(&(h.uniq.clone(), id));
+        if let Some(n) = self.per_group.get_mut(&h.group) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_group.remove(&h.group);
+            }
+        }
+    }
+
+    /// The id of the lowest undecided half message whose `UNIQ_KEY` is `uniq`.
+    #[cfg(feature = "grpc")]
+    fn find_uniq(&self, uniq: &str) -> Option<u64> {
+        let from = (uniq.to_owned(), 0);
+        self.by_uniq.range(from..).next().filter(|(u, _)| u == uniq).map(|(_, id)| *id)
     }
 }
 
@@ -183,7 +221,7 @@ impl Transactions {
     /// `transaction-check-interval` later. Messages still inside their check immunity wait for
     /// the period as before.
     pub(crate) fn producer_joined(&self, group: &str) {
-        if self.lock().halves.values().any(|h| h.group == group) {
+        if self.lock().per_group.contains_key(group) {
             self.wake.notify_one();
         }
     }
@@ -275,7 +313,10 @@ fn release(core: &Core, topic: &dyn TopicStore, pending: &Table) {
 ///
 /// # Errors
 /// [`PutError::Record`] when the properties with what the broker adds would not fit a record,
-/// or the store's error.
+/// [`StoreError::Full`] under `reject` when less than a sixteenth of the budget is free (a
+/// commit appends its real copy while the half message is still held, as a delay's delivery
+/// does: see [`ensure_delivery_room`](super::delay::ensure_delivery_room)), or the store's
+/// error.
 pub(crate) fn prepare(
     core: &Core,
     real_topic: &str,
@@ -284,6 +325,7 @@ pub(crate) fn prepare(
     routing: &Routing<'_>,
     uniq: &str,
 ) -> Result<(u32, u64), PutError> {
+    super::delay::ensure_delivery_room(core)?;
     let group = producer_group(routing).unwrap_or_default().to_owned();
     let qid = real_queue.to_string();
     let props = rewrite_properties(
@@ -357,6 +399,10 @@ pub(crate) enum EndError {
     /// The committed copy found the memory budget full (as above).
     #[error("{0}")]
     Busy(StoreError),
+    /// The committed copy's timer is illegal (RocketMQ's `WHEEL_TIMER_MSG_ILLEGAL`, answered
+    /// `MESSAGE_ILLEGAL`): the message stays undecided, as RocketMQ keeps the half message.
+    #[error("{0}")]
+    IllegalTimer(String),
 }
 
 /// What became of a decision.
@@ -370,8 +416,8 @@ pub(crate) enum Ended {
 
 /// Commits or rolls back the undecided half message whose `UNIQ_KEY` (its transaction id) is
 /// `uniq`, as [`end`] does for the `END_TRANSACTION` its producer would send: for producers that
-/// know a message by its transaction id only (the gRPC face). Finding it scans the undecided
-/// half messages, which are few: each lives until its producer decides or the checks give up.
+/// know a message by its transaction id only (the gRPC face). The table indexes its half
+/// messages by that id, so finding one costs a lookup, not a scan.
 ///
 /// Returns `None` when no undecided half message has that id.
 #[cfg(feature = "grpc")]
@@ -382,13 +428,11 @@ pub(crate) fn end_by_transaction_id(
     from_transaction_check: bool,
 ) -> Option<Ended> {
     let uid = core.store.topic(HALF_TOPIC)?.uid();
-    let (id, group) = core
-        .transactions
-        .lock()
-        .halves
-        .iter()
-        .find(|(_, h)| h.uniq == uniq)
-        .map(|(id, h)| (*id, h.group.clone()))?;
+    let (id, group) = {
+        let pending = core.transactions.lock();
+        let id = pending.find_uniq(uniq)?;
+        (id, pending.halves.get(&id)?.group.clone())
+    };
     let d = Decision {
         producer_group: &group,
         tran_state_table_offset: i64::try_from(id).ok()?,
@@ -435,11 +479,12 @@ fn deliver_committed(core: &Core, half: &[u8]) -> Result<(), EndError> {
     let mut props = Cow::Borrowed(&committed[..]);
     let flag = (d.sys_flag & !sys_flag::TRANSACTION_TYPE_MASK) | sys_flag::TRANSACTION_COMMIT;
     // As RocketMQ 5 (`HookUtils.handleScheduleMessage` takes COMMIT like NOT): a delay level or
-    // a timer on the committed copy makes it wait, not the half message. A timer that became
-    // illegal (the maximum changed since) is delivered at once rather than lost.
+    // a timer on the committed copy makes it wait, not the half message. An illegal timer
+    // refuses the commit (`WHEEL_TIMER_MSG_ILLEGAL`) and the half message stays undecided: it
+    // is neither delivered at once nor lost.
     let routing = Routing::parse(&committed);
     let wait = timer::wait_of(&mut props, &routing, now_ms(), core.config.timer_max_delay_sec)
-        .unwrap_or(Wait::No);
+        .map_err(EndError::IllegalTimer)?;
     let rec = renewed(&d, flag, &props);
     let tag = properties::tags_code(&props);
     let stored = timer::store(core, wait, &topic, queue, &rec, tag).map(|_| ());
@@ -518,8 +563,9 @@ fn decide(core: &Core, h: &Decision<'_>) -> Result<(), EndError> {
 /// ([`Transactions::register`]); the checker asks them in the order they registered, and the
 /// first that knows a live producer of the message's group gets the check.
 pub(crate) trait ProducerCheck: Send + Sync {
-    /// A live producer of `group` this face can reach, if any. Called with the half-message
-    /// table locked: it must neither block nor call back into the transactions.
+    /// A live producer of `group` this face can reach, if any. Called after a check pass has
+    /// released the half-message table (so its cost never stalls sends and decisions); it
+    /// must not block.
     fn producer(&self, core: &Core, group: &str) -> Option<Box<dyn CheckProducer>>;
 }
 
@@ -544,13 +590,15 @@ pub(crate) struct HalfCheck<'a> {
     pub(crate) stored_at: u64,
     /// Its `UNIQ_KEY` (message id and transaction id).
     pub(crate) uniq: &'a str,
-    /// Checks sent so far, this one included.
+    /// Checks counted so far, this one included (a pass with no producer connected counts
+    /// one too).
     pub(crate) checks: u32,
 }
 
-/// One check to send, gathered under the table's lock and sent after it.
+/// One check to send, gathered under the table's lock; its producer is looked up and asked
+/// after it.
 struct Check {
-    to: Box<dyn CheckProducer>,
+    group: String,
     offset: u64,
     record: Bytes,
     stored_at: u64,
@@ -584,7 +632,11 @@ fn check_pass(core: &Core) {
     let mut gone = Vec::new();
     let Table { halves, positions, .. } = &mut *pending;
     for (&id, half) in halves.iter_mut() {
-        if now.saturating_sub(half.stored_at) < half.immune_ms {
+        let age = now.saturating_sub(half.stored_at);
+        let immune = age < half.immune_ms;
+        if immune && !half.immunity_set {
+            // Younger than `transactionTimeOut`: it holds what follows it for that long at
+            // most (RocketMQ's pass stops at such a message).
             continue;
         }
         let Some((record, _)) = core.store.get(topic.as_ref(), 0, half.at) else {
@@ -592,10 +644,15 @@ fn check_pass(core: &Core) {
             gone.push(id);
             continue;
         };
-        if half.checks >= max {
+        let too_old = age > FILE_RESERVED_MS;
+        if immune && !too_old {
+            // Inside its own `CHECK_IMMUNITY_TIME_IN_SECONDS`: not checked yet, but moved to
+            // the end below, as RocketMQ's `putImmunityMsgBackToHalfQueue` does, so it never
+            // holds the messages behind it for as long as its immunity lasts.
+        } else if half.checks >= max || too_old {
             match move_to_check_max(core, &record, half.checks) {
                 Ok(()) => {
-                    tracing::info!(id, group = %half.group, checks = half.checks, "a half message checked too often moved to {CHECK_MAX_TOPIC}");
+                    tracing::info!(id, group = %half.group, checks = half.checks, age_ms = age, "a half message checked too often (or older than {FILE_RESERVED_MS} ms) moved to {CHECK_MAX_TOPIC}");
                     // Relaxed: a statistic.
                     core.transactions.moved.fetch_add(1, Ordering::Relaxed);
                     gone.push(id);
@@ -605,18 +662,19 @@ fn check_pass(core: &Core) {
                     tracing::warn!(id, error = ?e, "cannot move a half message to {CHECK_MAX_TOPIC}; trying again later");
                 }
             }
-        } else if let Some(to) = check_target(core, &half.group) {
+        } else {
+            // Counted whether or not a producer is connected, as RocketMQ's `needDiscard`
+            // counts before `resolveHalfMsg` looks for a channel: a group that never comes
+            // back uses up its checks and the message moves on.
             half.checks += 1;
             checks.push(Check {
-                to,
+                group: half.group.clone(),
                 offset: id,
                 record: record.clone(),
                 stored_at: half.stored_at,
                 uniq: half.uniq.clone(),
                 checks: half.checks,
             });
-        } else {
-            tracing::debug!(id, group = %half.group, "no producer of the group is connected: the check waits");
         }
         if half.at + 1 < end {
             // Behind it may be decided messages: move its record to the end so they go.
@@ -639,6 +697,10 @@ fn check_pass(core: &Core) {
     release(core, topic.as_ref(), &pending);
     drop(pending);
     for c in checks {
+        let Some(to) = check_target(core, &c.group) else {
+            tracing::debug!(id = c.offset, group = %c.group, checks = c.checks, "no producer of the group is connected: the check is counted, not sent");
+            continue;
+        };
         let Some(record) = record::decode(&c.record) else { continue };
         let half = HalfCheck {
             topic_uid: topic.uid(),
@@ -649,7 +711,7 @@ fn check_pass(core: &Core) {
             checks: c.checks,
         };
         // Counted when queued, as RocketMQ counts checks whatever their fate.
-        if c.to.ask(core, &half) {
+        if to.ask(core, &half) {
             // Relaxed: a statistic.
             core.transactions.checks_sent.fetch_add(1, Ordering::Relaxed);
         }
@@ -687,6 +749,42 @@ mod tests {
         assert_eq!(immunity(&with("2"), 6_000), (6_000, true), "never below transactionTimeOut");
         assert_eq!(immunity(&with("x"), 6_000), (6_000, true), "unparseable: the timeout");
         assert_eq!(immunity(b"TAGS\x01A\x02", 6_000), (6_000, false), "absent: the timeout");
+    }
+
+    fn half(group: &str, uniq: &str, at: u64) -> Half {
+        Half {
+            group: group.into(),
+            uniq: uniq.into(),
+            stored_at: 0,
+            immune_ms: 0,
+            immunity_set: false,
+            checks: 0,
+            at,
+        }
+    }
+
+    #[test]
+    fn given_halves_when_inserted_and_removed_should_keep_the_indices_exact() {
+        // Review M10: lookups by transaction id and by group are index reads, not scans.
+        let mut t = Table::default();
+        t.insert(5, half("g1", "U", 5));
+        t.insert(3, half("g1", "U", 3));
+        t.insert(7, half("g2", "V", 7));
+        #[cfg(feature = "grpc")]
+        {
+            assert_eq!(t.find_uniq("U"), Some(3), "a shared key finds the lowest id");
+            assert_eq!(t.find_uniq("V"), Some(7));
+            assert_eq!(t.find_uniq("UV"), None, "no prefix match");
+        }
+        assert_eq!(t.per_group.get("g1"), Some(&2));
+        t.remove(3);
+        t.remove(7);
+        #[cfg(feature = "grpc")]
+        assert_eq!(t.find_uniq("U"), Some(5), "the other half with the key remains");
+        assert_eq!(t.per_group.get("g1"), Some(&1));
+        assert!(!t.per_group.contains_key("g2"), "a group without halves is forgotten");
+        t.remove(5);
+        assert!(t.by_uniq.is_empty() && t.per_group.is_empty() && t.positions.is_empty());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use super::pb::{
 };
 use super::service::Messaging;
 use super::status::{ok, send_status, status};
+use crate::broker::core::routes::MAX_ROUTE_QUEUES;
 use crate::broker::core::send::resolve_topic;
 use crate::broker::core::topics::{self, perm};
 use crate::broker::core::Core;
@@ -131,6 +132,9 @@ async fn cluster_route(core: &Core, topic: &str) -> Option<TopicRouteData> {
     None
 }
 
+/// The most queues one `QueryRoute` answer lists: peers past it are left out (logged).
+const MAX_ROUTE_ANSWER: usize = 64 * MAX_ROUTE_QUEUES as usize;
+
 /// Every queue of `topic` a gRPC client can use: this broker's (auto-created as a send would
 /// create it), then those of every peer the name server routes it to that serves gRPC. The
 /// status is this broker's refusal when no broker has the topic.
@@ -155,6 +159,10 @@ pub(crate) async fn cluster_queues(
                 else {
                     continue;
                 };
+                if queues.len() >= MAX_ROUTE_ANSWER {
+                    tracing::warn!(%topic, queues = queues.len(), "route answer bounded; further brokers left out");
+                    break;
+                }
                 let Some(port) = svc.peers.grpc_port(addr).await else { continue };
                 let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
                 let at = endpoints_at(host, port);
@@ -220,7 +228,9 @@ fn queues_of(
     write: u32,
     permission: u32,
 ) -> Vec<MessageQueue> {
-    let (r, w) = (read, write);
+    // Bounded whatever a route says (registrations are refused past it, but an external name
+    // server is not ours): a queue count near 2^32 must not become billions of queues.
+    let (r, w) = (read.min(MAX_ROUTE_QUEUES), write.min(MAX_ROUTE_QUEUES));
     let readable = permission & perm::READ != 0;
     let writable = permission & perm::WRITE != 0;
     let (rw, ro, wo) = match (readable, writable) {

@@ -22,7 +22,7 @@
 use crate::sync::Arc;
 
 use super::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
-use crate::broker::core::routes::Registration;
+use crate::broker::core::routes::{Registration, RouteError};
 use crate::broker::core::Core;
 use crate::remoting::body::{JsonBody, TopicList, TopicRouteData};
 use crate::remoting::code::response_code;
@@ -122,15 +122,15 @@ pub(crate) fn register_broker(
         conn: Some(ctx.id),
         replace_topics: false,
     });
-    let Some(new) = registered else {
-        return reply_error(
-            &req,
-            response_code::SYSTEM_ERROR,
-            format!(
-                "broker {} id {broker_id} is this name server's own broker",
-                crate::remoting::error::quote(h.broker_name)
-            ),
-        );
+    let new = match registered {
+        Ok(new) => new,
+        Err(e @ RouteError::OwnBroker(..)) => {
+            return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string())
+        }
+        Err(e) => {
+            tracing::warn!(broker = %h.broker_name, addr = %h.broker_addr, error = %e, "broker registration refused");
+            return reply_error(&req, response_code::INVALID_PARAMETER, e.to_string());
+        }
     };
     if new {
         tracing::info!(
@@ -178,8 +178,12 @@ pub(crate) fn register_topic_in_namesrv(
         Ok(r) => r,
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     };
-    if !core.routes.register_topic(&topic, &route.queue_datas) {
-        tracing::warn!(%topic, queues = ?route.queue_datas, "topic registration names an unregistered broker; ignored");
+    match core.routes.register_topic(&topic, &route.queue_datas) {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(%topic, queues = ?route.queue_datas, "topic registration names an unregistered broker; ignored");
+        }
+        Err(e) => return reply_error(&req, response_code::INVALID_PARAMETER, e.to_string()),
     }
     Reply::now(ok(&req, ExtFields::new()))
 }

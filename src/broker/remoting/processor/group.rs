@@ -6,16 +6,16 @@
 //! `RESET_CONSUMER_CLIENT_OFFSET` (220), as RocketMQ's `Broker2Client.resetOffset` does.
 //!
 //! A subscription group's config is kept as the JSON object the admin sent (RocketMQ's
-//! `SubscriptionGroupConfig`, whatever version wrote it) and given back as it came; baiji
-//! itself needs none of it: a group exists once a heartbeat names it.
+//! `SubscriptionGroupConfig`, whatever version wrote it: its fields only, each of its type, at
+//! most 16 KiB, bounded in number and in total) and given back as it came; baiji itself needs
+//! little of it: a group exists once a heartbeat names it.
 
 use crate::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use super::bad_header;
+use crate::broker::core::groups::parse_config;
 use crate::broker::core::groups::valid_name;
-use crate::broker::core::groups::MAX_SUBSCRIPTION_GROUPS;
+use crate::broker::core::topics::is_internal_group;
 use crate::broker::core::Core;
 use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{JsonBody, MessageQueue, ResetOffsetBody};
@@ -29,18 +29,9 @@ pub(crate) fn update_and_create_subscription_group(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    let config: Map<String, Value> = match serde_json::from_slice(&req.body) {
+    let (name, config) = match parse_config(&req.body) {
         Ok(c) => c,
-        Err(e) => {
-            return reply_error(
-                &req,
-                response_code::SYSTEM_ERROR,
-                format!("bad SubscriptionGroupConfig body: {e}"),
-            )
-        }
-    };
-    let Some(name) = config.get("groupName").and_then(Value::as_str).map(str::to_string) else {
-        return reply_error(&req, response_code::SYSTEM_ERROR, "groupName is missing".into());
+        Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     };
     if !valid_name(&name) {
         return reply_error(
@@ -49,12 +40,8 @@ pub(crate) fn update_and_create_subscription_group(
             format!("the group name is blank or longer than {} characters", super::MAX_GROUP_LEN),
         );
     }
-    if !core.groups.put(name, config) {
-        return reply_error(
-            &req,
-            response_code::SYSTEM_ERROR,
-            format!("at most {MAX_SUBSCRIPTION_GROUPS} subscription groups"),
-        );
+    if let Err(e) = core.groups.put(name, config, req.body.len()) {
+        return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
     }
     Reply::now(ok(&req, Default::default()))
 }
@@ -102,8 +89,25 @@ pub(crate) fn get_all_subscription_group_config(
     }
 }
 
+/// The remark refusing to delete `group` when it is a system group (`CID_RMQ_SYS_*`, as
+/// RocketMQ's `MixAll.isSysConsumerGroup`): baiji's own tasks hold the delay, timer and half
+/// queues with such groups, and deleting one (with `cleanOffset`) would release every waiting
+/// message at once.
+fn refuse_system_group(group: &str) -> Option<String> {
+    (group.starts_with(SYS_GROUP_PREFIX) || is_internal_group(group)).then(|| {
+        format!(
+            "the consumer group {} is a system group of the broker; it cannot be deleted",
+            crate::remoting::error::quote(group)
+        )
+    })
+}
+
+/// The prefix of RocketMQ's system consumer groups (`MixAll.CID_RMQ_SYS_PREFIX`).
+const SYS_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
+
 /// Forgets `group`'s config; with `clean`, a group without running members also stops
-/// holding messages (its offsets are forgotten).
+/// holding messages (its offsets are forgotten). The caller has refused system groups
+/// ([`refuse_system_group`]).
 fn delete_group(core: &Core, group: &str, clean: bool) {
     core.groups.remove(group);
     if clean && core.clients.consumer_ids(group).is_empty() {
@@ -128,6 +132,9 @@ pub(crate) fn delete_subscription_group(
         Ok(c) => c.unwrap_or(false),
         Err(e) => return bad_header(&req, &e),
     };
+    if let Some(remark) = refuse_system_group(group) {
+        return reply_error(&req, response_code::SYSTEM_ERROR, remark);
+    }
     delete_group(core, group, clean);
     Reply::now(ok(&req, Default::default()))
 }
@@ -158,6 +165,10 @@ pub(crate) fn delete_subscription_group_list(
             )
         }
     };
+    // All or nothing: a list naming a system group deletes none of them.
+    if let Some(remark) = body.group_name_list.iter().find_map(|g| refuse_system_group(g)) {
+        return reply_error(&req, response_code::SYSTEM_ERROR, remark);
+    }
     for group in &body.group_name_list {
         delete_group(core, group, body.clean_offset);
     }

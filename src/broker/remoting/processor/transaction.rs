@@ -73,6 +73,7 @@ pub(crate) fn end_transaction(
             let code = match e {
                 EndError::Busy(_) => response_code::SYSTEM_BUSY,
                 EndError::PastImmunity => response_code::ILLEGAL_OPERATION,
+                EndError::IllegalTimer(_) => response_code::MESSAGE_ILLEGAL,
                 _ => response_code::SYSTEM_ERROR,
             };
             let remark = e.to_string();
