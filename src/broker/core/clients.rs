@@ -578,7 +578,8 @@ fn apply(core: &Core, effects: Effects) {
     }
 }
 
-/// Expires silent clients every few seconds until shutdown.
+/// Expires silent clients and releases idle groups (heartbeating ones here, POP-only ones
+/// through [`Core::release_idle_groups`]) every few seconds until shutdown.
 pub(crate) async fn housekeeping(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let ttl = Duration::from_secs(core.config.client_expiry_secs.max(1));
     let idle = Duration::from_secs(core.config.group_idle_secs);
@@ -589,6 +590,7 @@ pub(crate) async fn housekeeping(core: Arc<Core>, mut shutdown: watch::Receiver<
             _ = shutdown.changed() => return,
         }
         core.clients.expire(&core, ttl, idle);
+        core.release_idle_groups(crate::time::now_ms());
         core.locks.purge(Instant::now());
     }
 }

@@ -429,7 +429,7 @@ pub(crate) fn forward_to_dlq(
         return Err(StoreError::UnknownTopic(topic.to_owned()));
     };
     // Acknowledged first: only the holder of the latest receipt moves the message, once.
-    match core.store.pop_ack(group, topic, receipt)? {
+    match core.store.pop_ack(group, topic, receipt)?.outcome {
         AckOutcome::Acked => note_change(core),
         // Already done by an earlier call (a client retrying): nothing more to copy.
         AckOutcome::AlreadyAcked => return Ok(()),
@@ -454,7 +454,12 @@ mod tests {
     const GROUP: &str = "popper_group";
 
     fn shared() -> Core {
-        let config = BrokerConfig::default();
+        shared_with(|_| {})
+    }
+
+    fn shared_with(tweak: impl FnOnce(&mut BrokerConfig)) -> Core {
+        let mut config = BrokerConfig::default();
+        tweak(&mut config);
         let store: Arc<dyn crate::store::Store> = Arc::new(
             MemoryStore::new(config.engine_config().expect("a valid engine config"))
                 .expect("a store"),
@@ -573,6 +578,76 @@ mod tests {
         let later = pop_once(&core, &c, 1_000_000 + 5_000).expect("pops");
         assert_eq!(later.messages.len(), 1, "the match comes back, the rejected one never");
         assert_eq!(later.messages.first().map(|m| m.attempts), Some(2));
+    }
+
+    fn subscriptions(core: &Core) -> usize {
+        core.store.subscription_count().0
+    }
+
+    #[test]
+    fn given_a_pop_only_group_when_idle_for_group_idle_secs_should_release_it() {
+        let core = shared_with(|c| c.core.group_idle_secs = 1);
+        let mut c = call(16, FilterExpr::Tag("*"));
+        let t0 = now_ms();
+        pop_once(&core, &c, t0).expect("pops");
+        c.group = "kept_group";
+        core.groups.set_in_use(["kept_group".to_owned()].into_iter().collect());
+        pop_once(&core, &c, t0).expect("pops");
+        assert_eq!(subscriptions(&core), 2);
+        assert_eq!(core.release_idle_groups(t0), 0, "not idle yet");
+        // Well past the group's last activity (a few ms after t0) plus group-idle-secs.
+        let later = t0 + 30_000;
+        assert_eq!(core.release_idle_groups(later), 1, "idle for group-idle-secs");
+        assert_eq!(subscriptions(&core), 1, "the group a live session names is kept");
+        append(&core, "ID5", "blue");
+        c.group = GROUP;
+        let again = pop_once(&core, &c, later).expect("a new subscription");
+        assert_eq!(again.messages.len(), 1, "starts from the oldest retained message");
+    }
+
+    #[test]
+    fn given_a_popped_message_still_invisible_when_releasing_idle_groups_should_keep_the_group() {
+        let core = shared_with(|c| c.core.group_idle_secs = 1);
+        append(&core, "ID6", "blue");
+        let mut c = call(16, FilterExpr::Tag("*"));
+        c.invisible_ms = 60_000;
+        let t0 = now_ms();
+        assert_eq!(pop_once(&core, &c, t0).expect("pops").messages.len(), 1);
+        assert_eq!(core.release_idle_groups(t0 + 5_000), 0, "a consumer may be working on it");
+        assert_eq!(core.release_idle_groups(t0 + 90_000), 1, "visible again and idle");
+    }
+
+    #[test]
+    fn given_internal_or_zero_idle_when_releasing_idle_groups_should_keep_every_group() {
+        let core = shared_with(|c| c.core.group_idle_secs = 0);
+        pop_once(&core, &call(16, FilterExpr::Tag("*")), 1_000).expect("pops");
+        assert_eq!(core.release_idle_groups(u64::MAX / 2), 0, "group-idle-secs 0: never");
+        let core = shared_with(|c| c.core.group_idle_secs = 1);
+        core.store.holder(super::super::delay::SCHEDULE_GROUP, TOPIC).expect("a holder");
+        assert_eq!(core.release_idle_groups(now_ms() + 10_000), 0, "internal holders stay");
+    }
+
+    #[test]
+    fn given_the_group_cap_when_one_more_group_pops_should_refuse_it_until_one_is_released() {
+        let core = shared_with(|c| {
+            c.core.max_groups_per_topic = 2;
+            c.core.group_idle_secs = 1;
+        });
+        let t0 = now_ms();
+        for g in ["g1", "g2"] {
+            let mut c = call(16, FilterExpr::Tag("*"));
+            c.group = g;
+            pop_once(&core, &c, t0).expect("under the cap");
+        }
+        let mut c = call(16, FilterExpr::Tag("*"));
+        c.group = "g3";
+        let refused = pop_once(&core, &c, t0);
+        assert!(
+            matches!(refused, Err(PopError::Store(StoreError::TooManySubscriptions { limit: 2, .. }))),
+            "{refused:?}"
+        );
+        assert_eq!(core.release_idle_groups(t0 + 30_000), 2);
+        pop_once(&core, &c, t0 + 30_000).expect("room again");
     }
 
     #[test]

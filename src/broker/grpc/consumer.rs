@@ -119,7 +119,8 @@ fn store_status(e: &StoreError) -> pb::Status {
         StoreError::StaleReceipt { .. } => Code::InvalidReceiptHandle,
         StoreError::UnknownTopic(_) => Code::TopicNotFound,
         StoreError::UnknownGroup { .. } => Code::ConsumerGroupNotFound,
-        StoreError::Full { .. } => Code::TooManyRequests,
+        // Retryable: the client backs off, and idle groups are released meanwhile.
+        StoreError::Full { .. } | StoreError::TooManySubscriptions { .. } => Code::TooManyRequests,
         _ => Code::InternalServerError,
     };
     let message = match e {
@@ -369,9 +370,9 @@ pub(crate) async fn ack_message(
         let st = match resolve(svc, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
             Ok(r) => match core.store.pop_ack(group, topic, r.current) {
-                Ok(outcome) => {
+                Ok(ack) => {
                     svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
-                    unblocks |= outcome == AckOutcome::Acked;
+                    unblocks |= ack.outcome == AckOutcome::Acked;
                     ok()
                 }
                 Err(err) => store_status(&err),

@@ -369,10 +369,10 @@ pub(crate) fn ack_message(
         Err(r) => return r,
     };
     match core.store.pop_ack(h.consumer_group, h.topic, receipt) {
-        Ok(outcome) => {
+        Ok(ack) => {
             let ordered = ExtraInfo::parse(h.extra_info)
                 .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
-            if outcome == AckOutcome::Acked && ordered {
+            if ack.outcome == AckOutcome::Acked && ordered {
                 // The rest of an ordered queue may be unblocked now.
                 popper::note_change(core);
             }
