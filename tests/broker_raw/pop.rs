@@ -407,3 +407,20 @@ async fn given_peek_notification_or_polling_info_when_sent_should_answer_request
         assert_eq!(r.code, code::REQUEST_CODE_NOT_SUPPORTED, "code {c}: {r:?}");
     }
 }
+
+#[tokio::test]
+async fn given_a_huge_invisible_time_when_popping_or_changing_should_clamp_it_to_12_hours() {
+    // review-e77444b H7: a client popping with invisibleTime 9e18 and crashing would pin its
+    // queue (and every later message of it) for ever.
+    const TWELVE_HOURS: i64 = 12 * 3600 * 1000;
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 1).await;
+    let r = conn.call(pop_request(&Pop { invisible_ms: 9_000_000_000_000_000_000, ..Pop::default() })).await;
+    let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields).expect("a pop header");
+    assert_eq!(h.invisible_time as i64, TWELVE_HOURS, "the pop's invisible time: {r:?}");
+    let got = popped(&r);
+    let r = conn.call(change_request(&got[0], i64::MAX)).await;
+    assert_eq!(r.code, code::SUCCESS, "the change is accepted: {r:?}");
+    let h = ChangeInvisibleTimeResponseHeader::from_ext_fields(&r.ext_fields).expect("a header");
+    assert_eq!(h.invisible_time, TWELVE_HOURS, "the change's invisible time");
+}

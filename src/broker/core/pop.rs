@@ -39,6 +39,14 @@ use crate::store::{
 };
 use crate::time::now_ms;
 
+/// Longest a popped message stays invisible, ms: 12 h, the proxy's `maxInvisibleTimeMills`
+/// (review-e77444b H7). Every later message of its queue stays in memory while it is in
+/// flight, so neither face lets a client ask for more: gRPC refuses it
+/// (`ILLEGAL_INVISIBLE_TIME`, as the proxy), remoting clamps to it (RocketMQ's broker takes
+/// any value there, on disk; a clamp keeps such clients working, with an earlier
+/// redelivery).
+pub(crate) const MAX_INVISIBLE_MS: u64 = 12 * 3600 * 1000;
+
 /// The filter expression of a pop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FilterExpr<'a> {

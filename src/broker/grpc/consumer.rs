@@ -57,7 +57,7 @@ pub(crate) const MAX_POLLING_MS: u64 = 20_000;
 /// Shortest invisible time a simple consumer may ask for, ms (`minInvisibleTimeMillsForRecv`).
 pub(crate) const MIN_INVISIBLE_MS: u64 = 10_000;
 /// Longest invisible time, ms (`maxInvisibleTimeMills`).
-pub(crate) const MAX_INVISIBLE_MS: u64 = 12 * 3600 * 1000;
+pub(crate) use crate::broker::core::pop::MAX_INVISIBLE_MS;
 /// Most messages one receive hands out (RocketMQ's pop maximum).
 pub(crate) const MAX_BATCH: usize = 32;
 /// The request timeout assumed when a client's Settings name none, ms.

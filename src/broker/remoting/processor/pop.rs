@@ -16,6 +16,8 @@
 //! * A stale receipt (a redelivery or a change of invisible time replaced it) is answered
 //!   `NO_MESSAGE` where RocketMQ silently writes an ack nothing matches; either way the message
 //!   stays in flight under its newer receipt.
+//! * The invisible time of a pop or a change is clamped to 12 h (the proxy's
+//!   `maxInvisibleTimeMills`): an in-flight message holds its queue's later messages in memory.
 //! * Dead-lettering is server-side after `pop-retry-max-times` redeliveries, for every pop (the
 //!   Rust client never sends a popped message back itself).
 
@@ -210,6 +212,8 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
             format!("invalid invisibleTime {}", h.invisible_time),
         ));
     };
+    // Bounded: an in-flight message holds every later message of its queue in memory.
+    let invisible_ms = invisible_ms.min(popper::MAX_INVISIBLE_MS);
     let now = now_ms();
     if pass == Pass::First
         && h.poll_time > 0
@@ -435,13 +439,14 @@ pub(crate) fn change_invisible_time(
         Err(r) => return r,
     };
     let revive_qid = ExtraInfo::parse(h.extra_info).map_or(0, |e| e.revive_qid);
-    let invisible = u64::try_from(h.invisible_time).unwrap_or(0);
+    // Bounded as a pop's (see `popper::MAX_INVISIBLE_MS`).
+    let invisible = u64::try_from(h.invisible_time).unwrap_or(0).min(popper::MAX_INVISIBLE_MS);
     match core.store.change_invisible(h.consumer_group, h.topic, receipt, invisible, now_ms()) {
         Ok(renewed) => {
             popper::note_change(core);
             let header = ChangeInvisibleTimeResponseHeader {
                 pop_time: renewed,
-                invisible_time: h.invisible_time.max(0),
+                invisible_time: invisible as i64,
                 revive_qid,
             };
             Reply::now(ok(&req, header.to_ext_fields()))
