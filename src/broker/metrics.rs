@@ -496,6 +496,15 @@ fn refusals(t: &mut Text, (mem, policy): (&MemoryStats, &str), core: &Core, face
     let oneway = face.counters.oneway_rejected.load(Ordering::Relaxed);
     t.sample("baiji_oneway_sends_refused_total", &[], oneway);
     t.family(
+        "baiji_dead_letter_failures_total",
+        "counter",
+        "Dead-letter copies of popped messages the store refused; each message stays in flight \
+         and is tried again a second later.",
+    );
+    // Relaxed: statistics.
+    let failed = core.counters.dead_letters_failed.load(Ordering::Relaxed);
+    t.sample("baiji_dead_letter_failures_total", &[], failed);
+    t.family(
         "baiji_reaper_lag_seconds",
         "gauge",
         "Time since the reaper's last completed pass, seconds (-1: none yet).",
