@@ -424,3 +424,23 @@ async fn given_a_huge_invisible_time_when_popping_or_changing_should_clamp_it_to
     let h = ChangeInvisibleTimeResponseHeader::from_ext_fields(&r.ext_fields).expect("a header");
     assert_eq!(h.invisible_time, TWELVE_HOURS, "the change's invisible time");
 }
+
+#[tokio::test]
+async fn given_a_sql92_pop_behind_a_long_non_matching_backlog_when_parked_should_go_on_popping() {
+    // review-e77444b M5: a pop that popped 32 non-matching messages (acknowledged by the
+    // filter) parked for an append although the backlog went on; the match waited a poll per
+    // 32 messages (here it was never reached within the poll).
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    for (i, color) in (0..100).map(|i| (i, "red")).chain([(100, "blue")]) {
+        let props = format!("TAGS\u{1}TagA\u{2}color\u{1}{color}\u{2}");
+        let to = ("raw_producer", TOPIC, 0, 4);
+        let r = conn.call(common::raw::send(SendHeaderVersion::V1, to, &props, format!("m{i}"))).await;
+        assert_eq!(r.code, code::SUCCESS, "the send is accepted: {r:?}");
+    }
+    let mut req = pop_request(&Pop { queue: 0, poll_ms: 3_000, ..Pop::default() });
+    req.ext_fields.insert("expType", "SQL92");
+    req.ext_fields.insert("exp", "color = 'blue'");
+    let got = popped(&conn.call(req).await);
+    assert_eq!(got.len(), 1, "only the match");
+    assert_eq!(got[0].msg.queue_offset, 100, "found behind the 100 rejected ones");
+}

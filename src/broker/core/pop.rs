@@ -148,6 +148,12 @@ pub(crate) struct PopBatch {
     pub(crate) wake_at: Option<u64>,
     /// [`Core::pop_changes`] as it was before the pop looked.
     pub(crate) changes: u64,
+    /// The pop stopped early with messages left below the ends it recorded: a queue's scan
+    /// hit the engine's scan limit, or a SQL92 filter rejected (and acknowledged) what it
+    /// popped. Popping again at once goes on from there, where waiting for an append would
+    /// leave that backlog until the next one (review-e77444b M5; RocketMQ's
+    /// `PopMessageProcessor` pops again while `restCount > 0`).
+    pub(crate) more: bool,
 }
 
 /// What a face wrote out of one popped queue.
@@ -203,8 +209,10 @@ impl PopBatch {
 }
 
 /// Tells parked pops that a popped message may be visible again although nothing was
-/// appended: its invisible time changed, or an ack unblocked an ordered queue. They all pop
-/// once more (one counter per broker: cheap, and a pop that finds nothing parks again).
+/// appended: its invisible time changed, an ack unblocked an ordered queue, or an ack freed
+/// room in a queue that had its in-flight maximum ([`crate::store::PopAck::room_freed`]).
+/// They all pop once more (one counter per broker: cheap, and a pop that finds nothing parks
+/// again).
 pub(crate) fn note_change(core: &Core) {
     core.pop_changes.send_modify(|v| *v = v.wrapping_add(1));
 }
@@ -282,6 +290,7 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
     }
     let pop_time = if out.messages.is_empty() && out.dead.is_empty() { now } else { out.pop_time };
     let mut messages = out.messages;
+    let popped = messages.len();
     if let Some(sql) = &sql {
         messages.retain(|m| {
             let d = &m.delivery;
@@ -293,6 +302,7 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
             keep
         });
     }
+    let more = out.scan_limited > 0 || messages.len() < popped;
     Ok(PopBatch {
         topic,
         group,
@@ -302,17 +312,24 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         ends,
         wake_at: out.next_expiry,
         changes,
+        more,
     })
 }
 
 /// Waits until a message is appended to one of `batch`'s queues at or after its end, an
 /// in-flight message becomes visible again (`batch.wake_at`, or [`note_change`] since the pop),
-/// or `deadline`. Returns whether it was woken before the deadline.
+/// or `deadline`; a batch that stopped early with work left ([`PopBatch::more`]) does not
+/// wait. Returns whether it was woken before the deadline.
 pub(crate) async fn wait_for_more(
     core: &Core,
     batch: &PopBatch,
     deadline: tokio::time::Instant,
 ) -> bool {
+    if batch.more {
+        // Let other tasks run between two pops of a long filtered backlog.
+        tokio::task::yield_now().await;
+        return tokio::time::Instant::now() < deadline;
+    }
     let until = batch.wake_at.map_or(deadline, |at| {
         let ms = at.saturating_sub(now_ms());
         deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(ms))

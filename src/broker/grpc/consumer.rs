@@ -366,6 +366,7 @@ pub(crate) async fn ack_message(
     }
     let mut entries = Vec::with_capacity(req.entries.len());
     let mut unblocks = false;
+    let mut room_freed = false;
     for e in &req.entries {
         let st = match resolve(svc, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
@@ -373,6 +374,7 @@ pub(crate) async fn ack_message(
                 Ok(ack) => {
                     svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
                     unblocks |= ack.outcome == AckOutcome::Acked;
+                    room_freed |= ack.room_freed;
                     ok()
                 }
                 Err(err) => store_status(&err),
@@ -384,8 +386,9 @@ pub(crate) async fn ack_message(
             status: Some(st),
         });
     }
-    if unblocks && fifo(core, &session, group) {
-        // The rest of an ordered queue may be unblocked now.
+    // The rest of an ordered queue may be unblocked now, or a queue that had its in-flight
+    // maximum has room again (review-e77444b M5).
+    if room_freed || (unblocks && fifo(core, &session, group)) {
         popper::note_change(core);
     }
     let first = entries.first().and_then(|e| e.status.clone()).unwrap_or_else(ok);

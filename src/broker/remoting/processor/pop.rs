@@ -376,8 +376,9 @@ pub(crate) fn ack_message(
         Ok(ack) => {
             let ordered = ExtraInfo::parse(h.extra_info)
                 .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
-            if ack.outcome == AckOutcome::Acked && ordered {
-                // The rest of an ordered queue may be unblocked now.
+            // The rest of an ordered queue may be unblocked now, or the queue had its
+            // in-flight maximum and has room again (review-e77444b M5).
+            if (ack.outcome == AckOutcome::Acked && ordered) || ack.room_freed {
                 popper::note_change(core);
             }
             Reply::now(ok(&req, ExtFields::new()))
@@ -404,6 +405,7 @@ pub(crate) fn batch_ack_message(
             )
         }
     };
+    let mut room_freed = false;
     for ack in &body.acks {
         let (Ok(queue), Ok(start), Ok(pop_time)) = (
             u32::try_from(ack.queue_id),
@@ -414,11 +416,17 @@ pub(crate) fn batch_ack_message(
         };
         for bit in ack.bit_set.ones() {
             let receipt = PopReceipt { queue, offset: start + bit, pop_time };
-            let r = core.store.pop_ack(&ack.consumer_group, &ack.topic, receipt);
-            if let Err(e) = r {
-                tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
+            match core.store.pop_ack(&ack.consumer_group, &ack.topic, receipt) {
+                Ok(a) => room_freed |= a.room_freed,
+                Err(e) => {
+                    tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
+                }
             }
         }
+    }
+    if room_freed {
+        // A queue had its in-flight maximum: parked pops find room again.
+        popper::note_change(core);
     }
     Reply::now(ok(&req, ExtFields::new()))
 }
