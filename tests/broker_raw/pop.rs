@@ -444,3 +444,43 @@ async fn given_a_sql92_pop_behind_a_long_non_matching_backlog_when_parked_should
     assert_eq!(got.len(), 1, "only the match");
     assert_eq!(got[0].msg.queue_offset, 100, "found behind the 100 rejected ones");
 }
+
+/// A pop of `group` (which no heartbeat announced).
+fn pop_as(group: &str, p: &Pop<'_>) -> RemotingCommand {
+    let mut req = pop_request(p);
+    req.ext_fields.insert("consumerGroup", group);
+    req
+}
+
+#[tokio::test]
+async fn given_a_group_no_heartbeat_announced_when_popping_should_create_it_on_first_use() {
+    // review-e77444b L9: RocketMQ's autoCreateSubscriptionGroup (default true).
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 1, 1).await;
+    let got = popped(&conn.call(pop_as("never_announced_group", &Pop::default())).await);
+    assert_eq!(got.len(), 1, "the new group pops the retained message");
+    let mut ack = ack_request(&got[0]);
+    ack.ext_fields.insert("consumerGroup", "never_announced_group");
+    let r = conn.call(ack).await;
+    assert_eq!(r.code, code::SUCCESS, "and acknowledges it: {r:?}");
+}
+
+#[tokio::test]
+async fn given_a_pop_only_group_when_idle_for_group_idle_secs_should_stop_holding_messages() {
+    // review-e77444b H3: a group that only pops (no heartbeat, no member) was held for ever.
+    let (broker, mut conn) = pop_broker(|c| c.core.group_idle_secs = 1).await;
+    let before = broker.store().subscription_count().0;
+    let r = conn.call(pop_as("passing_group", &Pop::default())).await;
+    assert_eq!(r.code, code::PULL_NOT_FOUND, "nothing to pop yet: {r:?}");
+    assert_eq!(broker.store().subscription_count().0, before + 1, "the pop subscribed it");
+    let released = common::wait::poll(PATIENCE, Duration::from_millis(100), || async {
+        broker.store().subscription_count().0 == before
+    })
+    .await;
+    assert!(released.is_ok(), "released after group-idle-secs without activity");
+    assert_eq!(
+        broker.store().subscription_count().0,
+        before,
+        "the heartbeating group is the registry's to release"
+    );
+}

@@ -18,6 +18,9 @@
 //!   stays in flight under its newer receipt.
 //! * The invisible time of a pop or a change is clamped to 12 h (the proxy's
 //!   `maxInvisibleTimeMills`): an in-flight message holds its queue's later messages in memory.
+//! * A group no heartbeat announced is created on its first pop, as RocketMQ's
+//!   `autoCreateSubscriptionGroup` (default on) does; it is released after `group-idle-secs`
+//!   without a pop, ack or change (`Core::release_idle_groups`).
 //! * Dead-lettering is server-side after `pop-retry-max-times` redeliveries, for every pop (the
 //!   Rust client never sends a popped message back itself).
 
@@ -237,7 +240,11 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
         init: if h.init_mode == 0 { PopInit::Min } else { PopInit::Max },
         max_attempts: core.config.pop_retry_max_times.saturating_add(1),
         seed: req.opaque as u32,
-        announced: false,
+        // RocketMQ creates the subscription group on first use (`autoCreateSubscriptionGroup`,
+        // on by default; `PopMessageProcessor` also compensates the consumer's info), so a POP
+        // consumer need not heartbeat first (review-e77444b L9). What such groups hold is
+        // bounded by the subscription caps and released after `group-idle-secs` idle.
+        announced: true,
     };
     let batch = match popper::pop_once(core, &call, now) {
         Ok(b) => b,
