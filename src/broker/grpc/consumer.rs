@@ -46,7 +46,7 @@ use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopCall, PopError};
 use crate::broker::core::record;
 use crate::broker::core::Core;
-use crate::broker::grpc::receipt::{ReceiptHandle, DEFAULT_INVISIBLE_MS, RENEW_TICK};
+use crate::broker::grpc::receipt::{ReceiptHandle, Taken, DEFAULT_INVISIBLE_MS, RENEW_TICK};
 use crate::store::{AckOutcome, PopInit, PopReceipt, StoreError};
 use crate::time::now_ms;
 
@@ -301,12 +301,24 @@ fn deliver(
     items
 }
 
-/// A receipt handle of `topic` checked, and the engine's latest receipt for it.
+/// A receipt handle of `topic` checked, and the engine's latest receipt for it, its renewal
+/// (if any) taken out of the table until the store answered ([`Renewals::take`]).
+///
+/// [`Renewals::take`]: crate::broker::grpc::receipt::Renewals::take
 struct Resolved {
     /// The handle the client holds.
     handle: ReceiptHandle,
     /// The engine's receipt now (a renewed delivery has a later pop time).
     current: PopReceipt,
+    /// The renewal taken out: given back if the store refuses the receipt.
+    taken: Taken,
+}
+
+impl Resolved {
+    /// The store refused the receipt: the delivery is renewed as before.
+    fn refused(self, svc: &Messaging, client: &str) {
+        svc.grpc.renewals.put_back(client, self.taken);
+    }
 }
 
 fn resolve(
@@ -327,8 +339,8 @@ fn resolve(
     if t.uid() != handle.topic_uid {
         return Err(invalid("the receipt handle is not of this topic"));
     }
-    let current = svc.grpc.renewals.resolve(client, (group, topic), handle.receipt);
-    Ok(Resolved { handle, current })
+    let taken = svc.grpc.renewals.take(client, (group, topic), handle.receipt);
+    Ok(Resolved { handle, current: taken.current, taken })
 }
 
 fn check_names(group: &str, topic: &str) -> Result<(), pb::Status> {
@@ -372,12 +384,14 @@ pub(crate) async fn ack_message(
             Err(st) => st,
             Ok(r) => match core.store.pop_ack(group, topic, r.current) {
                 Ok(ack) => {
-                    svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
                     unblocks |= ack.outcome == AckOutcome::Acked;
                     room_freed |= ack.room_freed;
                     ok()
                 }
-                Err(err) => store_status(&err),
+                Err(err) => {
+                    r.refused(svc, client);
+                    store_status(&err)
+                }
             },
         };
         entries.push(AckMessageResultEntry {
@@ -443,13 +457,15 @@ pub(crate) async fn change_invisible_duration(
         Ok(renewed) => {
             popper::note_change(core);
             // The client handles the message itself from now on (a nack, or a simple
-            // consumer's explicit time): no more server-side renewal.
-            svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
+            // consumer's explicit time): no more server-side renewal (taken by `resolve`).
             let receipt = PopReceipt { pop_time: renewed, ..r.handle.receipt };
             let new = ReceiptHandle { receipt, ..r.handle };
             answer(ok(), new.encode())
         }
-        Err(e) => answer(store_status(&e), String::new()),
+        Err(e) => {
+            r.refused(svc, client);
+            answer(store_status(&e), String::new())
+        }
     }
 }
 
@@ -479,11 +495,12 @@ pub(crate) async fn forward_message_to_dead_letter_queue(
     };
     let attempts = u32::try_from(req.delivery_attempt).unwrap_or(1).max(1);
     match popper::forward_to_dlq(core, group, topic, r.current, attempts) {
-        Ok(()) => {
-            svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
-            answer(ok())
+        // Settled: its renewal was taken by `resolve`.
+        Ok(()) => answer(ok()),
+        Err(e) => {
+            r.refused(svc, client);
+            answer(store_status(&e))
         }
-        Err(e) => answer(store_status(&e)),
     }
 }
 
