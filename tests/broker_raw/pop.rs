@@ -484,3 +484,20 @@ async fn given_a_pop_only_group_when_idle_for_group_idle_secs_should_stop_holdin
         "the heartbeating group is the registry's to release"
     );
 }
+
+#[tokio::test]
+async fn given_a_batch_ack_naming_more_than_4096_messages_should_refuse_it_and_ack_nothing() {
+    // review-e77444b L8: every set bit was one locked engine ack run inline, ~1e8 per body.
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 1).await;
+    let got = popped(&conn.call(pop_request(&Pop { queue: 0, ..Pop::default() })).await);
+    let e = ExtraInfo::parse(&got[0].extra_info).expect("a receipt");
+    let bytes = vec!["255"; 520].join(",");
+    let body = format!(
+        r#"{{"brokerName":"baiji-a","acks":[{{"c":"{GROUP}","t":"{TOPIC}","r":"0","so":{},"q":0,"rq":0,"pt":{},"it":{},"b":[{bytes}]}}]}}"#,
+        e.ck_queue_offset, e.pop_time, e.invisible_time
+    );
+    let r = conn.call(request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(body.into_bytes())).await;
+    assert_eq!(r.code, code::INVALID_PARAMETER, "4160 set bits are refused: {r:?}");
+    assert_eq!(inflight(&broker), 1, "nothing acknowledged");
+}

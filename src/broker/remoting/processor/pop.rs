@@ -57,6 +57,9 @@ use crate::time::now_ms;
 const MAX_POP_NUMS: i32 = 32;
 /// A request that arrives later than its poll time plus this is answered `POLLING_TIMEOUT`.
 const LATE_MS: i64 = 500;
+/// Most messages one `BATCH_ACK_MESSAGE` acknowledges: a client acks what one pop handed
+/// out (at most [`MAX_POP_NUMS`] per queue), so this is many pops' worth.
+const MAX_BATCH_ACKS: usize = 4096;
 /// Most `SET_MESSAGE_REQUEST_MODE` entries kept (a bound on what clients can make the broker
 /// remember).
 const MAX_MODES: usize = 65_536;
@@ -412,6 +415,19 @@ pub(crate) fn batch_ack_message(
             )
         }
     };
+    // Bounded before any is applied (review-e77444b L8): each set bit is one locked engine
+    // ack, run inline, and a 16 MiB body can carry about 1e8 of them.
+    let mut bits = 0usize;
+    for ack in &body.acks {
+        bits += ack.bit_set.ones().take(MAX_BATCH_ACKS + 1).count();
+        if bits > MAX_BATCH_ACKS {
+            return reply_error(
+                &req,
+                response_code::INVALID_PARAMETER,
+                format!("a batch ack may acknowledge at most {MAX_BATCH_ACKS} messages"),
+            );
+        }
+    }
     let mut room_freed = false;
     for ack in &body.acks {
         let (Ok(queue), Ok(start), Ok(pop_time)) = (
