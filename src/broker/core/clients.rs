@@ -21,7 +21,7 @@ use crate::remoting::body::{
 };
 use crate::remoting::subscription::TagMatcher;
 use crate::remoting::LanguageCode;
-use crate::store::{Filter, MemberId};
+use crate::store::{Filter, MemberId, StoreError};
 use crate::sync::{read, write, Arc, RwLock};
 
 /// Identifies one client connection of a face (the registry never sees the connection itself).
@@ -308,7 +308,12 @@ impl ClientRegistry {
             core.transactions.producer_joined(group);
         }
         for (group, topic) in subscribe {
-            let _ = core.store.subscribe(&group, &topic);
+            match core.store.subscribe(&group, &topic) {
+                Ok(()) | Err(StoreError::UnknownTopic(_)) => {}
+                // Over max-groups-per-topic / max-subscriptions: the group can still pull, but
+                // the broker does not hold messages for it (said once per heartbeat).
+                Err(e) => tracing::warn!(%group, %topic, error = %e, "heartbeat subscription not held"),
+            }
         }
         for (group, topic, client) in broadcast_join {
             if core.store.topic(&topic).is_none() {
