@@ -384,8 +384,7 @@ fn consumer_lag(
     // By name: a scrape is O(groups + topics), not O(groups x topics) (review-e77444b L6).
     let entries: HashMap<&str, &Arc<TopicCounters>> =
         entries.iter().map(|(t, c)| (t.as_str(), c)).collect();
-    let lags: Vec<Lag> =
-        groups.iter().map(|g| lag_of(core, g, &by_topic, &entries, now)).collect();
+    let lags: Vec<Lag> = groups.iter().map(|g| lag_of(core, g, &by_topic, &entries, now)).collect();
     let families: [LagFamily; 3] = [
         (
             "rocketmq_consumer_lag_messages",

@@ -8,8 +8,8 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use super::{
-    ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup,
-    MessageStore, PopAck, PopConsumption, PopOutcome, PopPolicy, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
+    ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup, MessageStore, PopAck,
+    PopConsumption, PopOutcome, PopPolicy, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
     StoreError, StoreStats, StoredRef, TopicFigures, TopicStore, WaitId, MAX_ID_OFFSET,
     MAX_TOPIC_UID,
 };

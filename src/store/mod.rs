@@ -349,8 +349,7 @@ pub trait PopConsumption: Send + Sync {
     /// # Errors
     /// [`StoreError::StaleReceipt`], [`StoreError::UnknownGroup`], [`StoreError::UnknownTopic`],
     /// [`StoreError::QueueOutOfRange`].
-    fn pop_ack(&self, group: &str, topic: &str, receipt: PopReceipt)
-        -> Result<PopAck, StoreError>;
+    fn pop_ack(&self, group: &str, topic: &str, receipt: PopReceipt) -> Result<PopAck, StoreError>;
     /// Makes a popped message invisible for `invisible_ms` from `now_ms`; returns the pop time
     /// of its new receipt (the old one becomes stale).
     ///

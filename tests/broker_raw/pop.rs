@@ -415,7 +415,9 @@ async fn given_a_huge_invisible_time_when_popping_or_changing_should_clamp_it_to
     const TWELVE_HOURS: i64 = 12 * 3600 * 1000;
     let (_broker, mut conn) = pop_broker(|_| {}).await;
     send_n(&mut conn, 0, 1).await;
-    let r = conn.call(pop_request(&Pop { invisible_ms: 9_000_000_000_000_000_000, ..Pop::default() })).await;
+    let r = conn
+        .call(pop_request(&Pop { invisible_ms: 9_000_000_000_000_000_000, ..Pop::default() }))
+        .await;
     let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields).expect("a pop header");
     assert_eq!(h.invisible_time as i64, TWELVE_HOURS, "the pop's invisible time: {r:?}");
     let got = popped(&r);
@@ -434,7 +436,8 @@ async fn given_a_sql92_pop_behind_a_long_non_matching_backlog_when_parked_should
     for (i, color) in (0..100).map(|i| (i, "red")).chain([(100, "blue")]) {
         let props = format!("TAGS\u{1}TagA\u{2}color\u{1}{color}\u{2}");
         let to = ("raw_producer", TOPIC, 0, 4);
-        let r = conn.call(common::raw::send(SendHeaderVersion::V1, to, &props, format!("m{i}"))).await;
+        let r =
+            conn.call(common::raw::send(SendHeaderVersion::V1, to, &props, format!("m{i}"))).await;
         assert_eq!(r.code, code::SUCCESS, "the send is accepted: {r:?}");
     }
     let mut req = pop_request(&Pop { queue: 0, poll_ms: 3_000, ..Pop::default() });
@@ -497,7 +500,9 @@ async fn given_a_batch_ack_naming_more_than_4096_messages_should_refuse_it_and_a
         r#"{{"brokerName":"baiji-a","acks":[{{"c":"{GROUP}","t":"{TOPIC}","r":"0","so":{},"q":0,"rq":0,"pt":{},"it":{},"b":[{bytes}]}}]}}"#,
         e.ck_queue_offset, e.pop_time, e.invisible_time
     );
-    let r = conn.call(request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(body.into_bytes())).await;
+    let r = conn
+        .call(request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(body.into_bytes()))
+        .await;
     assert_eq!(r.code, code::INVALID_PARAMETER, "4160 set bits are refused: {r:?}");
     assert_eq!(inflight(&broker), 1, "nothing acknowledged");
 }

@@ -312,7 +312,9 @@ impl ClientRegistry {
                 Ok(()) | Err(StoreError::UnknownTopic(_)) => {}
                 // Over max-groups-per-topic / max-subscriptions: the group can still pull, but
                 // the broker does not hold messages for it (said once per heartbeat).
-                Err(e) => tracing::warn!(%group, %topic, error = %e, "heartbeat subscription not held"),
+                Err(e) => {
+                    tracing::warn!(%group, %topic, error = %e, "heartbeat subscription not held")
+                }
             }
         }
         for (group, topic, client) in broadcast_join {

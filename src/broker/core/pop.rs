@@ -286,7 +286,7 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         let (queue, offset) = (d.delivery.queue, d.delivery.offset);
         let receipt = PopReceipt { queue, offset, pop_time: out.pop_time };
         let copied = dead_letter(core, call.group, topic.as_ref(), d);
-        settle_dead_letter(core, group.as_ref(), receipt, copied, now);
+        settle_dead_letter(group.as_ref(), receipt, copied, now);
     }
     let pop_time = if out.messages.is_empty() && out.dead.is_empty() { now } else { out.pop_time };
     let mut messages = out.messages;
@@ -411,7 +411,6 @@ pub(crate) const DEAD_LETTER_RETRY_MS: u64 = 1_000;
 /// unchanged, so the next pop after that tries again (the message is never lost, and the
 /// failure is counted in `baiji_dead_letter_failures_total`).
 fn settle_dead_letter(
-    core: &Core,
     group: &dyn GroupStore,
     receipt: PopReceipt,
     copied: Result<(), StoreError>,
@@ -779,7 +778,10 @@ mod tests {
         c.group = "g3";
         let refused = pop_once(&core, &c, t0);
         assert!(
-            matches!(refused, Err(PopError::Store(StoreError::TooManySubscriptions { limit: 2, .. }))),
+            matches!(
+                refused,
+                Err(PopError::Store(StoreError::TooManySubscriptions { limit: 2, .. }))
+            ),
             "{refused:?}"
         );
         assert_eq!(core.release_idle_groups(t0 + 30_000), 2);

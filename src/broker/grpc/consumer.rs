@@ -237,7 +237,8 @@ pub(crate) async fn receive_message(
         };
         let items = deliver(svc, invisible_ms, &batch);
         if !items.is_empty() {
-            let mut all = vec![(ReceiveMessageResponse { content: Some(Content::Status(ok())) }, None)];
+            let mut all =
+                vec![(ReceiveMessageResponse { content: Some(Content::Status(ok())) }, None)];
             all.extend(items);
             break all;
         }
@@ -294,7 +295,10 @@ fn deliver(
         };
         let message = to_message(&rec, &at);
         let bytes = message.body.len();
-        items.push((ReceiveMessageResponse { content: Some(Content::Message(message)) }, Some(receipt)));
+        items.push((
+            ReceiveMessageResponse { content: Some(Content::Message(message)) },
+            Some(receipt),
+        ));
         Some(bytes)
     });
     items
@@ -682,11 +686,8 @@ mod tests {
             crate::store::MemoryStore::new(config.engine_config().expect("an engine config"))
                 .expect("a store"),
         );
-        let core = Arc::new(Core::new(
-            config.core,
-            store,
-            "127.0.0.1:10911".parse().expect("an address"),
-        ));
+        let core =
+            Arc::new(Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an address")));
         let mut c = crate::remoting::body::TopicConfig::new("T", 1, 1);
         c.perm = crate::broker::core::topics::perm::RW;
         core.create_topic(c).expect("a topic");
