@@ -11,9 +11,11 @@
 //!   registry and the topic table.
 //!
 //! Cardinality is bounded by the broker's own tables: one series set per topic of the topic
-//! table, per (topic, group) the store holds or that pulled (at most [`MAX_GROUPS_PER_TOPIC`]
-//! per topic; pulls of further groups count in the topic's totals only), per request code of
-//! the dispatch table and per response code RocketMQ names.
+//! table, per (topic, group) the store holds (at most `max-groups-per-topic` per topic and
+//! `max-subscriptions` in all, the idle ones released after `group-idle-secs`, see
+//! `baiji_subscriptions`) or that pulled (at most [`MAX_GROUPS_PER_TOPIC`] per topic; pulls of
+//! further groups count in the topic's totals only), per request code of the dispatch table
+//! and per response code RocketMQ names. A scrape costs O(topics + groups).
 //!
 //! The HTTP side is a small hand-written HTTP/1.1 responder on the broker's tokio runtime:
 //! one request per connection (`Connection: close`), `GET /metrics` only, a bounded request
@@ -154,7 +156,7 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     let mem = core.store.memory();
     // The policy in force now (`updateBrokerConfig` may have changed the configured one).
     let policy = super::core::config::policy_name(core.store.settings().policy);
-    memory(&mut t, (&mem, policy), &topics, &groups);
+    memory(&mut t, core, (&mem, policy), &topics, &groups);
     refusals(&mut t, (&mem, policy), core, face);
     t.out
 }
@@ -320,7 +322,7 @@ fn lag_of(
     core: &Core,
     g: &GroupFigures,
     by_topic: &HashMap<&str, &TopicFigures>,
-    entries: &[(String, Arc<TopicCounters>)],
+    entries: &HashMap<&str, &Arc<TopicCounters>>,
     now: u64,
 ) -> Lag {
     let mut l = Lag { lag: 0, inflight: 0, queueing_ms: 0 };
@@ -328,7 +330,7 @@ fn lag_of(
     else {
         return l;
     };
-    let counters = entries.iter().find(|(t, _)| *t == g.topic).map(|(_, c)| c);
+    let counters = entries.get(g.topic.as_str()).copied();
     let outs = counters.map(|c| read(&c.out));
     let out = outs.as_ref().and_then(|o| o.get(g.group.as_str()));
     let mut oldest: Option<u64> = None;
@@ -379,7 +381,10 @@ fn consumer_lag(
     let now = crate::time::now_ms();
     let by_topic: HashMap<&str, &TopicFigures> =
         topics.iter().map(|f| (f.name.as_str(), f)).collect();
-    let lags: Vec<Lag> = groups.iter().map(|g| lag_of(core, g, &by_topic, entries, now)).collect();
+    // By name: a scrape is O(groups + topics), not O(groups x topics) (review-e77444b L6).
+    let entries: HashMap<&str, &Arc<TopicCounters>> =
+        entries.iter().map(|(t, c)| (t.as_str(), c)).collect();
+    let lags: Vec<Lag> = groups.iter().map(|g| lag_of(core, g, &by_topic, &entries, now)).collect();
     let families: [LagFamily; 3] = [
         (
             "rocketmq_consumer_lag_messages",
@@ -408,6 +413,7 @@ fn consumer_lag(
 /// baiji's memory gauges: the budget, what topics retain and what groups hold.
 fn memory(
     t: &mut Text,
+    core: &Core,
     (mem, policy): (&MemoryStats, &str),
     topics: &[TopicFigures],
     groups: &[GroupFigures],
@@ -446,6 +452,20 @@ fn memory(
             [("policy", policy), ("topic", g.topic.as_str()), ("consumer_group", g.group.as_str())];
         t.sample("baiji_dropped_messages_total", &labels, g.dropped);
     }
+    let (subscriptions, limit) = core.store.subscription_count();
+    t.family(
+        "baiji_subscriptions",
+        "gauge",
+        "Subscriptions (consumer group x topic) holding messages; POP-only ones are released \
+         after group-idle-secs without activity.",
+    );
+    t.sample("baiji_subscriptions", &[], subscriptions);
+    t.family(
+        "baiji_subscriptions_limit",
+        "gauge",
+        "Most subscriptions the broker holds (max-subscriptions); more are refused.",
+    );
+    t.sample("baiji_subscriptions_limit", &[], limit);
     t.family("baiji_evicted_messages_total", "counter", "Messages evicted by drop-oldest.");
     t.sample("baiji_evicted_messages_total", &[("policy", policy)], mem.evicted_messages);
 }
@@ -474,6 +494,15 @@ fn refusals(t: &mut Text, (mem, policy): (&MemoryStats, &str), core: &Core, face
     // Relaxed: statistics.
     let oneway = face.counters.oneway_rejected.load(Ordering::Relaxed);
     t.sample("baiji_oneway_sends_refused_total", &[], oneway);
+    t.family(
+        "baiji_dead_letter_failures_total",
+        "counter",
+        "Dead-letter copies of popped messages the store refused; each message stays in flight \
+         and is tried again a second later.",
+    );
+    // Relaxed: statistics.
+    let failed = core.counters.dead_letters_failed.load(Ordering::Relaxed);
+    t.sample("baiji_dead_letter_failures_total", &[], failed);
     t.family(
         "baiji_reaper_lag_seconds",
         "gauge",

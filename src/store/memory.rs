@@ -8,8 +8,8 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use super::{
-    AckOutcome, ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup,
-    MessageStore, PopConsumption, PopOutcome, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
+    ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup, MessageStore, PopAck,
+    PopConsumption, PopOutcome, PopPolicy, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
     StoreError, StoreStats, StoredRef, TopicFigures, TopicStore, WaitId, MAX_ID_OFFSET,
     MAX_TOPIC_UID,
 };
@@ -30,6 +30,14 @@ fn map_err(e: EngineError) -> StoreError {
         EngineError::BudgetExceeded { used, budget, .. } => StoreError::Full { used, budget },
         EngineError::UnknownGroup { group, topic } => StoreError::UnknownGroup { group, topic },
         EngineError::StaleReceipt { queue, offset } => StoreError::StaleReceipt { queue, offset },
+        EngineError::TooManySubscriptions { group, topic, limit, per_topic } => {
+            StoreError::TooManySubscriptions {
+                group,
+                topic,
+                limit,
+                scope: if per_topic { "on this topic" } else { "on this broker" },
+            }
+        }
         other => StoreError::Other(other.to_string()),
     }
 }
@@ -259,8 +267,31 @@ impl GroupStore for MemGroup {
         self.group.pop(queue, req, out).map_err(|e| self.gone(e))
     }
 
-    fn pop_ack(&self, r: PopReceipt) -> Result<AckOutcome, StoreError> {
-        self.group.pop_ack(r.queue, r.offset, r.pop_time).map_err(|e| self.gone(e))
+    fn pop_with(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        policy: &PopPolicy,
+        out: &mut PopOutcome,
+    ) -> Result<(), StoreError> {
+        self.group.pop_with(queue, req, policy, out).map_err(|e| self.gone(e))
+    }
+
+    fn pop_ack(&self, r: PopReceipt) -> Result<PopAck, StoreError> {
+        self.group.ack_popped(engine_receipt(r)).map_err(|e| self.gone(e))
+    }
+
+    fn change_invisible(
+        &self,
+        r: PopReceipt,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<PopReceipt, StoreError> {
+        let renewed = self
+            .group
+            .change_invisible(r.queue, r.offset, r.pop_time, invisible_ms, now_ms)
+            .map_err(|e| self.gone(e))?;
+        Ok(PopReceipt { pop_time: renewed, ..r })
     }
 
     fn commit(&self, queue: u32, offset: u64) -> Result<(), StoreError> {
@@ -476,9 +507,9 @@ impl PopConsumption for MemoryStore {
         Ok(Arc::new(MemGroup { group: g, topic: t, offsets: Arc::clone(&self.offsets) }))
     }
 
-    fn pop_ack(&self, group: &str, topic: &str, r: PopReceipt) -> Result<AckOutcome, StoreError> {
+    fn pop_ack(&self, group: &str, topic: &str, r: PopReceipt) -> Result<PopAck, StoreError> {
         let g = self.engine.group(group, topic).map_err(map_err)?;
-        g.pop_ack(r.queue, r.offset, r.pop_time).map_err(map_err)
+        g.ack_popped(engine_receipt(r)).map_err(map_err)
     }
 
     fn change_invisible(
@@ -496,6 +527,30 @@ impl PopConsumption for MemoryStore {
     fn inflight(&self, group: &str, topic: &str) -> u64 {
         self.engine.group(group, topic).map_or(0, |g| g.inflight())
     }
+
+    fn release_idle_groups(
+        &self,
+        idle: std::time::Duration,
+        now_ms: u64,
+        may_release: &mut dyn FnMut(&str, &str) -> bool,
+    ) -> Vec<(String, String)> {
+        let released = self.engine.release_idle_groups(idle, now_ms, may_release);
+        if !released.is_empty() {
+            let gone: std::collections::HashSet<(&str, &str)> =
+                released.iter().map(|(g, t)| (g.as_str(), t.as_str())).collect();
+            lock(&self.offsets).retain(|(g, t, _), _| !gone.contains(&(g.as_str(), t.as_str())));
+        }
+        released
+    }
+
+    fn subscription_count(&self) -> (usize, usize) {
+        (self.engine.groups().len(), self.engine.config().max_subscriptions)
+    }
+}
+
+/// The engine's receipt for the store's.
+fn engine_receipt(r: PopReceipt) -> crate::engine::PopReceipt {
+    crate::engine::PopReceipt { queue: r.queue, offset: r.offset, pop_time: r.pop_time }
 }
 
 impl MessageLookup for MemoryStore {

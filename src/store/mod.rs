@@ -20,8 +20,8 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use crate::engine::{
-    AckOutcome, Delivery, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopInit,
-    PopOutcome, PopRequest, Popped, Retention, Settings, MAX_QUEUES,
+    AckOutcome, Delivery, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopAck,
+    PopInit, PopOutcome, PopPolicy, PopRequest, Popped, Retention, Settings, MAX_QUEUES,
 };
 pub use crate::queue::WaitId;
 pub use memory::MemoryStore;
@@ -78,6 +78,22 @@ pub enum StoreError {
         queue: u32,
         /// The offset.
         offset: u64,
+    },
+    /// A new subscription would pass the store's cap (per topic, or in all): every
+    /// subscription holds every later message of its topic until it acknowledges it.
+    #[error(
+        "consumer group `{group}` cannot subscribe to `{topic}`: {limit} subscriptions exist \
+         {scope} (idle groups are released after group-idle-secs)"
+    )]
+    TooManySubscriptions {
+        /// The group.
+        group: String,
+        /// The topic.
+        topic: String,
+        /// The cap reached.
+        limit: usize,
+        /// `"on this topic"` or `"on this broker"`.
+        scope: &'static str,
     },
     /// Anything else (invalid argument, shut down).
     #[error("{0}")]
@@ -278,12 +294,37 @@ pub trait GroupStore: Send + Sync + std::fmt::Debug {
     /// [`StoreError::QueueOutOfRange`], [`StoreError::UnknownGroup`] (the subscription ended).
     fn pop(&self, queue: u32, req: &PopRequest<'_>, out: &mut PopOutcome)
         -> Result<(), StoreError>;
+    /// Pops queue `queue` into `out` as [`pop`](Self::pop) does, treating expired messages as
+    /// `policy` says (what it hands out in `out.revive`, and in `out.dead` with
+    /// [`PopPolicy::dead_letter_pending`], stays in flight under the outcome's receipt until
+    /// the caller acknowledges it or changes its invisible time).
+    ///
+    /// # Errors
+    /// As [`pop`](Self::pop).
+    fn pop_with(
+        &self,
+        queue: u32,
+        req: &PopRequest<'_>,
+        policy: &PopPolicy,
+        out: &mut PopOutcome,
+    ) -> Result<(), StoreError>;
     /// Acknowledges a popped message by its receipt.
     ///
     /// # Errors
     /// [`StoreError::StaleReceipt`], [`StoreError::QueueOutOfRange`],
     /// [`StoreError::UnknownGroup`].
-    fn pop_ack(&self, receipt: PopReceipt) -> Result<AckOutcome, StoreError>;
+    fn pop_ack(&self, receipt: PopReceipt) -> Result<PopAck, StoreError>;
+    /// Makes a popped message invisible for `invisible_ms` from `now_ms`; returns its new
+    /// receipt (the old one becomes stale).
+    ///
+    /// # Errors
+    /// As [`pop_ack`](Self::pop_ack).
+    fn change_invisible(
+        &self,
+        receipt: PopReceipt,
+        invisible_ms: u64,
+        now_ms: u64,
+    ) -> Result<PopReceipt, StoreError>;
     /// Stores the group's committed offset of `queue` (as [`ConsumerOffsets::commit`]).
     ///
     /// # Errors
@@ -308,12 +349,7 @@ pub trait PopConsumption: Send + Sync {
     /// # Errors
     /// [`StoreError::StaleReceipt`], [`StoreError::UnknownGroup`], [`StoreError::UnknownTopic`],
     /// [`StoreError::QueueOutOfRange`].
-    fn pop_ack(
-        &self,
-        group: &str,
-        topic: &str,
-        receipt: PopReceipt,
-    ) -> Result<AckOutcome, StoreError>;
+    fn pop_ack(&self, group: &str, topic: &str, receipt: PopReceipt) -> Result<PopAck, StoreError>;
     /// Makes a popped message invisible for `invisible_ms` from `now_ms`; returns the pop time
     /// of its new receipt (the old one becomes stale).
     ///
@@ -329,6 +365,18 @@ pub trait PopConsumption: Send + Sync {
     ) -> Result<u64, StoreError>;
     /// Popped, unacknowledged messages of `group` in `topic`.
     fn inflight(&self, group: &str, topic: &str) -> u64;
+    /// Ends every subscription that has had no member, no activity (pop, ack, change of
+    /// invisible time, commit) for `idle` and no popped message still invisible at `now_ms`,
+    /// and that `may_release(group, topic)` accepts; returns the `(group, topic)` pairs it
+    /// ended. What only they held becomes reclaimable; a later pop starts a new subscription.
+    fn release_idle_groups(
+        &self,
+        idle: std::time::Duration,
+        now_ms: u64,
+        may_release: &mut dyn FnMut(&str, &str) -> bool,
+    ) -> Vec<(String, String)>;
+    /// Subscriptions the store holds now, and the most it accepts.
+    fn subscription_count(&self) -> (usize, usize);
 }
 
 /// Lookups outside the hot path.

@@ -407,3 +407,102 @@ async fn given_peek_notification_or_polling_info_when_sent_should_answer_request
         assert_eq!(r.code, code::REQUEST_CODE_NOT_SUPPORTED, "code {c}: {r:?}");
     }
 }
+
+#[tokio::test]
+async fn given_a_huge_invisible_time_when_popping_or_changing_should_clamp_it_to_12_hours() {
+    // review-e77444b H7: a client popping with invisibleTime 9e18 and crashing would pin its
+    // queue (and every later message of it) for ever.
+    const TWELVE_HOURS: i64 = 12 * 3600 * 1000;
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 1).await;
+    let r = conn
+        .call(pop_request(&Pop { invisible_ms: 9_000_000_000_000_000_000, ..Pop::default() }))
+        .await;
+    let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields).expect("a pop header");
+    assert_eq!(h.invisible_time as i64, TWELVE_HOURS, "the pop's invisible time: {r:?}");
+    let got = popped(&r);
+    let r = conn.call(change_request(&got[0], i64::MAX)).await;
+    assert_eq!(r.code, code::SUCCESS, "the change is accepted: {r:?}");
+    let h = ChangeInvisibleTimeResponseHeader::from_ext_fields(&r.ext_fields).expect("a header");
+    assert_eq!(h.invisible_time, TWELVE_HOURS, "the change's invisible time");
+}
+
+#[tokio::test]
+async fn given_a_sql92_pop_behind_a_long_non_matching_backlog_when_parked_should_go_on_popping() {
+    // review-e77444b M5: a pop that popped 32 non-matching messages (acknowledged by the
+    // filter) parked for an append although the backlog went on; the match waited a poll per
+    // 32 messages (here it was never reached within the poll).
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    for (i, color) in (0..100).map(|i| (i, "red")).chain([(100, "blue")]) {
+        let props = format!("TAGS\u{1}TagA\u{2}color\u{1}{color}\u{2}");
+        let to = ("raw_producer", TOPIC, 0, 4);
+        let r =
+            conn.call(common::raw::send(SendHeaderVersion::V1, to, &props, format!("m{i}"))).await;
+        assert_eq!(r.code, code::SUCCESS, "the send is accepted: {r:?}");
+    }
+    let mut req = pop_request(&Pop { queue: 0, poll_ms: 3_000, ..Pop::default() });
+    req.ext_fields.insert("expType", "SQL92");
+    req.ext_fields.insert("exp", "color = 'blue'");
+    let got = popped(&conn.call(req).await);
+    assert_eq!(got.len(), 1, "only the match");
+    assert_eq!(got[0].msg.queue_offset, 100, "found behind the 100 rejected ones");
+}
+
+/// A pop of `group` (which no heartbeat announced).
+fn pop_as(group: &str, p: &Pop<'_>) -> RemotingCommand {
+    let mut req = pop_request(p);
+    req.ext_fields.insert("consumerGroup", group);
+    req
+}
+
+#[tokio::test]
+async fn given_a_group_no_heartbeat_announced_when_popping_should_create_it_on_first_use() {
+    // review-e77444b L9: RocketMQ's autoCreateSubscriptionGroup (default true).
+    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 1, 1).await;
+    let got = popped(&conn.call(pop_as("never_announced_group", &Pop::default())).await);
+    assert_eq!(got.len(), 1, "the new group pops the retained message");
+    let mut ack = ack_request(&got[0]);
+    ack.ext_fields.insert("consumerGroup", "never_announced_group");
+    let r = conn.call(ack).await;
+    assert_eq!(r.code, code::SUCCESS, "and acknowledges it: {r:?}");
+}
+
+#[tokio::test]
+async fn given_a_pop_only_group_when_idle_for_group_idle_secs_should_stop_holding_messages() {
+    // review-e77444b H3: a group that only pops (no heartbeat, no member) was held for ever.
+    let (broker, mut conn) = pop_broker(|c| c.core.group_idle_secs = 1).await;
+    let before = broker.store().subscription_count().0;
+    let r = conn.call(pop_as("passing_group", &Pop::default())).await;
+    assert_eq!(r.code, code::PULL_NOT_FOUND, "nothing to pop yet: {r:?}");
+    assert_eq!(broker.store().subscription_count().0, before + 1, "the pop subscribed it");
+    let released = common::wait::poll(PATIENCE, Duration::from_millis(100), || async {
+        broker.store().subscription_count().0 == before
+    })
+    .await;
+    assert!(released.is_ok(), "released after group-idle-secs without activity");
+    assert_eq!(
+        broker.store().subscription_count().0,
+        before,
+        "the heartbeating group is the registry's to release"
+    );
+}
+
+#[tokio::test]
+async fn given_a_batch_ack_naming_more_than_4096_messages_should_refuse_it_and_ack_nothing() {
+    // review-e77444b L8: every set bit was one locked engine ack run inline, ~1e8 per body.
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 1).await;
+    let got = popped(&conn.call(pop_request(&Pop { queue: 0, ..Pop::default() })).await);
+    let e = ExtraInfo::parse(&got[0].extra_info).expect("a receipt");
+    let bytes = vec!["255"; 520].join(",");
+    let body = format!(
+        r#"{{"brokerName":"baiji-a","acks":[{{"c":"{GROUP}","t":"{TOPIC}","r":"0","so":{},"q":0,"rq":0,"pt":{},"it":{},"b":[{bytes}]}}]}}"#,
+        e.ck_queue_offset, e.pop_time, e.invisible_time
+    );
+    let r = conn
+        .call(request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(body.into_bytes()))
+        .await;
+    assert_eq!(r.code, code::INVALID_PARAMETER, "4160 set bits are refused: {r:?}");
+    assert_eq!(inflight(&broker), 1, "nothing acknowledged");
+}

@@ -556,3 +556,49 @@ async fn given_a_python_fifo_push_consumer_whose_listener_fails_once_should_keep
 async fn given_a_node_fifo_push_consumer_should_consume_the_queue_in_order() {
     fifo_consumer_keeps_queue_order(Sdk::Node).await;
 }
+
+#[tokio::test]
+async fn given_a_python_simple_consumer_group_that_went_away_when_idle_should_stop_holding_messages(
+) {
+    // review-e77444b H3: every group a ReceiveMessage named stayed an engine subscription for
+    // good, holding every later message of its topic.
+    let b = start_broker(|c| {
+        c.core.group_idle_secs = 1;
+        c.core.client_expiry_secs = 1;
+    })
+    .await;
+    let topic = unique("GrpcIdle");
+    let group = unique("grpc_idle");
+    create_topic(&b, &topic, QUEUES).await;
+    let before = b.running.store().subscription_count().0;
+    send(b.remoting, &topic, 0, "once").await;
+    let lines = run(
+        Sdk::Python,
+        simple_script(Sdk::Python),
+        args(&[
+            "--mode",
+            "receive",
+            "--endpoint",
+            &b.grpc,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--count",
+            "1",
+            "--invisible",
+            "10",
+        ]),
+    )
+    .await;
+    assert_eq!(of_kind(&lines, "message").len(), 1, "received: {lines:#?}");
+    assert_eq!(b.running.store().subscription_count().0, before + 1, "the receive subscribed it");
+    // The session expires (no Telemetry stream, client-expiry-secs), then the group idles.
+    let released =
+        crate::common::wait::poll(PATIENCE, std::time::Duration::from_millis(200), || async {
+            b.running.store().subscription_count().0 == before
+        })
+        .await;
+    assert!(released.is_ok(), "released once idle and no live session names it");
+    b.running.shutdown().await;
+}

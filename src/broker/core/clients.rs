@@ -21,7 +21,7 @@ use crate::remoting::body::{
 };
 use crate::remoting::subscription::TagMatcher;
 use crate::remoting::LanguageCode;
-use crate::store::{Filter, MemberId};
+use crate::store::{Filter, MemberId, StoreError};
 use crate::sync::{read, write, Arc, RwLock};
 
 /// Identifies one client connection of a face (the registry never sees the connection itself).
@@ -308,7 +308,14 @@ impl ClientRegistry {
             core.transactions.producer_joined(group);
         }
         for (group, topic) in subscribe {
-            let _ = core.store.subscribe(&group, &topic);
+            match core.store.subscribe(&group, &topic) {
+                Ok(()) | Err(StoreError::UnknownTopic(_)) => {}
+                // Over max-groups-per-topic / max-subscriptions: the group can still pull, but
+                // the broker does not hold messages for it (said once per heartbeat).
+                Err(e) => {
+                    tracing::warn!(%group, %topic, error = %e, "heartbeat subscription not held")
+                }
+            }
         }
         for (group, topic, client) in broadcast_join {
             if core.store.topic(&topic).is_none() {
@@ -578,7 +585,8 @@ fn apply(core: &Core, effects: Effects) {
     }
 }
 
-/// Expires silent clients every few seconds until shutdown.
+/// Expires silent clients and releases idle groups (heartbeating ones here, POP-only ones
+/// through [`Core::release_idle_groups`]) every few seconds until shutdown.
 pub(crate) async fn housekeeping(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let ttl = Duration::from_secs(core.config.client_expiry_secs.max(1));
     let idle = Duration::from_secs(core.config.group_idle_secs);
@@ -589,6 +597,7 @@ pub(crate) async fn housekeeping(core: Arc<Core>, mut shutdown: watch::Receiver<
             _ = shutdown.changed() => return,
         }
         core.clients.expire(&core, ttl, idle);
+        core.release_idle_groups(crate::time::now_ms());
         core.locks.purge(Instant::now());
     }
 }

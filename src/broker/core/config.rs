@@ -76,6 +76,12 @@ pub struct CoreConfig {
     /// `%DLQ%<group>` (RocketMQ: the subscription group's `retryMaxTimes`, 16): a message is
     /// popped at most this many times plus one.
     pub pop_retry_max_times: u32,
+    /// Most consumer groups one topic may have holding its messages (subscriptions); one more
+    /// is refused (`SUBSCRIPTION_GROUP_NOT_EXIST` over remoting, `TOO_MANY_REQUESTS` over
+    /// gRPC) until idle ones are released (`group_idle_secs`).
+    pub max_groups_per_topic: usize,
+    /// Most subscriptions (group × topic) the broker holds in all, refused the same way.
+    pub max_subscriptions: usize,
 }
 
 impl Default for CoreConfig {
@@ -103,6 +109,8 @@ impl Default for CoreConfig {
             transaction_check_max: 15,
             timer_max_delay_sec: 259_200,
             pop_retry_max_times: 16,
+            max_groups_per_topic: EngineConfig::default().max_subscriptions_per_topic,
+            max_subscriptions: EngineConfig::default().max_subscriptions,
         }
     }
 }
@@ -188,6 +196,8 @@ impl CoreConfig {
                 time: Duration::from_secs(self.retention_secs),
                 bytes: self.retention_bytes,
             },
+            max_subscriptions_per_topic: self.max_groups_per_topic.max(1),
+            max_subscriptions: self.max_subscriptions.max(1),
             ..EngineConfig::default()
         })
     }

@@ -176,6 +176,9 @@ pub(crate) struct Counters {
     /// Stored records a read could not write out and stepped over (never for a record the
     /// broker built itself; a read never stalls on one).
     pub(crate) records_skipped: AtomicU64,
+    /// Dead-letter copies of popped messages that the store refused (each message stays in
+    /// flight and is tried again).
+    pub(crate) dead_letters_failed: AtomicU64,
 }
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 //! baiji itself needs little of it: a group exists once a heartbeat names it; the gRPC face
 //! reads `consumeMessageOrderly` and `retryMaxTimes`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::topics::{is_internal_group, is_internal_topic};
 use super::Core;
 use crate::sync::{read, write, RwLock};
 
@@ -47,6 +49,36 @@ impl Core {
             return Err(GroupError::Unknown(group.to_owned()));
         }
         Ok(())
+    }
+
+    /// Releases the subscriptions no client uses any more (review-e77444b H3): a group that
+    /// only pops (a gRPC `ReceiveMessage`, a remoting `POP_MESSAGE` without heartbeat) has no
+    /// member in the client registry, so the registry's own idle release never sees it. Such
+    /// a subscription ends once it has had no pop, ack, change of invisible time or commit for
+    /// `group-idle-secs`, and no popped message is still invisible, as a heartbeating group is
+    /// released `group-idle-secs` after its last member left (RocketMQ forgets a consumer
+    /// once its channel expires). Kept: the broker's internal holders, the groups a heartbeat
+    /// announced (the registry releases those) and the groups a face reports in use (a gRPC
+    /// client's live session names it). A later pop starts a new subscription, from the
+    /// oldest retained message. Returns how many it released; `group-idle-secs = 0` keeps
+    /// every group.
+    pub(crate) fn release_idle_groups(&self, now_ms: u64) -> usize {
+        if self.config.group_idle_secs == 0 {
+            return 0;
+        }
+        let idle = Duration::from_secs(self.config.group_idle_secs);
+        let in_use = read(&self.groups.in_use).clone();
+        let mut may_release = |group: &str, topic: &str| {
+            !is_internal_group(group)
+                && !is_internal_topic(topic)
+                && !in_use.contains(group)
+                && !self.clients.knows_group(group)
+        };
+        let released = self.store.release_idle_groups(idle, now_ms, &mut may_release);
+        for (group, topic) in &released {
+            tracing::info!(%group, %topic, "POP group idle: its messages are no longer held");
+        }
+        released.len()
     }
 }
 
@@ -151,6 +183,9 @@ pub(crate) fn parse_config(body: &[u8]) -> Result<(String, Map<String, Value>), 
 #[derive(Debug, Default)]
 pub(crate) struct SubscriptionGroups {
     table: RwLock<Table>,
+    /// Groups a face reports in use although no heartbeat announced them (the consumer
+    /// groups of live gRPC sessions): never released as idle.
+    in_use: RwLock<HashSet<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -161,6 +196,13 @@ struct Table {
 }
 
 impl SubscriptionGroups {
+    /// Replaces the groups a face reports in use (see [`Core::release_idle_groups`]); the
+    /// gRPC face reports its live sessions' groups, bounded by its session table.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn set_in_use(&self, groups: HashSet<String>) {
+        *write(&self.in_use) = groups;
+    }
+
     /// Whether an admin created `group`.
     pub(crate) fn contains(&self, group: &str) -> bool {
         read(&self.table).configs.contains_key(group)

@@ -34,10 +34,18 @@ use crate::remoting::properties;
 use crate::remoting::sql92::Sql92;
 use crate::remoting::subscription::{SubscriptionExpr, TagMatcher};
 use crate::store::{
-    AckOutcome, Filter, GroupStore, PopInit, PopOutcome, PopReceipt, PopRequest, Popped,
-    StoreError, TopicStore,
+    Filter, GroupStore, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Popped, StoreError,
+    TopicStore,
 };
 use crate::time::now_ms;
+
+/// Longest a popped message stays invisible, ms: 12 h, the proxy's `maxInvisibleTimeMills`
+/// (review-e77444b H7). Every later message of its queue stays in memory while it is in
+/// flight, so neither face lets a client ask for more: gRPC refuses it
+/// (`ILLEGAL_INVISIBLE_TIME`, as the proxy), remoting clamps to it (RocketMQ's broker takes
+/// any value there, on disk; a clamp keeps such clients working, with an earlier
+/// redelivery).
+pub(crate) const MAX_INVISIBLE_MS: u64 = 12 * 3600 * 1000;
 
 /// The filter expression of a pop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +148,12 @@ pub(crate) struct PopBatch {
     pub(crate) wake_at: Option<u64>,
     /// [`Core::pop_changes`] as it was before the pop looked.
     pub(crate) changes: u64,
+    /// The pop stopped early with messages left below the ends it recorded: a queue's scan
+    /// hit the engine's scan limit, or a SQL92 filter rejected (and acknowledged) what it
+    /// popped. Popping again at once goes on from there, where waiting for an append would
+    /// leave that backlog until the next one (review-e77444b M5; RocketMQ's
+    /// `PopMessageProcessor` pops again while `restCount > 0`).
+    pub(crate) more: bool,
 }
 
 /// What a face wrote out of one popped queue.
@@ -195,8 +209,10 @@ impl PopBatch {
 }
 
 /// Tells parked pops that a popped message may be visible again although nothing was
-/// appended: its invisible time changed, or an ack unblocked an ordered queue. They all pop
-/// once more (one counter per broker: cheap, and a pop that finds nothing parks again).
+/// appended: its invisible time changed, an ack unblocked an ordered queue, or an ack freed
+/// room in a queue that had its in-flight maximum ([`crate::store::PopAck::room_freed`]).
+/// They all pop once more (one counter per broker: cheap, and a pop that finds nothing parks
+/// again).
 pub(crate) fn note_change(core: &Core) {
     core.pop_changes.send_modify(|v| *v = v.wrapping_add(1));
 }
@@ -264,13 +280,17 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         if out.messages.len() >= req.max {
             break;
         }
-        group.pop(q, &req, &mut out)?;
+        group.pop_with(q, &req, &DEAD_LETTER_PENDING, &mut out)?;
     }
     for d in &out.dead {
-        dead_letter(core, call.group, topic.as_ref(), d);
+        let (queue, offset) = (d.delivery.queue, d.delivery.offset);
+        let receipt = PopReceipt { queue, offset, pop_time: out.pop_time };
+        let copied = dead_letter(core, call.group, topic.as_ref(), d);
+        settle_dead_letter(group.as_ref(), receipt, copied, now);
     }
     let pop_time = if out.messages.is_empty() && out.dead.is_empty() { now } else { out.pop_time };
     let mut messages = out.messages;
+    let popped = messages.len();
     if let Some(sql) = &sql {
         messages.retain(|m| {
             let d = &m.delivery;
@@ -282,6 +302,7 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
             keep
         });
     }
+    let more = out.scan_limited > 0 || messages.len() < popped;
     Ok(PopBatch {
         topic,
         group,
@@ -291,17 +312,24 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         ends,
         wake_at: out.next_expiry,
         changes,
+        more,
     })
 }
 
 /// Waits until a message is appended to one of `batch`'s queues at or after its end, an
 /// in-flight message becomes visible again (`batch.wake_at`, or [`note_change`] since the pop),
-/// or `deadline`. Returns whether it was woken before the deadline.
+/// or `deadline`; a batch that stopped early with work left ([`PopBatch::more`]) does not
+/// wait. Returns whether it was woken before the deadline.
 pub(crate) async fn wait_for_more(
     core: &Core,
     batch: &PopBatch,
     deadline: tokio::time::Instant,
 ) -> bool {
+    if batch.more {
+        // Let other tasks run between two pops of a long filtered backlog.
+        tokio::task::yield_now().await;
+        return tokio::time::Instant::now() < deadline;
+    }
     let until = batch.wake_at.map_or(deadline, |at| {
         let ms = at.saturating_sub(now_ms());
         deadline.min(tokio::time::Instant::now() + std::time::Duration::from_millis(ms))
@@ -361,25 +389,84 @@ impl Future for AnyAppend {
     }
 }
 
-/// Copies a popped message into `%DLQ%<group>` (the caller acknowledges it, or the engine
-/// already did), as `CONSUMER_SEND_MSG_BACK` does past the maximum: the DLQ copy keeps the
-/// body and properties, records the original message id and topic, and its reconsume times
-/// is the number of deliveries.
-pub(crate) fn dead_letter(core: &Core, group: &str, topic: &dyn TopicStore, p: &Popped) {
+/// How a pop treats expired messages: redelivered from their own queue, and once their
+/// attempts ran out handed over still in flight, so that the dead-letter copy is stored
+/// before the message is acknowledged (review-e77444b M2).
+const DEAD_LETTER_PENDING: PopPolicy = PopPolicy {
+    in_place_deliveries: u32::MAX,
+    dead_letter_pending: true,
+    lease_ms: DEAD_LETTER_LEASE_MS,
+};
+
+/// How long a message being dead-lettered stays invisible while its copy is stored, ms (it is
+/// acknowledged or put back long before).
+const DEAD_LETTER_LEASE_MS: u64 = 30_000;
+
+/// How soon a message whose dead-letter copy failed is tried again, ms (RocketMQ's proxy
+/// nacks what it could not handle with 1 s).
+pub(crate) const DEAD_LETTER_RETRY_MS: u64 = 1_000;
+
+/// Settles a message handed over for dead-lettering under `receipt`: acknowledged once its
+/// copy is stored; else put back in flight for [`DEAD_LETTER_RETRY_MS`], its attempts
+/// unchanged, so the next pop after that tries again (the message is never lost, and the
+/// failure is counted in `baiji_dead_letter_failures_total`).
+fn settle_dead_letter(
+    group: &dyn GroupStore,
+    receipt: PopReceipt,
+    copied: Result<(), StoreError>,
+    now: u64,
+) {
+    let settled = match copied {
+        Ok(()) => group.pop_ack(receipt).map(|_| ()),
+        Err(_) => group.change_invisible(receipt, DEAD_LETTER_RETRY_MS, now).map(|_| ()),
+    };
+    if let Err(e) = settled {
+        // Acknowledged otherwise meanwhile (a commit of the same group name), or the group
+        // ended: nothing is left to settle.
+        tracing::debug!(group = %group.group(), queue = receipt.queue, offset = receipt.offset, error = %e, "dead letter not settled");
+    }
+}
+
+/// Copies a popped message into `%DLQ%<group>`, as `CONSUMER_SEND_MSG_BACK` does past the
+/// maximum: the DLQ copy keeps the body and properties, records the original message id and
+/// topic, and its reconsume times is the number of deliveries. The caller acknowledges the
+/// message once this succeeded; a failure is logged and counted, and the caller keeps the
+/// message in flight to try again.
+///
+/// # Errors
+/// The store's refusal of the `%DLQ%` topic or of the copy (no room, no topic uid left).
+pub(crate) fn dead_letter(
+    core: &Core,
+    group: &str,
+    topic: &dyn TopicStore,
+    p: &Popped,
+) -> Result<(), StoreError> {
     match copy_to_dlq(core, group, topic, p) {
         Ok(()) => {
-            tracing::info!(%group, topic = %topic.name(), attempts = p.attempts, "popped message moved to the dead-letter queue")
+            tracing::info!(%group, topic = %topic.name(), attempts = p.attempts, "popped message moved to the dead-letter queue");
+            Ok(())
         }
         Err(e) => {
-            tracing::warn!(%group, topic = %topic.name(), error = %e, "popped message could not be dead-lettered; dropped")
+            // Relaxed: a statistic.
+            core.counters.dead_letters_failed.fetch_add(1, crate::sync::Ordering::Relaxed);
+            tracing::warn!(%group, topic = %topic.name(), error = %e, "popped message could not be dead-lettered yet; kept in flight, tried again in 1 s");
+            Err(e)
         }
     }
 }
 
-fn copy_to_dlq(core: &Core, group: &str, topic: &dyn TopicStore, p: &Popped) -> Result<(), String> {
+fn copy_to_dlq(
+    core: &Core,
+    group: &str,
+    topic: &dyn TopicStore,
+    p: &Popped,
+) -> Result<(), StoreError> {
     let d = &p.delivery;
+    let dlq = super::retry::group_topic(core, &format!("{DLQ_PREFIX}{group}"))?;
     let Some(rec) = record::decode(&d.payload) else {
-        return Err("the stored record is malformed".into());
+        // Kept as it was stored rather than lost (a read steps over it, as over the original).
+        dlq.append(0, d.payload.clone(), 0, now_ms())?;
+        return Ok(());
     };
     let phys = physical_offset(topic.uid(), d.queue, d.offset);
     let origin = properties::find(rec.properties, properties::ORIGIN_MESSAGE_ID)
@@ -403,19 +490,26 @@ fn copy_to_dlq(core: &Core, group: &str, topic: &dyn TopicStore, p: &Popped) -> 
         body: rec.body,
         properties: &props,
     };
-    let encoded = record::encode(&new, core.cluster_property.len()).map_err(|e| e.to_string())?;
-    let dlq = super::retry::group_topic(core, &format!("{DLQ_PREFIX}{group}"))
-        .map_err(|e| e.to_string())?;
-    dlq.append(0, encoded, properties::tags_code(&props), now_ms()).map_err(|e| e.to_string())?;
+    let tag = properties::tags_code(&props);
+    let Ok(encoded) = record::encode(&new, core.cluster_property.len()) else {
+        // The added properties pushed it past the limit: the stored record as it was, not lost.
+        dlq.append(0, d.payload.clone(), properties::tags_code(rec.properties), now_ms())?;
+        return Ok(());
+    };
+    dlq.append(0, encoded, tag, now_ms())?;
     Ok(())
 }
 
-/// Moves the popped message `receipt` names in `topic`, delivered for the `attempts`-th time, to `%DLQ%<group>` and acknowledges it (gRPC's
-/// `ForwardMessageToDeadLetterQueue`, remoting's `CONSUMER_SEND_MSG_BACK` past the maximum).
+/// Moves the popped message `receipt` names in `topic`, delivered for the `attempts`-th
+/// time, to `%DLQ%<group>` and acknowledges it (gRPC's `ForwardMessageToDeadLetterQueue`).
+/// The message is taken first (its invisible time changed to a lease, which makes every
+/// other receipt of it stale, so only one call moves it), then read and copied, and only then
+/// acknowledged (review-e77444b M2): a copy that fails puts it back in flight for
+/// [`DEAD_LETTER_RETRY_MS`] and is answered with the store's error, never with OK.
 ///
 /// # Errors
 /// [`StoreError::StaleReceipt`] if the message is not in flight under that receipt (nothing is
-/// copied), [`StoreError::UnknownTopic`], or the store's refusal.
+/// copied), [`StoreError::UnknownTopic`], or the store's refusal of the copy.
 #[cfg_attr(not(feature = "grpc"), allow(dead_code))] // only the gRPC face forwards
 pub(crate) fn forward_to_dlq(
     core: &Core,
@@ -428,19 +522,33 @@ pub(crate) fn forward_to_dlq(
     let Some(t) = core.store.topic(topic) else {
         return Err(StoreError::UnknownTopic(topic.to_owned()));
     };
-    // Acknowledged first: only the holder of the latest receipt moves the message, once.
-    match core.store.pop_ack(group, topic, receipt)? {
-        AckOutcome::Acked => note_change(core),
-        // Already done by an earlier call (a client retrying): nothing more to copy.
-        AckOutcome::AlreadyAcked => return Ok(()),
-    }
+    let now = now_ms();
+    let leased = match core.store.change_invisible(group, topic, receipt, DEAD_LETTER_LEASE_MS, now)
+    {
+        Ok(pop_time) => PopReceipt { pop_time, ..receipt },
+        Err(StoreError::StaleReceipt { .. }) => {
+            // Moved by an earlier call (a client retrying) if it is acknowledged; else stale.
+            return core.store.pop_ack(group, topic, receipt).map(|_| ());
+        }
+        Err(e) => return Err(e),
+    };
     let Some((payload, timestamp)) = core.store.get(t.as_ref(), queue, offset) else {
+        // Only drop-oldest takes an in-flight message (counted in the group's dropped).
         tracing::warn!(%group, %topic, queue, offset, "message to dead-letter already evicted");
-        return Ok(());
+        return core.store.pop_ack(group, topic, leased).map(|_| ());
     };
     let delivery = crate::store::Delivery { queue, offset, timestamp, tag: 0, payload };
-    dead_letter(core, group, t.as_ref(), &Popped { delivery, attempts });
-    Ok(())
+    match dead_letter(core, group, t.as_ref(), &Popped { delivery, attempts }) {
+        Ok(()) => {
+            core.store.pop_ack(group, topic, leased)?;
+            note_change(core);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = core.store.change_invisible(group, topic, leased, DEAD_LETTER_RETRY_MS, now);
+            Err(e)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -454,7 +562,12 @@ mod tests {
     const GROUP: &str = "popper_group";
 
     fn shared() -> Core {
-        let config = BrokerConfig::default();
+        shared_with(|_| {})
+    }
+
+    fn shared_with(tweak: impl FnOnce(&mut BrokerConfig)) -> Core {
+        let mut config = BrokerConfig::default();
+        tweak(&mut config);
         let store: Arc<dyn crate::store::Store> = Arc::new(
             MemoryStore::new(config.engine_config().expect("a valid engine config"))
                 .expect("a store"),
@@ -573,6 +686,106 @@ mod tests {
         let later = pop_once(&core, &c, 1_000_000 + 5_000).expect("pops");
         assert_eq!(later.messages.len(), 1, "the match comes back, the rejected one never");
         assert_eq!(later.messages.first().map(|m| m.attempts), Some(2));
+    }
+
+    #[test]
+    fn given_a_dead_letter_copy_that_fails_when_popped_again_should_keep_it_and_move_it_later() {
+        // review-e77444b M2: the engine acknowledged a dead letter before its copy was stored,
+        // so a copy refused for lack of memory lost the message.
+        let core = shared();
+        append(&core, "ID7", "blue");
+        let c = call(1, FilterExpr::Tag("*"));
+        let t0 = 1_000_000;
+        assert_eq!(pop_once(&core, &c, t0).expect("pops").messages.len(), 1);
+        let settings = core.store.settings();
+        let full = crate::store::Settings {
+            memory_budget: core.store.used_and_budget().0.max(1),
+            ..settings
+        };
+        core.store.apply_settings(full).expect("a smaller budget");
+        let b = pop_once(&core, &c, t0 + 1_000).expect("pops");
+        assert!(b.messages.is_empty(), "its attempts ran out");
+        assert_eq!(dead_letters(&core), 0, "no room for the copy");
+        assert_eq!(core.store.inflight(GROUP, TOPIC), 1, "kept in flight, not lost");
+        assert_eq!(core.counters.dead_letters_failed.load(crate::sync::Ordering::Relaxed), 1);
+        core.store.apply_settings(settings).expect("the budget back");
+        let b = pop_once(&core, &c, t0 + 5 * DEAD_LETTER_RETRY_MS).expect("pops");
+        assert!(b.messages.is_empty(), "not redelivered to the consumer");
+        assert_eq!(dead_letters(&core), 1, "moved once there is room");
+        assert_eq!(core.store.inflight(GROUP, TOPIC), 0, "acknowledged after the copy");
+    }
+
+    fn subscriptions(core: &Core) -> usize {
+        core.store.subscription_count().0
+    }
+
+    #[test]
+    fn given_a_pop_only_group_when_idle_for_group_idle_secs_should_release_it() {
+        let core = shared_with(|c| c.core.group_idle_secs = 1);
+        let mut c = call(16, FilterExpr::Tag("*"));
+        let t0 = now_ms();
+        pop_once(&core, &c, t0).expect("pops");
+        c.group = "kept_group";
+        core.groups.set_in_use(["kept_group".to_owned()].into_iter().collect());
+        pop_once(&core, &c, t0).expect("pops");
+        assert_eq!(subscriptions(&core), 2);
+        assert_eq!(core.release_idle_groups(t0), 0, "not idle yet");
+        // Well past the group's last activity (a few ms after t0) plus group-idle-secs.
+        let later = t0 + 30_000;
+        assert_eq!(core.release_idle_groups(later), 1, "idle for group-idle-secs");
+        assert_eq!(subscriptions(&core), 1, "the group a live session names is kept");
+        append(&core, "ID5", "blue");
+        c.group = GROUP;
+        let again = pop_once(&core, &c, later).expect("a new subscription");
+        assert_eq!(again.messages.len(), 1, "starts from the oldest retained message");
+    }
+
+    #[test]
+    fn given_a_popped_message_still_invisible_when_releasing_idle_groups_should_keep_the_group() {
+        let core = shared_with(|c| c.core.group_idle_secs = 1);
+        append(&core, "ID6", "blue");
+        let mut c = call(16, FilterExpr::Tag("*"));
+        c.invisible_ms = 60_000;
+        let t0 = now_ms();
+        assert_eq!(pop_once(&core, &c, t0).expect("pops").messages.len(), 1);
+        assert_eq!(core.release_idle_groups(t0 + 5_000), 0, "a consumer may be working on it");
+        assert_eq!(core.release_idle_groups(t0 + 90_000), 1, "visible again and idle");
+    }
+
+    #[test]
+    fn given_internal_or_zero_idle_when_releasing_idle_groups_should_keep_every_group() {
+        let core = shared_with(|c| c.core.group_idle_secs = 0);
+        pop_once(&core, &call(16, FilterExpr::Tag("*")), 1_000).expect("pops");
+        assert_eq!(core.release_idle_groups(u64::MAX / 2), 0, "group-idle-secs 0: never");
+        let core = shared_with(|c| c.core.group_idle_secs = 1);
+        core.store.holder(super::super::delay::SCHEDULE_GROUP, TOPIC).expect("a holder");
+        assert_eq!(core.release_idle_groups(now_ms() + 10_000), 0, "internal holders stay");
+    }
+
+    #[test]
+    fn given_the_group_cap_when_one_more_group_pops_should_refuse_it_until_one_is_released() {
+        let core = shared_with(|c| {
+            c.core.max_groups_per_topic = 2;
+            c.core.group_idle_secs = 1;
+        });
+        let t0 = now_ms();
+        for g in ["g1", "g2"] {
+            let mut c = call(16, FilterExpr::Tag("*"));
+            c.group = g;
+            pop_once(&core, &c, t0).expect("under the cap");
+        }
+        let mut c = call(16, FilterExpr::Tag("*"));
+        c.group = "g3";
+        let refused = pop_once(&core, &c, t0);
+        assert!(
+            matches!(
+                refused,
+                Err(PopError::Store(StoreError::TooManySubscriptions { limit: 2, .. }))
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(core.release_idle_groups(t0 + 30_000), 2);
+        pop_once(&core, &c, t0 + 30_000).expect("room again");
     }
 
     #[test]

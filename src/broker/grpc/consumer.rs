@@ -19,8 +19,9 @@
 //! * **QueryAssignment** (1.2): one queue with id -1 for this broker, or every readable queue
 //!   for a FIFO group.
 //!
-//! Not as the proxy: a message popped for a client that went away before the answer was
-//! written stays invisible until its invisible time ends (the proxy nacks it at once).
+//! A message popped for a client that went away before the answer was handed to the
+//! transport is nacked (visible again after 1 s), as the proxy does ([`Delivering`]); an
+//! `auto_renew` delivery is renewed only from then on.
 
 use crate::sync::Arc;
 use std::time::Duration;
@@ -46,7 +47,7 @@ use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopCall, PopError};
 use crate::broker::core::record;
 use crate::broker::core::Core;
-use crate::broker::grpc::receipt::{ReceiptHandle, DEFAULT_INVISIBLE_MS, RENEW_TICK};
+use crate::broker::grpc::receipt::{ReceiptHandle, Taken, DEFAULT_INVISIBLE_MS, RENEW_TICK};
 use crate::store::{AckOutcome, PopInit, PopReceipt, StoreError};
 use crate::time::now_ms;
 
@@ -57,7 +58,7 @@ pub(crate) const MAX_POLLING_MS: u64 = 20_000;
 /// Shortest invisible time a simple consumer may ask for, ms (`minInvisibleTimeMillsForRecv`).
 pub(crate) const MIN_INVISIBLE_MS: u64 = 10_000;
 /// Longest invisible time, ms (`maxInvisibleTimeMills`).
-pub(crate) const MAX_INVISIBLE_MS: u64 = 12 * 3600 * 1000;
+pub(crate) use crate::broker::core::pop::MAX_INVISIBLE_MS;
 /// Most messages one receive hands out (RocketMQ's pop maximum).
 pub(crate) const MAX_BATCH: usize = 32;
 /// The request timeout assumed when a client's Settings name none, ms.
@@ -119,7 +120,8 @@ fn store_status(e: &StoreError) -> pb::Status {
         StoreError::StaleReceipt { .. } => Code::InvalidReceiptHandle,
         StoreError::UnknownTopic(_) => Code::TopicNotFound,
         StoreError::UnknownGroup { .. } => Code::ConsumerGroupNotFound,
-        StoreError::Full { .. } => Code::TooManyRequests,
+        // Retryable: the client backs off, and idle groups are released meanwhile.
+        StoreError::Full { .. } | StoreError::TooManySubscriptions { .. } => Code::TooManyRequests,
         _ => Code::InternalServerError,
     };
     let message = match e {
@@ -233,26 +235,31 @@ pub(crate) async fn receive_message(
             Ok(b) => b,
             Err(e) => return one_status(pop_status(&e)),
         };
-        let items = deliver(svc, &client, req.auto_renew, invisible_ms, &batch);
+        let items = deliver(svc, invisible_ms, &batch);
         if !items.is_empty() {
-            let mut all = vec![ReceiveMessageResponse { content: Some(Content::Status(ok())) }];
+            let mut all =
+                vec![(ReceiveMessageResponse { content: Some(Content::Status(ok())) }, None)];
             all.extend(items);
             break all;
         }
         if last {
-            break vec![ReceiveMessageResponse {
-                content: Some(Content::Status(status(Code::MessageNotFound, "no new message"))),
-            }];
+            let st = status(Code::MessageNotFound, "no new message");
+            break vec![(ReceiveMessageResponse { content: Some(Content::Status(st)) }, None)];
         }
         // Cancelled with the request when the client goes away.
         last = !popper::wait_for_more(core, &batch, deadline).await;
     };
-    items.push(ReceiveMessageResponse {
-        content: Some(Content::DeliveryTimestamp(timestamp(
-            i64::try_from(now_ms()).unwrap_or(i64::MAX),
-        ))),
+    let at = timestamp(i64::try_from(now_ms()).unwrap_or(i64::MAX));
+    items.push((ReceiveMessageResponse { content: Some(Content::DeliveryTimestamp(at)) }, None));
+    let stream: ReceiveStream = Box::pin(Delivering {
+        items: items.into(),
+        core: Arc::clone(&svc.core),
+        grpc: Arc::clone(&svc.grpc),
+        client,
+        group,
+        topic,
+        renew: req.auto_renew.then_some(invisible_ms),
     });
-    let stream: ReceiveStream = Box::pin(tokio_stream::iter(items.into_iter().map(Ok)));
     Ok(Response::new(stream))
 }
 
@@ -261,16 +268,14 @@ fn rand_seed(client: &str) -> u32 {
     client.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
 }
 
-/// The messages of a pop as stream items (with their receipt handles), noting `auto_renew`
-/// ones for renewal. The batch counts them out, and acknowledges a record that cannot be read
-/// (it would come back forever).
+/// The messages of a pop as stream items (with their receipt handles), each with its receipt
+/// for [`Delivering`]. The batch counts them out, and acknowledges a record that cannot be
+/// read (it would come back forever).
 fn deliver(
     svc: &Messaging,
-    client: &str,
-    auto_renew: bool,
     invisible_ms: u64,
     batch: &popper::PopBatch,
-) -> Vec<ReceiveMessageResponse> {
+) -> Vec<(ReceiveMessageResponse, Option<PopReceipt>)> {
     let topic = &batch.topic;
     let mut items = Vec::with_capacity(batch.messages.len());
     batch.write_out(|m| {
@@ -289,23 +294,101 @@ fn deliver(
             reconsume_times: i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX),
         };
         let message = to_message(&rec, &at);
-        let names = (batch.group.group(), topic.name());
-        if auto_renew && !svc.grpc.renewals.track(client, names, receipt, invisible_ms) {
-            tracing::debug!(%client, "renewal table full: the delivery is not renewed");
-        }
         let bytes = message.body.len();
-        items.push(ReceiveMessageResponse { content: Some(Content::Message(message)) });
+        items.push((
+            ReceiveMessageResponse { content: Some(Content::Message(message)) },
+            Some(receipt),
+        ));
         Some(bytes)
     });
     items
 }
 
-/// A receipt handle of `topic` checked, and the engine's latest receipt for it.
+/// How long a popped message the response never handed to the transport stays invisible, ms
+/// (the proxy's `NACK_INVISIBLE_TIME`).
+pub(crate) const NACK_INVISIBLE_MS: u64 = 1_000;
+
+/// A `ReceiveMessage` response stream that settles what it carries as it goes
+/// (review-e77444b M3): an `auto_renew` delivery is tracked for renewal only once its item is
+/// taken by the transport, and every message it still holds when it is dropped (the client
+/// went away, the connection was reset before the answer was written) is made visible again
+/// after [`NACK_INVISIBLE_MS`], as the proxy's
+/// `ReceiveMessageResponseStreamWriter.processThrowableWhenWriteMessage` nacks what it failed
+/// to write. Before, such deliveries were renewed for up to 3 h while the session lived.
+pub(crate) struct Delivering {
+    items: std::collections::VecDeque<(ReceiveMessageResponse, Option<PopReceipt>)>,
+    core: Arc<Core>,
+    grpc: Arc<GrpcState>,
+    client: String,
+    group: String,
+    topic: String,
+    /// Renewed by the server once handed out (`auto_renew`), invisible for this long first.
+    renew: Option<u64>,
+}
+
+impl Delivering {
+    /// Hands the transport one item after another; see the type's docs.
+    fn poll_item(&mut self) -> Option<ReceiveMessageResponse> {
+        let (item, receipt) = self.items.pop_front()?;
+        if let (Some(r), Some(invisible_ms)) = (receipt, self.renew) {
+            let names = (self.group.as_str(), self.topic.as_str());
+            if !self.grpc.renewals.track(&self.client, names, r, invisible_ms) {
+                tracing::debug!(client = %self.client, "renewal table full: the delivery is not renewed");
+            }
+        }
+        Some(item)
+    }
+}
+
+impl tokio_stream::Stream for Delivering {
+    type Item = Result<ReceiveMessageResponse, tonic::Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(self.poll_item().map(Ok))
+    }
+}
+
+impl Drop for Delivering {
+    fn drop(&mut self) {
+        let now = now_ms();
+        let mut nacked = false;
+        for (_, receipt) in self.items.drain(..) {
+            let Some(r) = receipt else { continue };
+            // Refused only if acknowledged or redelivered meanwhile: nothing to do then.
+            nacked |= self
+                .core
+                .store
+                .change_invisible(&self.group, &self.topic, r, NACK_INVISIBLE_MS, now)
+                .is_ok();
+        }
+        if nacked {
+            tracing::debug!(client = %self.client, "undelivered messages nacked");
+            popper::note_change(&self.core);
+        }
+    }
+}
+
+/// A receipt handle of `topic` checked, and the engine's latest receipt for it, its renewal
+/// (if any) taken out of the table until the store answered ([`Renewals::take`]).
+///
+/// [`Renewals::take`]: crate::broker::grpc::receipt::Renewals::take
 struct Resolved {
     /// The handle the client holds.
     handle: ReceiptHandle,
     /// The engine's receipt now (a renewed delivery has a later pop time).
     current: PopReceipt,
+    /// The renewal taken out: given back if the store refuses the receipt.
+    taken: Taken,
+}
+
+impl Resolved {
+    /// The store refused the receipt: the delivery is renewed as before.
+    fn refused(self, svc: &Messaging, client: &str) {
+        svc.grpc.renewals.put_back(client, self.taken);
+    }
 }
 
 fn resolve(
@@ -326,8 +409,8 @@ fn resolve(
     if t.uid() != handle.topic_uid {
         return Err(invalid("the receipt handle is not of this topic"));
     }
-    let current = svc.grpc.renewals.resolve(client, (group, topic), handle.receipt);
-    Ok(Resolved { handle, current })
+    let taken = svc.grpc.renewals.take(client, (group, topic), handle.receipt);
+    Ok(Resolved { handle, current: taken.current, taken })
 }
 
 fn check_names(group: &str, topic: &str) -> Result<(), pb::Status> {
@@ -365,16 +448,20 @@ pub(crate) async fn ack_message(
     }
     let mut entries = Vec::with_capacity(req.entries.len());
     let mut unblocks = false;
+    let mut room_freed = false;
     for e in &req.entries {
         let st = match resolve(svc, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
             Ok(r) => match core.store.pop_ack(group, topic, r.current) {
-                Ok(outcome) => {
-                    svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
-                    unblocks |= outcome == AckOutcome::Acked;
+                Ok(ack) => {
+                    unblocks |= ack.outcome == AckOutcome::Acked;
+                    room_freed |= ack.room_freed;
                     ok()
                 }
-                Err(err) => store_status(&err),
+                Err(err) => {
+                    r.refused(svc, client);
+                    store_status(&err)
+                }
             },
         };
         entries.push(AckMessageResultEntry {
@@ -383,8 +470,9 @@ pub(crate) async fn ack_message(
             status: Some(st),
         });
     }
-    if unblocks && fifo(core, &session, group) {
-        // The rest of an ordered queue may be unblocked now.
+    // The rest of an ordered queue may be unblocked now, or a queue that had its in-flight
+    // maximum has room again (review-e77444b M5).
+    if room_freed || (unblocks && fifo(core, &session, group)) {
         popper::note_change(core);
     }
     let first = entries.first().and_then(|e| e.status.clone()).unwrap_or_else(ok);
@@ -439,13 +527,15 @@ pub(crate) async fn change_invisible_duration(
         Ok(renewed) => {
             popper::note_change(core);
             // The client handles the message itself from now on (a nack, or a simple
-            // consumer's explicit time): no more server-side renewal.
-            svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
+            // consumer's explicit time): no more server-side renewal (taken by `resolve`).
             let receipt = PopReceipt { pop_time: renewed, ..r.handle.receipt };
             let new = ReceiptHandle { receipt, ..r.handle };
             answer(ok(), new.encode())
         }
-        Err(e) => answer(store_status(&e), String::new()),
+        Err(e) => {
+            r.refused(svc, client);
+            answer(store_status(&e), String::new())
+        }
     }
 }
 
@@ -475,11 +565,12 @@ pub(crate) async fn forward_message_to_dead_letter_queue(
     };
     let attempts = u32::try_from(req.delivery_attempt).unwrap_or(1).max(1);
     match popper::forward_to_dlq(core, group, topic, r.current, attempts) {
-        Ok(()) => {
-            svc.grpc.renewals.settle(client, (group, topic), r.handle.receipt);
-            answer(ok())
+        // Settled: its renewal was taken by `resolve`.
+        Ok(()) => answer(ok()),
+        Err(e) => {
+            r.refused(svc, client);
+            answer(store_status(&e))
         }
-        Err(e) => answer(store_status(&e)),
     }
 }
 
@@ -586,6 +677,89 @@ mod tests {
         );
         let err = polling_ms(&req(Some(20_000)), secs(4), 3_000).err().map(|s| s.code);
         assert_eq!(err, Some(Code::IllegalPollingTime as i32), "a deadline under 5 s");
+    }
+
+    /// A core with topic `T` (one queue) holding one message, and its first pop by `g`.
+    fn popped_core() -> (Arc<Core>, popper::PopBatch, PopCall<'static>) {
+        let config = crate::broker::BrokerConfig::default();
+        let store: Arc<dyn crate::store::Store> = Arc::new(
+            crate::store::MemoryStore::new(config.engine_config().expect("an engine config"))
+                .expect("a store"),
+        );
+        let core =
+            Arc::new(Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an address")));
+        let mut c = crate::remoting::body::TopicConfig::new("T", 1, 1);
+        c.perm = crate::broker::core::topics::perm::RW;
+        core.create_topic(c).expect("a topic");
+        let rec = record::NewRecord {
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().expect("an address"),
+            reconsume_times: 0,
+            body: b"b",
+            properties: b"",
+        };
+        let bytes = record::encode(&rec, 0).expect("a record");
+        core.store.topic("T").expect("T").append(0, bytes, 0, 1).expect("appended");
+        let call = PopCall {
+            group: "g",
+            topic: "T",
+            queue: None,
+            max: 1,
+            invisible_ms: DEFAULT_INVISIBLE_MS,
+            order: false,
+            attempt_id: None,
+            filter: FilterExpr::Tag("*"),
+            init: PopInit::Min,
+            max_attempts: 17,
+            seed: 0,
+            announced: true,
+        };
+        let batch = popper::pop_once(&core, &call, now_ms()).expect("pops");
+        assert_eq!(batch.messages.len(), 1);
+        (core, batch, call)
+    }
+
+    fn delivering(core: &Arc<Core>, grpc: &Arc<GrpcState>, b: &popper::PopBatch) -> Delivering {
+        let m = &b.messages[0].delivery;
+        let receipt = PopReceipt { queue: m.queue, offset: m.offset, pop_time: b.pop_time };
+        let item = ReceiveMessageResponse { content: Some(Content::Status(ok())) };
+        Delivering {
+            items: [(item.clone(), None), (item, Some(receipt))].into(),
+            core: Arc::clone(core),
+            grpc: Arc::clone(grpc),
+            client: "c".into(),
+            group: "g".into(),
+            topic: "T".into(),
+            renew: Some(DEFAULT_INVISIBLE_MS),
+        }
+    }
+
+    #[test]
+    fn given_an_auto_renew_delivery_never_handed_out_when_the_stream_drops_should_nack_it() {
+        // review-e77444b M3: it was renewed for up to 3 h while the client's session lived.
+        let (core, batch, call) = popped_core();
+        let grpc = Arc::new(GrpcState::default());
+        let mut stream = delivering(&core, &grpc, &batch);
+        assert!(stream.poll_item().is_some(), "the status goes out");
+        drop(stream);
+        assert_eq!(grpc.renewals.count("c"), 0, "not tracked for renewal");
+        let again = popper::pop_once(&core, &call, now_ms() + 2 * NACK_INVISIBLE_MS).expect("pops");
+        assert_eq!(again.messages.len(), 1, "visible again a second later, not a minute");
+        assert_eq!(again.messages[0].attempts, 2);
+    }
+
+    #[test]
+    fn given_an_auto_renew_delivery_handed_out_when_the_stream_ends_should_renew_it() {
+        let (core, batch, call) = popped_core();
+        let grpc = Arc::new(GrpcState::default());
+        let mut stream = delivering(&core, &grpc, &batch);
+        while stream.poll_item().is_some() {}
+        drop(stream);
+        assert_eq!(grpc.renewals.count("c"), 1, "tracked once handed to the transport");
+        let later = popper::pop_once(&core, &call, now_ms() + 2 * NACK_INVISIBLE_MS).expect("pops");
+        assert!(later.messages.is_empty(), "still invisible: the consumer has it");
     }
 
     #[test]

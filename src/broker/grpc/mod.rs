@@ -142,7 +142,8 @@ async fn wait_for(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Forgets clients not heard from for `client-expiry-secs` that have no Telemetry stream open.
+/// Forgets clients not heard from for `client-expiry-secs` that have no Telemetry stream open,
+/// and tells the core which groups the remaining ones consume as.
 async fn expire_sessions(core: &Core, grpc: &GrpcState) {
     let ttl = Duration::from_secs(core.config.client_expiry_secs.max(1));
     loop {
@@ -150,5 +151,9 @@ async fn expire_sessions(core: &Core, grpc: &GrpcState) {
         for id in grpc.sessions.expire(ttl) {
             tracing::debug!(client = %id, "gRPC client expired");
         }
+        // A live consumer's group is in use even while it does not receive (the registry's
+        // rule for heartbeating groups): it is not released as idle.
+        let groups = grpc.sessions.all().iter().filter_map(|s| s.group()).collect();
+        core.groups.set_in_use(groups);
     }
 }

@@ -26,8 +26,10 @@
 //! ```
 //!
 //! * `handed` is the pop time in the handle the client holds; `current` the engine's latest
-//!   receipt after renewals. [`Renewals::resolve`] turns the one into the other, so the
-//!   client's handle keeps working however often the server renewed it.
+//!   receipt after renewals. [`Renewals::take`] turns the one into the other, so the
+//!   client's handle keeps working however often the server renewed it, and takes the
+//!   renewal out of the table before the ack, change or forward uses that receipt (given back
+//!   with [`Renewals::put_back`] if the store refuses): no renewal can make it stale meanwhile.
 //! * Every [`RENEW_TICK`], [`Renewals::renew_due`] looks: a delivery whose invisible time ends within
 //!   [`RENEW_AHEAD_MS`] gets [`DEFAULT_INVISIBLE_MS`] more, until [`RENEW_MAX_MS`] after it was
 //!   first handed out; then it is left to expire and be delivered again.
@@ -114,19 +116,36 @@ struct Renewal {
 
 type ClientRenewals = HashMap<Key, Renewal>;
 
+/// A receipt resolved with its renewal taken out of the table ([`Renewals::take`]).
+#[derive(Debug)]
+pub(crate) struct Taken {
+    /// The engine's receipt now (a renewed delivery has a later pop time).
+    pub(crate) current: PopReceipt,
+    /// The renewal taken out, if the delivery was renewed.
+    entry: Option<(Key, Renewal)>,
+}
+
 /// Deliveries renewed on behalf of each client (see the module docs).
+///
+/// One mutex over every client: `renew_due` holds it across its engine calls, which is what
+/// makes [`take`](Self::take) atomic with respect to renewals (review-e77444b M4; splitting
+/// it would reopen that race, so L5's second half stays as it is).
 #[derive(Debug, Default)]
 pub(crate) struct Renewals {
-    clients: Mutex<HashMap<String, ClientRenewals>>,
+    clients: Mutex<Table>,
+}
+
+/// Every client's renewals, and how many there are in all (kept, so that `track` does not
+/// sum every client's map for each delivery, review-e77444b L5).
+#[derive(Debug, Default)]
+struct Table {
+    map: HashMap<String, ClientRenewals>,
+    total: usize,
 }
 
 impl Renewals {
-    fn lock(&self) -> crate::sync::MutexGuard<'_, HashMap<String, ClientRenewals>> {
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Table> {
         lock(&self.clients)
-    }
-
-    fn total(map: &HashMap<String, ClientRenewals>) -> usize {
-        map.values().map(HashMap::len).sum()
     }
 
     /// Renews the delivery `receipt` of `group` in `topic` (invisible for `invisible_ms` from
@@ -140,13 +159,14 @@ impl Renewals {
         invisible_ms: u64,
     ) -> bool {
         let PopReceipt { queue, offset, pop_time } = receipt;
-        let mut m = self.lock();
-        if Self::total(&m) >= MAX_RENEWALS {
+        let mut t = self.lock();
+        if t.total >= MAX_RENEWALS {
             return false;
         }
-        let c = m.entry(client.to_owned()).or_default();
+        let Table { map, total } = &mut *t;
+        let c = map.entry(client.to_owned()).or_default();
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
-        c.insert(
+        let replaced = c.insert(
             key,
             Renewal {
                 handed: pop_time,
@@ -155,51 +175,69 @@ impl Renewals {
                 until: pop_time.saturating_add(RENEW_MAX_MS),
             },
         );
+        if replaced.is_none() {
+            *total += 1;
+        }
         true
     }
 
-    /// The engine's receipt for the receipt `handed` of `client`'s handle: the latest
-    /// renewal's if the server renewed that delivery, else `handed` itself.
-    pub(crate) fn resolve(
+    /// The engine's receipt for the receipt `handed` of `client`'s handle (the latest
+    /// renewal's if the server renewed that delivery, else `handed` itself), with its renewal
+    /// taken out of the table: no
+    /// renewal can replace that receipt while the caller acknowledges, changes or forwards
+    /// the message with it (review-e77444b M4; the proxy's `ChangeInvisibleDurationActivity`
+    /// removes the handle from its renewal table first too). The caller gives it back with
+    /// [`put_back`](Self::put_back) if the store refused; on success the delivery is settled.
+    pub(crate) fn take(
         &self,
         client: &str,
         (group, topic): (&str, &str),
         handed: PopReceipt,
-    ) -> PopReceipt {
+    ) -> Taken {
         let PopReceipt { queue, offset, pop_time: handed_at } = handed;
-        let m = self.lock();
+        let mut t = self.lock();
         let key = Key { group: group.into(), topic: topic.into(), queue, offset };
-        match m.get(client).and_then(|c| c.get(&key)) {
-            Some(r) if r.handed == handed_at => PopReceipt { pop_time: r.current, ..handed },
-            _ => handed,
+        let Some(c) = t.map.get_mut(client) else { return Taken { current: handed, entry: None } };
+        if !c.get(&key).is_some_and(|r| r.handed == handed_at) {
+            return Taken { current: handed, entry: None };
         }
+        let Some(r) = c.remove(&key) else { return Taken { current: handed, entry: None } };
+        if c.is_empty() {
+            t.map.remove(client);
+        }
+        t.total -= 1;
+        Taken { current: PopReceipt { pop_time: r.current, ..handed }, entry: Some((key, r)) }
     }
 
-    /// Stops renewing the delivery of the handle receipt `handed` (acknowledged, nacked or
-    /// dead-lettered by the client).
-    pub(crate) fn settle(&self, client: &str, (group, topic): (&str, &str), handed: PopReceipt) {
-        let PopReceipt { queue, offset, pop_time: handed } = handed;
-        let mut m = self.lock();
-        let key = Key { group: group.into(), topic: topic.into(), queue, offset };
-        if let Some(c) = m.get_mut(client) {
-            if c.get(&key).is_some_and(|r| r.handed == handed) {
-                c.remove(&key);
-            }
-            if c.is_empty() {
-                m.remove(client);
-            }
+    /// Gives back a renewal [`take`](Self::take) took out (the store refused the receipt, so
+    /// the delivery is renewed as before), unless the table is full or holds a newer one.
+    pub(crate) fn put_back(&self, client: &str, taken: Taken) {
+        let Some((key, r)) = taken.entry else { return };
+        let mut t = self.lock();
+        if t.total >= MAX_RENEWALS {
+            return;
+        }
+        let Table { map, total } = &mut *t;
+        if let std::collections::hash_map::Entry::Vacant(v) =
+            map.entry(client.to_owned()).or_default().entry(key)
+        {
+            v.insert(r);
+            *total += 1;
         }
     }
 
     /// Stops renewing anything for `client` (it terminated).
     pub(crate) fn forget_client(&self, client: &str) {
-        self.lock().remove(client);
+        let mut t = self.lock();
+        if let Some(c) = t.map.remove(client) {
+            t.total -= c.len();
+        }
     }
 
     /// Deliveries renewed for `client`.
     #[cfg(test)]
     pub(crate) fn count(&self, client: &str) -> usize {
-        self.lock().get(client).map_or(0, HashMap::len)
+        self.lock().map.get(client).map_or(0, HashMap::len)
     }
 
     /// One round of renewal at `now`: forgets the clients that are no longer `alive`, renews
@@ -213,10 +251,10 @@ impl Renewals {
         alive: impl Fn(&str) -> bool,
         mut renew: impl FnMut(&str, &str, PopReceipt) -> Option<u64>,
     ) -> usize {
-        let mut m = self.lock();
-        m.retain(|client, c| alive(client) && !c.is_empty());
+        let mut t = self.lock();
+        t.map.retain(|client, c| alive(client) && !c.is_empty());
         let mut renewed = 0;
-        for c in m.values_mut() {
+        for c in t.map.values_mut() {
             c.retain(|k, r| {
                 if r.deadline > now.saturating_add(RENEW_AHEAD_MS) {
                     return true;
@@ -236,6 +274,8 @@ impl Renewals {
                 }
             });
         }
+        // This walk sees every entry anyway.
+        t.total = t.map.values().map(HashMap::len).sum();
         renewed
     }
 }
@@ -277,21 +317,61 @@ mod tests {
         let due = 1_000 + DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS;
         assert_eq!(r.renew_due(due, ALIVE, |_, _, cur: PopReceipt| Some(cur.pop_time + 7)), 1);
         assert_eq!(
-            r.resolve("c", ("g", "t"), rcpt(5, 1_000)).pop_time,
+            r.take("other", ("g", "t"), rcpt(5, 1_000)).current.pop_time,
+            1_000,
+            "another client's is its own"
+        );
+        assert_eq!(
+            r.take("c", ("g", "t"), rcpt(5, 1_000)).current.pop_time,
             1_007,
             "the handle follows renewals"
         );
         assert_eq!(
-            r.resolve("other", ("g", "t"), rcpt(5, 1_000)).pop_time,
+            r.take("c", ("g", "t"), rcpt(5, 1_000)).current.pop_time,
             1_000,
-            "another client's is its own"
+            "settled by the take: no longer renewed"
         );
-        r.settle("c", ("g", "t"), rcpt(5, 1_000));
-        assert_eq!(
-            r.resolve("c", ("g", "t"), rcpt(5, 1_000)).pop_time,
-            1_000,
-            "settled: no longer renewed"
-        );
+    }
+
+    #[test]
+    fn given_a_taken_delivery_when_a_renewal_is_due_should_not_replace_its_receipt() {
+        // review-e77444b M4: a renewal between the ack's resolve and its store call made a
+        // valid ack stale (INVALID_RECEIPT_HANDLE, then renewed for 3 h and redelivered).
+        let r = Renewals::default();
+        r.track("c", ("g", "t"), rcpt(5, 1_000), DEFAULT_INVISIBLE_MS);
+        let taken = r.take("c", ("g", "t"), rcpt(5, 1_000));
+        assert_eq!(taken.current.pop_time, 1_000);
+        let due = 1_000 + DEFAULT_INVISIBLE_MS - RENEW_AHEAD_MS;
+        let renewed = r.renew_due(due, ALIVE, |_, _, cur: PopReceipt| Some(cur.pop_time + 7));
+        assert_eq!(renewed, 0, "the taken delivery is not renewed under the caller's receipt");
+        assert_eq!(r.take("c", ("g", "t"), rcpt(5, 1_000)).current.pop_time, 1_000, "taken once");
+        r.put_back("c", taken);
+        assert_eq!(r.count("c"), 1, "given back after a refusal");
+        assert_eq!(r.renew_due(due, ALIVE, |_, _, cur: PopReceipt| Some(cur.pop_time + 7)), 1);
+        assert_eq!(r.take("c", ("g", "t"), rcpt(5, 1_000)).current.pop_time, 1_007);
+        assert_eq!(r.count("c"), 0, "settled by the take");
+    }
+
+    #[test]
+    fn given_tracks_takes_and_forgets_when_counting_should_keep_the_total_of_every_client() {
+        let r = Renewals::default();
+        let total = |r: &Renewals| {
+            let t = r.lock();
+            (t.total, t.map.values().map(HashMap::len).sum::<usize>())
+        };
+        r.track("a", ("g", "t"), rcpt(1, 1_000), 1_000);
+        r.track("a", ("g", "t"), rcpt(1, 1_000), 1_000);
+        r.track("a", ("g", "t"), rcpt(2, 1_000), 1_000);
+        r.track("b", ("g", "t"), rcpt(1, 1_000), 1_000);
+        assert_eq!(total(&r), (3, 3), "a repeated track replaces");
+        let taken = r.take("a", ("g", "t"), rcpt(1, 1_000));
+        assert_eq!(total(&r), (2, 2));
+        r.put_back("a", taken);
+        assert_eq!(total(&r), (3, 3));
+        r.forget_client("a");
+        assert_eq!(total(&r), (1, 1));
+        r.renew_due(5_000, ALIVE, |_, _, _| None);
+        assert_eq!(total(&r), (0, 0));
     }
 
     #[test]
@@ -401,7 +481,7 @@ mod engine_tests {
         }
         let direct = s.store.pop_ack("g", "T", handed);
         assert!(matches!(direct, Err(StoreError::StaleReceipt { .. })), "the engine moved on");
-        let resolved = r.resolve("c", ("g", "T"), handed);
+        let resolved = r.take("c", ("g", "T"), handed).current;
         s.store.pop_ack("g", "T", resolved).expect("the client's handle still acks");
     }
 }

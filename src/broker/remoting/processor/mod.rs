@@ -37,7 +37,11 @@ pub(crate) fn store_code(e: &StoreError) -> i32 {
         StoreError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
         StoreError::MessageTooLarge { .. } => response_code::MESSAGE_ILLEGAL,
         StoreError::Full { .. } => response_code::SYSTEM_BUSY,
-        StoreError::UnknownGroup { .. } => response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+        // RocketMQ's answer to a group it will not create (`autoCreateSubscriptionGroup`
+        // off); the remark says why.
+        StoreError::UnknownGroup { .. } | StoreError::TooManySubscriptions { .. } => {
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST
+        }
         _ => response_code::SYSTEM_ERROR,
     }
 }

@@ -16,6 +16,11 @@
 //! * A stale receipt (a redelivery or a change of invisible time replaced it) is answered
 //!   `NO_MESSAGE` where RocketMQ silently writes an ack nothing matches; either way the message
 //!   stays in flight under its newer receipt.
+//! * The invisible time of a pop or a change is clamped to 12 h (the proxy's
+//!   `maxInvisibleTimeMills`): an in-flight message holds its queue's later messages in memory.
+//! * A group no heartbeat announced is created on its first pop, as RocketMQ's
+//!   `autoCreateSubscriptionGroup` (default on) does; it is released after `group-idle-secs`
+//!   without a pop, ack or change (`Core::release_idle_groups`).
 //! * Dead-lettering is server-side after `pop-retry-max-times` redeliveries, for every pop (the
 //!   Rust client never sends a popped message back itself).
 
@@ -52,6 +57,9 @@ use crate::time::now_ms;
 const MAX_POP_NUMS: i32 = 32;
 /// A request that arrives later than its poll time plus this is answered `POLLING_TIMEOUT`.
 const LATE_MS: i64 = 500;
+/// Most messages one `BATCH_ACK_MESSAGE` acknowledges: a client acks what one pop handed
+/// out (at most [`MAX_POP_NUMS`] per queue), so this is many pops' worth.
+const MAX_BATCH_ACKS: usize = 4096;
 /// Most `SET_MESSAGE_REQUEST_MODE` entries kept (a bound on what clients can make the broker
 /// remember).
 const MAX_MODES: usize = 65_536;
@@ -210,6 +218,8 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
             format!("invalid invisibleTime {}", h.invisible_time),
         ));
     };
+    // Bounded: an in-flight message holds every later message of its queue in memory.
+    let invisible_ms = invisible_ms.min(popper::MAX_INVISIBLE_MS);
     let now = now_ms();
     if pass == Pass::First
         && h.poll_time > 0
@@ -233,7 +243,11 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
         init: if h.init_mode == 0 { PopInit::Min } else { PopInit::Max },
         max_attempts: core.config.pop_retry_max_times.saturating_add(1),
         seed: req.opaque as u32,
-        announced: false,
+        // RocketMQ creates the subscription group on first use (`autoCreateSubscriptionGroup`,
+        // on by default; `PopMessageProcessor` also compensates the consumer's info), so a POP
+        // consumer need not heartbeat first (review-e77444b L9). What such groups hold is
+        // bounded by the subscription caps and released after `group-idle-secs` idle.
+        announced: true,
     };
     let batch = match popper::pop_once(core, &call, now) {
         Ok(b) => b,
@@ -369,11 +383,12 @@ pub(crate) fn ack_message(
         Err(r) => return r,
     };
     match core.store.pop_ack(h.consumer_group, h.topic, receipt) {
-        Ok(outcome) => {
+        Ok(ack) => {
             let ordered = ExtraInfo::parse(h.extra_info)
                 .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
-            if outcome == AckOutcome::Acked && ordered {
-                // The rest of an ordered queue may be unblocked now.
+            // The rest of an ordered queue may be unblocked now, or the queue had its
+            // in-flight maximum and has room again (review-e77444b M5).
+            if (ack.outcome == AckOutcome::Acked && ordered) || ack.room_freed {
                 popper::note_change(core);
             }
             Reply::now(ok(&req, ExtFields::new()))
@@ -400,6 +415,20 @@ pub(crate) fn batch_ack_message(
             )
         }
     };
+    // Bounded before any is applied (review-e77444b L8): each set bit is one locked engine
+    // ack, run inline, and a 16 MiB body can carry about 1e8 of them.
+    let mut bits = 0usize;
+    for ack in &body.acks {
+        bits += ack.bit_set.ones().take(MAX_BATCH_ACKS + 1).count();
+        if bits > MAX_BATCH_ACKS {
+            return reply_error(
+                &req,
+                response_code::INVALID_PARAMETER,
+                format!("a batch ack may acknowledge at most {MAX_BATCH_ACKS} messages"),
+            );
+        }
+    }
+    let mut room_freed = false;
     for ack in &body.acks {
         let (Ok(queue), Ok(start), Ok(pop_time)) = (
             u32::try_from(ack.queue_id),
@@ -410,11 +439,17 @@ pub(crate) fn batch_ack_message(
         };
         for bit in ack.bit_set.ones() {
             let receipt = PopReceipt { queue, offset: start + bit, pop_time };
-            let r = core.store.pop_ack(&ack.consumer_group, &ack.topic, receipt);
-            if let Err(e) = r {
-                tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
+            match core.store.pop_ack(&ack.consumer_group, &ack.topic, receipt) {
+                Ok(a) => room_freed |= a.room_freed,
+                Err(e) => {
+                    tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
+                }
             }
         }
+    }
+    if room_freed {
+        // A queue had its in-flight maximum: parked pops find room again.
+        popper::note_change(core);
     }
     Reply::now(ok(&req, ExtFields::new()))
 }
@@ -435,13 +470,14 @@ pub(crate) fn change_invisible_time(
         Err(r) => return r,
     };
     let revive_qid = ExtraInfo::parse(h.extra_info).map_or(0, |e| e.revive_qid);
-    let invisible = u64::try_from(h.invisible_time).unwrap_or(0);
+    // Bounded as a pop's (see `popper::MAX_INVISIBLE_MS`).
+    let invisible = u64::try_from(h.invisible_time).unwrap_or(0).min(popper::MAX_INVISIBLE_MS);
     match core.store.change_invisible(h.consumer_group, h.topic, receipt, invisible, now_ms()) {
         Ok(renewed) => {
             popper::note_change(core);
             let header = ChangeInvisibleTimeResponseHeader {
                 pop_time: renewed,
-                invisible_time: h.invisible_time.max(0),
+                invisible_time: invisible as i64,
                 revive_qid,
             };
             Reply::now(ok(&req, header.to_ext_fields()))
