@@ -12,6 +12,9 @@
 //!
 //! Invariant numbers refer to `docs/design.md`.
 
+mod common;
+
+use common::{model, model_capped};
 use std::sync::atomic::AtomicBool as StdBool;
 use std::time::Duration;
 
@@ -62,24 +65,6 @@ fn value(b: &Bytes) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[..8]);
     u64::from_le_bytes(a)
-}
-
-/// Runs a model with the preemption bound from `LOOM_MAX_PREEMPTIONS` (default 3).
-fn model<F: Fn() + Sync + Send + 'static>(f: F) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(f);
-}
-
-/// Like [`model`], with the preemption bound capped at `cap`: for models of a whole engine
-/// operation racing another (a reaper pass, say) whose bug needs fewer preemptions than the
-/// suite's bound, and whose full exploration at that bound would take minutes.
-fn model_capped<F: Fn() + Sync + Send + 'static>(cap: usize, f: F) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(b.preemption_bound.unwrap_or(3).min(cap));
-    b.check(f);
 }
 
 fn engine(budget: u64, policy: MemoryPolicy) -> Engine {

@@ -9,8 +9,11 @@
 //! Each model names the mutant it exists to catch (`.ci/loom-mutants` runs every pair and
 //! requires the model to FAIL). Invariants S1–S7 are those of `src/shm/mod.rs`.
 
+mod common;
+
 use baiji::shm::{Log, LogConfig, Reclaim, RecordMeta, Recovered, NO_CLAIM};
 use bytes::Bytes;
+use common::{model, model_capped};
 use crossbeam_epoch::Collector;
 use loom::sync::Arc;
 use loom::thread;
@@ -20,24 +23,6 @@ const TWO_RECORDS: usize = 208;
 /// Room for one (the smallest segment the log accepts under loom).
 const ONE_RECORD: usize = 192;
 const PAYLOAD: usize = 8;
-
-/// Runs a model with the preemption bound from `LOOM_MAX_PREEMPTIONS` (default 3).
-fn model<F: Fn() + Sync + Send + 'static>(f: F) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(f);
-}
-
-/// Like [`model`], capped at `cap` preemptions: for models whose bug needs fewer preemptions
-/// than the suite's bound and whose full exploration at that bound (epoch pins and flushes on
-/// every thread) would take many minutes.
-fn model_capped<F: Fn() + Sync + Send + 'static>(cap: usize, f: F) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(b.preemption_bound.unwrap_or(3).min(cap));
-    b.check(f);
-}
 
 fn log(segment_size: usize, reclaim: Reclaim) -> Arc<Log> {
     let config = LogConfig { segment_size, reclaim, populate: false, maintenance_thread: false };

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each harness uses what it needs
 
 pub(crate) mod broker;
+pub(crate) mod child;
 pub(crate) mod names;
 pub(crate) mod raw;
 pub(crate) mod sync;

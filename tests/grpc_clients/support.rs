@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -137,37 +137,12 @@ impl Sdk {
 /// does not finish.
 pub(crate) async fn run(sdk: Sdk, script: &str, args: Vec<String>) -> Vec<Value> {
     let mut cmd = sdk.command(script);
-    cmd.args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(&args);
     let what = format!("{sdk:?} {script} {args:?}");
     tokio::task::spawn_blocking(move || {
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        let lines = std::thread::spawn(move || {
-            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
-        });
-        let errors = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
-        });
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait for the client") {
-                break Some(s);
-            }
-            if start.elapsed() > PATIENCE {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let lines = lines.join().expect("stdout reader");
-        let errors = errors.join().expect("stderr reader");
-        let tail: String =
-            errors.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect();
-        match status {
+        let done = crate::common::child::run_to_end(cmd, &what, PATIENCE, 3000);
+        let (lines, tail) = (done.lines, done.stderr_tail);
+        match done.status {
             Some(s) if s.success() => {}
             Some(s) => panic!("{what} exits with {s}; printed {lines:#?}; stderr: {tail}"),
             None => panic!(

@@ -2,11 +2,10 @@
 //! builds the Go program once per source change, runs one scenario as a child process against a
 //! broker, and reads back the JSON lines it printed.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baiji::broker::RunningBroker;
 use serde_json::Value;
@@ -308,47 +307,17 @@ pub(crate) async fn run(
             Client::Go => cmd.arg(format!("-{k}")).arg(v),
         };
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let what = format!("{client:?} {scenario} {opts:?}");
     tokio::task::spawn_blocking(move || wait_child(cmd, what, dir))
         .await
         .expect("the scenario's runner thread")
 }
 
-fn wait_child(mut cmd: Command, what: String, dir: PathBuf) -> Run {
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let lines = std::thread::spawn(move || {
-        BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
-    });
-    let errors = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let finished = loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break true,
-            Ok(None) if start.elapsed() < PROCESS_PATIENCE => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break false;
-            }
-        }
-    };
-    let lines = lines.join().expect("the stdout reader");
-    let errors = errors.join().expect("the stderr reader");
-    let tail: String = {
-        let skip = errors.chars().count().saturating_sub(4000);
-        errors.chars().skip(skip).collect()
-    };
+fn wait_child(cmd: Command, what: String, dir: PathBuf) -> Run {
+    let done = crate::common::child::run_to_end(cmd, &what, PROCESS_PATIENCE, 4000);
+    let (lines, tail) = (done.lines, done.stderr_tail);
     assert!(
-        finished,
+        done.status.is_some(),
         "{what} finishes within {PROCESS_PATIENCE:?}; printed {lines:#?}; stderr: {tail}"
     );
     let events = lines
