@@ -334,3 +334,33 @@ async fn given_traced_java_clients_when_messages_flow_should_find_their_traces_b
     sent_ok(&run, 3);
     assert_traced(&run, &sent_ids(&run), "");
 }
+
+/// Two `request()` calls answered by a consumer that replies with `createReplyMessage`: each
+/// returns the reply made for it.
+async fn request(client: Client) {
+    let Some(run) = scenario(client, "request", |_| {}, &[]).await else { return };
+    run.assert_clean();
+    let replies = run.of("reply");
+    assert_eq!(replies.len(), 2, "each request() returns a reply\n{}", run.problems());
+    for r in replies {
+        assert_eq!(
+            text(r, "body"),
+            format!("reply-{}", text(r, "request")),
+            "request() returns the reply made for its request"
+        );
+        assert!(
+            !text(r, "correlationId").is_empty() && r["correlationId"] == r["requestCorrelationId"],
+            "the reply carries its request's CORRELATION_ID: {r}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn given_a_java_consumer_that_replies_when_request_is_called_should_return_the_reply() {
+    request(Client::Java).await;
+}
+
+#[tokio::test]
+async fn given_a_go_consumer_that_replies_when_request_is_called_should_return_the_reply() {
+    request(Client::Go).await;
+}
