@@ -364,3 +364,23 @@ async fn given_a_java_consumer_that_replies_when_request_is_called_should_return
 async fn given_a_go_consumer_that_replies_when_request_is_called_should_return_the_reply() {
     request(Client::Go).await;
 }
+
+/// A free loopback port `p` whose `p - 2`, where `vipChannelEnabled` clients go
+/// (`MixAll.brokerVIPChannel`), is free too.
+fn port_with_free_vip_port() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let p = l.local_addr().expect("its address").port();
+        if p > 1026 && std::net::TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[tokio::test]
+async fn given_java_clients_with_the_vip_channel_when_they_send_and_consume_should_deliver_once() {
+    let port = port_with_free_vip_port();
+    let tweak = move |c: &mut BrokerConfig| c.listen.set_port(port);
+    let Some(run) = scenario(Client::Java, "vip", tweak, &[]).await else { return };
+    assert_produced(&run);
+}
