@@ -384,3 +384,32 @@ async fn given_java_clients_with_the_vip_channel_when_they_send_and_consume_shou
     let Some(run) = scenario(Client::Java, "vip", tweak, &[]).await else { return };
     assert_produced(&run);
 }
+
+/// Looks the trace records of `ids` up with the Java client (`trace-query`), each for at most
+/// `wait_ms`.
+async fn query_traces(t: &Target<'_>, ids: &[String], wait_ms: u64) -> Option<Run> {
+    let shared = harness::shared_clients()?;
+    let extra =
+        [("ids", ids.join(",")), ("types", TRACE_TYPES.join(",")), ("wait", wait_ms.to_string())];
+    Some(harness::run(Client::Java, &shared, "trace-query", t, &extra).await)
+}
+
+/// RocketMQ keeps `RMQ_SYS_TRACE_TOPIC`, which no group consumes, as long as any commit log
+/// (`fileReservedTime`, 72 h): the trace records outlive the broker's retention of ordinary
+/// unconsumed messages (5 s here).
+#[tokio::test]
+async fn given_a_5s_retention_when_java_traces_are_queried_after_it_should_still_find_them() {
+    let Some(shared) = harness::shared_clients() else { return };
+    let broker = support::start_broker(|c| c.retention_secs = 5).await;
+    let topic = support::unique("Java_trace_kept");
+    let group = support::unique("Java_trace_kept_g");
+    let t = Target { broker: &broker, topic: &topic, group: &group };
+    let run = harness::run(Client::Java, &shared, "trace", &t, &[]).await;
+    run.assert_clean();
+    let ids = sent_ids(&run);
+    assert_traced(&run, &ids, "");
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let later = query_traces(&t, &ids, 3_000).await.expect("the shared clients are present");
+    assert_traced(&later, &ids, "\n(queried 7 s after the first query found them)");
+    broker.shutdown().await;
+}
