@@ -413,3 +413,19 @@ async fn given_a_5s_retention_when_java_traces_are_queried_after_it_should_still
     assert_traced(&later, &ids, "\n(queried 7 s after the first query found them)");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_traced_go_clients_when_messages_flow_should_find_their_traces_by_message_id() {
+    let Some(shared) = harness::shared_clients() else { return };
+    let broker = support::start_broker(|_| {}).await;
+    let topic = support::unique("Go_trace");
+    let group = support::unique("Go_trace_g");
+    let t = Target { broker: &broker, topic: &topic, group: &group };
+    let run = harness::run(Client::Go, &shared, "trace", &t, &[]).await;
+    run.assert_clean();
+    sent_ok(&run, 3);
+    let ids = sent_ids(&run);
+    let query = query_traces(&t, &ids, 10_000).await.expect("the shared clients are present");
+    assert_traced(&query, &ids, &format!("\nthe Go client's stderr: {}", run.stderr));
+    broker.shutdown().await;
+}
