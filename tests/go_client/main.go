@@ -145,14 +145,8 @@ func main() {
 
 // produce: sync, async, one-way and batch sends (4 messages each), all read by one push consumer.
 func (s *scenario) produce() error {
-	p, err := s.producer("p", nil)
+	p, err := s.started(nil, everything)
 	if err != nil {
-		return err
-	}
-	if err := s.createTopic(); err != nil {
-		return err
-	}
-	if err := s.pushConsumer("c1", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}); err != nil {
 		return err
 	}
 	ctx := context.Background()
@@ -225,14 +219,8 @@ func (s *scenario) produce() error {
 
 // filtered: a push consumer with selector; messages with every combination of tag and properties.
 func (s *scenario) filtered(selector consumer.MessageSelector) error {
-	p, err := s.producer("p", nil)
+	p, err := s.started(nil, selector)
 	if err != nil {
-		return err
-	}
-	if err := s.createTopic(); err != nil {
-		return err
-	}
-	if err := s.pushConsumer("c1", selector); err != nil {
 		return err
 	}
 	tags := []string{"TagA", "TagB", "TagC", ""}
@@ -277,15 +265,9 @@ func (s *scenario) filtered(selector consumer.MessageSelector) error {
 // orderly: keys k0..k5, six messages each, sent through the hash-by-sharding-key queue selector,
 // read by an orderly push consumer.
 func (s *scenario) orderly() error {
-	p, err := s.producer("p", []producer.Option{producer.WithQueueSelector(producer.NewHashQueueSelector())})
+	p, err := s.started([]producer.Option{producer.WithQueueSelector(producer.NewHashQueueSelector())},
+		everything, consumer.WithConsumerOrder(true))
 	if err != nil {
-		return err
-	}
-	if err := s.createTopic(); err != nil {
-		return err
-	}
-	if err := s.pushConsumer("c1", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
-		consumer.WithConsumerOrder(true)); err != nil {
 		return err
 	}
 	var bodies []string
@@ -320,7 +302,7 @@ func (s *scenario) broadcast() error {
 		return err
 	}
 	for _, member := range []string{"c1", "c2"} {
-		if err := s.pushConsumer(member, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		if err := s.pushConsumer(member, everything,
 			consumer.WithConsumerModel(consumer.BroadCasting)); err != nil {
 			return err
 		}
@@ -401,7 +383,7 @@ func (s *scenario) transaction() error {
 	if err := s.createTopic(); err != nil {
 		return err
 	}
-	if err := s.pushConsumer("c1", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}); err != nil {
+	if err := s.pushConsumer("c1", everything); err != nil {
 		return err
 	}
 	for _, body := range []string{"now-commit-0", "now-rollback-0", "check-commit-0", "check-commit-1", "check-rollback-0"} {
@@ -444,7 +426,7 @@ func (s *scenario) request() error {
 	if err != nil {
 		return err
 	}
-	err = c.Subscribe(s.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+	err = c.Subscribe(s.topic, everything,
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
 				s.received("c1", m)
@@ -503,15 +485,8 @@ func (s *scenario) request() error {
 // RMQ_SYS_TRACE_TOPIC); the harness then looks the records up with the Java client's query.
 func (s *scenario) trace() error {
 	cfg := &primitive.TraceConfig{Access: primitive.Local, NamesrvAddrs: s.namesrv, GroupName: s.group + "_trace"}
-	p, err := s.producer("p", []producer.Option{producer.WithTrace(cfg)})
+	p, err := s.started([]producer.Option{producer.WithTrace(cfg)}, everything, consumer.WithTrace(cfg))
 	if err != nil {
-		return err
-	}
-	if err := s.createTopic(); err != nil {
-		return err
-	}
-	if err := s.pushConsumer("c1", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
-		consumer.WithTrace(cfg)); err != nil {
 		return err
 	}
 	var bodies []string
@@ -534,15 +509,37 @@ func (s *scenario) trace() error {
 
 // ---- pieces -----------------------------------------------------------------------------------
 
-// producer starts a producer of group <group>_<name>, instance <name> (each client its own
-// instance: a shared one would keep the first creator's callback channel, which carries the
-// transaction check-backs).
-func (s *scenario) producer(name string, extra []producer.Option) (interface {
+// sender is what the scenarios use of a started default producer.
+type sender interface {
 	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
 	SendAsync(context.Context, func(context.Context, *primitive.SendResult, error), ...*primitive.Message) error
 	SendOneWay(context.Context, ...*primitive.Message) error
 	Request(context.Context, time.Duration, *primitive.Message) (*primitive.Message, error)
-}, error) {
+}
+
+// everything subscribes to every tag.
+var everything = consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
+
+// started is the set-up most scenarios share: producer "p" (with popts) started, the topic
+// created, push consumer "c1" (selector, copts) started.
+func (s *scenario) started(popts []producer.Option, selector consumer.MessageSelector, copts ...consumer.Option) (sender, error) {
+	p, err := s.producer("p", popts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.createTopic(); err != nil {
+		return nil, err
+	}
+	if err := s.pushConsumer("c1", selector, copts...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// producer starts a producer of group <group>_<name>, instance <name> (each client its own
+// instance: a shared one would keep the first creator's callback channel, which carries the
+// transaction check-backs).
+func (s *scenario) producer(name string, extra []producer.Option) (sender, error) {
 	opts := append([]producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver(s.namesrv)),
 		producer.WithGroupName(s.group + "_" + name),

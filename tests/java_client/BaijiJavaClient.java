@@ -300,10 +300,7 @@ public final class BaijiJavaClient {
         start(p);
         createTopic(p);
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setInstanceName("c1");
-        c.setNamesrvAddr(namesrv);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.subscribe(topic, "*");
+        subscribe(c, "c1", "*");
         c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 received("c1", m);
@@ -436,10 +433,7 @@ public final class BaijiJavaClient {
         start(replier);
         createTopic(replier);
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setInstanceName("c1");
-        c.setNamesrvAddr(namesrv);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.subscribe(topic, "*");
+        subscribe(c, "c1", "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 received("c1", m);
@@ -623,8 +617,12 @@ public final class BaijiJavaClient {
         }
     }
 
-    /** A clustering (unless set before) push consumer `member` from the first offset. */
-    void concurrently(DefaultMQPushConsumer c, String member, Object subscription) throws Exception {
+    /**
+     * Sets push consumer `member` up (clustering unless set before): its instance name, the name
+     * server, the first offset for a new group, the subscription (a tag expression or a
+     * MessageSelector). The caller registers the listener.
+     */
+    void subscribe(DefaultMQPushConsumer c, String member, Object subscription) throws Exception {
         c.setInstanceName(member);
         c.setNamesrvAddr(namesrv);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -633,6 +631,11 @@ public final class BaijiJavaClient {
         } else {
             c.subscribe(topic, (String) subscription);
         }
+    }
+
+    /** {@link #subscribe} with a concurrent listener that only records what it receives. */
+    void concurrently(DefaultMQPushConsumer c, String member, Object subscription) throws Exception {
+        subscribe(c, member, subscription);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 received(member, m);
