@@ -28,6 +28,8 @@ mod acl;
 mod admin;
 #[path = "broker_raw/batch.rs"]
 mod batch;
+#[path = "broker_raw/fast.rs"]
+mod fast;
 #[path = "broker_raw/hardening.rs"]
 mod hardening;
 #[path = "broker_raw/limits.rs"]

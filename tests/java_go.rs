@@ -380,7 +380,10 @@ fn port_with_free_vip_port() -> u16 {
 #[tokio::test]
 async fn given_java_clients_with_the_vip_channel_when_they_send_and_consume_should_deliver_once() {
     let port = port_with_free_vip_port();
-    let tweak = move |c: &mut BrokerConfig| c.listen.set_port(port);
+    let tweak = move |c: &mut BrokerConfig| {
+        c.remoting.listen.set_port(port);
+        c.remoting.fast_listen_port = None;
+    };
     let Some(run) = scenario(Client::Java, "vip", tweak, &[]).await else { return };
     assert_produced(&run);
 }
@@ -400,7 +403,7 @@ async fn query_traces(t: &Target<'_>, ids: &[String], wait_ms: u64) -> Option<Ru
 #[tokio::test]
 async fn given_a_5s_retention_when_java_traces_are_queried_after_it_should_still_find_them() {
     let Some(shared) = harness::shared_clients() else { return };
-    let broker = support::start_broker(|c| c.retention_secs = 5).await;
+    let broker = support::start_broker(|c| c.core.retention_secs = 5).await;
     let topic = support::unique("Java_trace_kept");
     let group = support::unique("Java_trace_kept_g");
     let t = Target { broker: &broker, topic: &topic, group: &group };

@@ -57,6 +57,11 @@ struct BrokerArgs {
     /// Port to listen on, keeping the listen host (RocketMQ: listenPort).
     #[arg(long)]
     listen_port: Option<u16>,
+    /// The fast (VIP) port, where clients with vipChannelEnabled send (RocketMQ:
+    /// fastListenPort; default: the listen port minus 2; 0 turns it off). A port in use is
+    /// logged as a warning and the broker serves without it.
+    #[arg(long)]
+    fast_listen_port: Option<u16>,
     /// IP published to clients in routes and message ids (RocketMQ: brokerIP1).
     #[arg(long)]
     broker_ip: Option<IpAddr>,
@@ -281,6 +286,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(p) = a.listen_port {
         c.remoting.listen.set_port(p);
+    }
+    if a.fast_listen_port.is_some() {
+        c.remoting.fast_listen_port = a.fast_listen_port;
     }
     if a.broker_ip.is_some() {
         c.core.broker_ip = a.broker_ip;
@@ -522,6 +530,15 @@ mod tests {
         );
         assert!(!config(&["--grpc-listen", "127.0.0.1:8081"]).grpc.grpc_listen_is_default);
         assert_eq!(DEFAULT_GRPC_LISTEN.to_string(), "127.0.0.1:8081");
+    }
+
+    #[test]
+    fn given_fast_listen_port_flags_should_move_or_disable_the_fast_port() {
+        let bound: SocketAddr = "127.0.0.1:10911".parse().expect("an address");
+        let fast = |args: &[&str]| config(args).remoting.fast_addr(bound).map(|(a, _)| a.port());
+        assert_eq!(fast(&[]), Some(10909), "RocketMQ's default: listenPort - 2");
+        assert_eq!(fast(&["--fast-listen-port", "20909"]), Some(20909));
+        assert_eq!(fast(&["--fast-listen-port", "0"]), None, "0 turns it off");
     }
 
     #[test]
