@@ -46,6 +46,8 @@ mod sql92;
 mod timer;
 #[path = "broker_raw/tls.rs"]
 mod tls;
+#[path = "broker_raw/trace.rs"]
+mod trace;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
 

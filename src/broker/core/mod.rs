@@ -217,8 +217,22 @@ impl Core {
         Ok((topic, counters))
     }
 
-    /// Creates the store's topics for the topic table's configs (at start) and publishes them.
+    /// The topics a RocketMQ broker creates at start for its clients (`TopicConfigManager`'s
+    /// `init`), so that they are routed before any client sends: `RMQ_SYS_TRACE_TOPIC` with one
+    /// queue (RocketMQ's `traceTopicEnable`; the Go client sends its first trace records
+    /// without auto-creation, so the topic must be in the route table already).
+    fn system_topics(&self) -> Vec<TopicConfig> {
+        vec![TopicConfig::new(topics::TRACE_TOPIC, 1, 1)]
+    }
+
+    /// Creates the start-up topics ([`system_topics`](Self::system_topics)) and the store's
+    /// topics for the topic table's configs (at start) and publishes them.
     pub(crate) fn open(&self) {
+        for t in self.system_topics() {
+            if self.topics.get_perm(&t.topic_name).is_none() {
+                self.topics.put(t);
+            }
+        }
         for t in self.topics.all() {
             let _ = self.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
         }
