@@ -88,3 +88,62 @@ fn query_request(topic: &str, key: &str) -> RemotingCommand {
     ext.insert("endTimestamp", &i64::MAX.to_string());
     request(rc::QUERY_MESSAGE, ext)
 }
+
+fn min_offset_request(topic: &str, queue: i32) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("topic", topic);
+    ext.insert_i64("queueId", i64::from(queue));
+    request(rc::GET_MIN_OFFSET, ext)
+}
+
+/// Polls queue 0 of `topic` until its oldest retained offset is past `offset` (its message was
+/// let go); panics after [`PATIENCE`].
+async fn wait_released(conn: &mut Conn, topic: &str, offset: i64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = conn.call(min_offset_request(topic, 0)).await;
+        let min: i64 = r.ext_fields.get("offset").and_then(|o| o.parse().ok()).unwrap_or(-1);
+        if min > offset {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{topic}'s message at {offset} is never let go: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One trace record keyed `key` and one ordinary message on a one-queue topic `plain`.
+async fn send_both(conn: &mut Conn, plain: &str, key: &str) {
+    let props = format!("KEYS\u{1}{key}\u{2}");
+    let to = ("raw_trace_producer", TRACE_TOPIC, 0, 1);
+    let r = conn.call(common::raw::send(SendHeaderVersion::V2, to, &props, &b"trace"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "a trace record is accepted: {r:?}");
+    let to = ("raw_producer", plain, 0, 1);
+    let r = conn.call(common::raw::send(SendHeaderVersion::V2, to, "", &b"plain"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "an ordinary message is accepted: {r:?}");
+}
+
+#[tokio::test]
+async fn given_a_1s_retention_when_ordinary_messages_are_let_go_should_keep_the_trace_records() {
+    // RocketMQ keeps the trace topic as long as any commit log (fileReservedTime, 72 h): the
+    // broker's retention of unheld messages (1 s here) does not apply to it.
+    let broker = start_broker(|c| c.core.retention_secs = 1).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    send_both(&mut conn, "PlainKeptTopic", "trace-kept").await;
+    wait_released(&mut conn, "PlainKeptTopic", 0).await;
+    let r = conn.call(min_offset_request(TRACE_TOPIC, 0)).await;
+    assert_eq!(r.ext_fields.get("offset"), Some("0"), "the trace record is kept: {r:?}");
+    let r = conn.call(query_request(TRACE_TOPIC, "trace-kept")).await;
+    assert_eq!(r.code, code::SUCCESS, "and found by its key: {r:?}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_1s_trace_retention_when_trace_records_age_should_let_them_go() {
+    let broker = start_broker(|c| c.core.trace_retention_secs = 1).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    send_both(&mut conn, "PlainOutlivesTopic", "trace-gone").await;
+    wait_released(&mut conn, TRACE_TOPIC, 0).await;
+    let r = conn.call(min_offset_request("PlainOutlivesTopic", 0)).await;
+    assert_eq!(r.ext_fields.get("offset"), Some("0"), "the 60 s retention keeps the other: {r:?}");
+    broker.shutdown().await;
+}

@@ -125,6 +125,10 @@ struct BrokerArgs {
     /// Bytes per dead-letter queue kept (default 64m); suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     dlq_retention_bytes: Option<u64>,
+    /// Seconds the trace topic (RMQ_SYS_TRACE_TOPIC, which no group consumes) keeps trace
+    /// records (default 72 h, RocketMQ's fileReservedTime); at most --retention-bytes per queue.
+    #[arg(long)]
+    trace_retention_secs: Option<u64>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -352,6 +356,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.dlq_retention_bytes {
         c.core.dlq_retention_bytes = v;
+    }
+    if let Some(v) = a.trace_retention_secs {
+        c.core.trace_retention_secs = v;
     }
     if let Some(v) = a.default_message_request_mode {
         c.remoting.default_message_request_mode = v;
