@@ -397,6 +397,18 @@ impl ClientRegistry {
         live.iter().find(|(conn, _)| r.conns.contains_key(conn)).map(|(conn, _)| *conn)
     }
 
+    /// The connection producer client `client_id` sent its latest heartbeat on, while it is
+    /// open (RocketMQ's `ProducerManager.findChannel`): where a reply to its request goes.
+    pub(crate) fn producer_client_conn(&self, client_id: &str) -> Option<ConnId> {
+        let r = self.read();
+        r.producers
+            .values()
+            .filter_map(|members| members.get(client_id))
+            .filter(|(conn, _)| r.conns.contains_key(conn))
+            .max_by_key(|(_, seen)| *seen)
+            .map(|(conn, _)| *conn)
+    }
+
     /// Client ids of a consumer group's live members, sorted.
     pub(crate) fn consumer_ids(&self, group: &str) -> Vec<String> {
         self.read()

@@ -233,9 +233,14 @@ impl Core {
     /// The topics a RocketMQ broker creates at start for its clients (`TopicConfigManager`'s
     /// `init`), so that they are routed before any client sends: `RMQ_SYS_TRACE_TOPIC` with one
     /// queue (RocketMQ's `traceTopicEnable`; the Go client sends its first trace records
-    /// without auto-creation, so the topic must be in the route table already).
+    /// without auto-creation, so the topic must be in the route table already) and the
+    /// cluster's reply topic, `<cluster>_REPLY_TOPIC`, with one queue (where repliers send
+    /// replies, also without auto-creation).
     fn system_topics(&self) -> Vec<TopicConfig> {
-        vec![TopicConfig::new(topics::TRACE_TOPIC, 1, 1)]
+        vec![
+            TopicConfig::new(topics::TRACE_TOPIC, 1, 1),
+            TopicConfig::new(topics::reply_topic(&self.config.cluster_name), 1, 1),
+        ]
     }
 
     /// Creates the start-up topics ([`system_topics`](Self::system_topics)) and the store's

@@ -62,7 +62,9 @@ fn count_oneway_rejection(face: &RemotingState, req: &RemotingCommand, reply: &R
     }
 }
 
-fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, Reply> {
+/// The send header of `req`, V1 or V2 as its code says (or, for a code that does not say, as
+/// its fields show).
+pub(super) fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, Reply> {
     let version = SendHeaderVersion::for_request_code(req.code)
         .unwrap_or_else(|| SendHeaderVersion::detect(&req.ext_fields));
     SendMessageRequestHeader::decode(&req.ext_fields, version).map_err(|e| bad_header(req, &e))
