@@ -24,6 +24,8 @@
 //! `internal/client.go` `brokerVIPChannel` has no caller) and no message query (its traces are
 //! looked up with the Java client's).
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "java_go/harness.rs"]
 mod harness;
 mod support;
@@ -259,8 +261,8 @@ async fn given_two_go_broadcasting_members_when_messages_are_sent_should_each_ge
 /// `transactionTimeOut` / `transactionCheckInterval`, shortened).
 async fn transaction(client: Client) {
     let tweak = |c: &mut BrokerConfig| {
-        c.transaction_time_out = 2_000;
-        c.transaction_check_interval = 500;
+        c.core.transaction_time_out = 2_000;
+        c.core.transaction_check_interval = 500;
     };
     let Some(run) = scenario(client, "transaction", tweak, &[]).await else { return };
     run.assert_clean();

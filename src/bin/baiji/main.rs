@@ -541,11 +541,10 @@ mod tests {
 
     #[test]
     fn given_fast_listen_port_flags_should_move_or_disable_the_fast_port() {
-        let bound: SocketAddr = "127.0.0.1:10911".parse().expect("an address");
-        let fast = |args: &[&str]| config(args).remoting.fast_addr(bound).map(|(a, _)| a.port());
-        assert_eq!(fast(&[]), Some(10909), "RocketMQ's default: listenPort - 2");
+        let fast = |args: &[&str]| config(args).remoting.fast_listen_port;
+        assert_eq!(fast(&[]), None, "unset: RocketMQ's default, listenPort - 2");
         assert_eq!(fast(&["--fast-listen-port", "20909"]), Some(20909));
-        assert_eq!(fast(&["--fast-listen-port", "0"]), None, "0 turns it off");
+        assert_eq!(fast(&["--fast-listen-port", "0"]), Some(0), "0 turns it off");
     }
 
     #[test]
