@@ -157,3 +157,31 @@ async fn given_a_requester_that_refuses_or_leaves_when_a_reply_is_pushed_should_
     assert_eq!(r.code, code::SYSTEM_ERROR, "nobody took the reply: {r:?}");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn given_a_requester_without_a_heartbeat_when_its_request_was_sent_should_push_the_reply_there(
+) {
+    // The Go client v2.1.2 sends no heartbeat before its first Request to an existing topic:
+    // the request message itself says which client is on its connection.
+    let broker = start_broker(|_| {}).await;
+    let mut requester = Conn::open(broker_addr(&broker)).await;
+    let r = requester.call(create_topic_request("RequestTopic", 1)).await;
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let props = format!(
+        "CORRELATION_ID\u{1}corr-go\u{2}REPLY_TO_CLIENT\u{1}{REQUESTER}\u{2}TTL\u{1}6\u{2}"
+    );
+    let to = ("requester_group", "RequestTopic", 0, 1);
+    let r = requester.call(common::raw::send(SendHeaderVersion::V1, to, &props, &b"req"[..])).await;
+    assert_eq!(r.code, code::SUCCESS, "the request message is stored: {r:?}");
+    let mut replier = Conn::open(broker_addr(&broker)).await;
+    let mut reply = reply_request(rc::SEND_REPLY_MESSAGE, Some(REQUESTER), "corr-go", "go reply");
+    reply.opaque = replier.opaque();
+    replier.write(&reply).await;
+    let push = pushed(&mut requester).await;
+    assert_eq!(push.code, rc::PUSH_REPLY_MESSAGE_TO_CLIENT, "{push:?}");
+    assert_eq!(&push.body[..], b"go reply");
+    requester.write(&RemotingCommand::response_to(&push, code::SUCCESS, None)).await;
+    let (_, r) = replier.response(reply.opaque, PATIENCE).await.expect("the replier is answered");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    broker.shutdown().await;
+}
