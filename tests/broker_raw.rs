@@ -28,6 +28,8 @@ mod acl;
 mod admin;
 #[path = "broker_raw/batch.rs"]
 mod batch;
+#[path = "broker_raw/fast.rs"]
+mod fast;
 #[path = "broker_raw/hardening.rs"]
 mod hardening;
 #[path = "broker_raw/limits.rs"]
@@ -38,12 +40,16 @@ mod metrics;
 mod poison;
 #[path = "broker_raw/pop.rs"]
 mod pop;
+#[path = "broker_raw/reply.rs"]
+mod reply;
 #[path = "broker_raw/sql92.rs"]
 mod sql92;
 #[path = "broker_raw/timer.rs"]
 mod timer;
 #[path = "broker_raw/tls.rs"]
 mod tls;
+#[path = "broker_raw/trace.rs"]
+mod trace;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
 

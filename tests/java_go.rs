@@ -336,3 +336,101 @@ async fn given_traced_java_clients_when_messages_flow_should_find_their_traces_b
     sent_ok(&run, 3);
     assert_traced(&run, &sent_ids(&run), "");
 }
+
+/// Two `request()` calls answered by a consumer that replies with `createReplyMessage`: each
+/// returns the reply made for it.
+async fn request(client: Client) {
+    let Some(run) = scenario(client, "request", |_| {}, &[]).await else { return };
+    run.assert_clean();
+    let replies = run.of("reply");
+    assert_eq!(replies.len(), 2, "each request() returns a reply\n{}", run.problems());
+    for r in replies {
+        assert_eq!(
+            text(r, "body"),
+            format!("reply-{}", text(r, "request")),
+            "request() returns the reply made for its request"
+        );
+        assert!(
+            !text(r, "correlationId").is_empty() && r["correlationId"] == r["requestCorrelationId"],
+            "the reply carries its request's CORRELATION_ID: {r}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn given_a_java_consumer_that_replies_when_request_is_called_should_return_the_reply() {
+    request(Client::Java).await;
+}
+
+#[tokio::test]
+async fn given_a_go_consumer_that_replies_when_request_is_called_should_return_the_reply() {
+    request(Client::Go).await;
+}
+
+/// A free loopback port `p` whose `p - 2`, where `vipChannelEnabled` clients go
+/// (`MixAll.brokerVIPChannel`), is free too.
+fn port_with_free_vip_port() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let p = l.local_addr().expect("its address").port();
+        if p > 1026 && std::net::TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[tokio::test]
+async fn given_java_clients_with_the_vip_channel_when_they_send_and_consume_should_deliver_once() {
+    let port = port_with_free_vip_port();
+    let tweak = move |c: &mut BrokerConfig| {
+        c.remoting.listen.set_port(port);
+        c.remoting.fast_listen_port = None;
+    };
+    let Some(run) = scenario(Client::Java, "vip", tweak, &[]).await else { return };
+    assert_produced(&run);
+}
+
+/// Looks the trace records of `ids` up with the Java client (`trace-query`), each for at most
+/// `wait_ms`.
+async fn query_traces(t: &Target<'_>, ids: &[String], wait_ms: u64) -> Option<Run> {
+    let shared = harness::shared_clients()?;
+    let extra =
+        [("ids", ids.join(",")), ("types", TRACE_TYPES.join(",")), ("wait", wait_ms.to_string())];
+    Some(harness::run(Client::Java, &shared, "trace-query", t, &extra).await)
+}
+
+/// RocketMQ keeps `RMQ_SYS_TRACE_TOPIC`, which no group consumes, as long as any commit log
+/// (`fileReservedTime`, 72 h): the trace records outlive the broker's retention of ordinary
+/// unconsumed messages (5 s here).
+#[tokio::test]
+async fn given_a_5s_retention_when_java_traces_are_queried_after_it_should_still_find_them() {
+    let Some(shared) = harness::shared_clients() else { return };
+    let broker = support::start_broker(|c| c.core.retention_secs = 5).await;
+    let topic = support::unique("Java_trace_kept");
+    let group = support::unique("Java_trace_kept_g");
+    let t = Target { broker: &broker, topic: &topic, group: &group };
+    let run = harness::run(Client::Java, &shared, "trace", &t, &[]).await;
+    run.assert_clean();
+    let ids = sent_ids(&run);
+    assert_traced(&run, &ids, "");
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let later = query_traces(&t, &ids, 3_000).await.expect("the shared clients are present");
+    assert_traced(&later, &ids, "\n(queried 7 s after the first query found them)");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_traced_go_clients_when_messages_flow_should_find_their_traces_by_message_id() {
+    let Some(shared) = harness::shared_clients() else { return };
+    let broker = support::start_broker(|_| {}).await;
+    let topic = support::unique("Go_trace");
+    let group = support::unique("Go_trace_g");
+    let t = Target { broker: &broker, topic: &topic, group: &group };
+    let run = harness::run(Client::Go, &shared, "trace", &t, &[]).await;
+    run.assert_clean();
+    sent_ok(&run, 3);
+    let ids = sent_ids(&run);
+    let query = query_traces(&t, &ids, 10_000).await.expect("the shared clients are present");
+    assert_traced(&query, &ids, &format!("\nthe Go client's stderr: {}", run.stderr));
+    broker.shutdown().await;
+}

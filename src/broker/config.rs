@@ -148,6 +148,23 @@ mod tests {
     }
 
     #[test]
+    fn given_a_fast_listen_port_key_should_move_or_disable_the_fast_port() {
+        let bound: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+        let fast = |toml: &str| {
+            let c: BrokerConfig = toml::from_str(toml).unwrap();
+            c.remoting.fast_addr(bound)
+        };
+        assert_eq!(fast(""), Some(("127.0.0.1:10909".parse().unwrap(), true)), "listenPort - 2");
+        assert_eq!(
+            fast("fast-listen-port = 20000"),
+            Some(("127.0.0.1:20000".parse().unwrap(), false))
+        );
+        assert_eq!(fast("fast-listen-port = 0"), None, "0 turns it off");
+        let low = BrokerConfig::default().remoting.fast_addr("127.0.0.1:2".parse().unwrap());
+        assert_eq!(low, None, "no port 0 derived from port 2");
+    }
+
+    #[test]
     fn given_huge_max_message_size_when_building_the_engine_config_should_not_overflow() {
         let mut c = BrokerConfig::default();
         c.core.max_message_size = usize::MAX;

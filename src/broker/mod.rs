@@ -79,6 +79,7 @@ pub struct RunningBroker {
     #[cfg(feature = "grpc")]
     grpc: Option<Arc<grpc::GrpcState>>,
     broker_addr: Option<SocketAddr>,
+    fast_addr: Option<SocketAddr>,
     namesrv_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     grpc_addr: Option<SocketAddr>,
@@ -90,6 +91,12 @@ impl RunningBroker {
     /// The broker's bound address (`None` for a standalone name server).
     pub fn broker_addr(&self) -> Option<SocketAddr> {
         self.broker_addr
+    }
+
+    /// The fast (VIP) port's bound address (`fast-listen-port`); `None` when turned off, when
+    /// its port was in use at start, and for a standalone name server.
+    pub fn fast_addr(&self) -> Option<SocketAddr> {
+        self.fast_addr
     }
 
     /// The embedded or standalone name server's bound address.
@@ -278,6 +285,13 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
+    // Last: a port asked for explicitly (name server, metrics, gRPC) is never taken by the
+    // fast port, whose default is only derived.
+    let fast_listener = bind_fast(&config.remoting, bound).await?;
+    let fast_addr = match &fast_listener {
+        Some(l) => Some(l.local_addr().map_err(io("local address"))?),
+        None => None,
+    };
     let BrokerConfig {
         core: core_config,
         security: security_config,
@@ -301,7 +315,8 @@ pub async fn start_with_store(
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     self::core::spawn_tasks(&core, &mut tasks, &shutdown_rx);
-    // The remoting face: the broker port, the embedded name server's, the registrar.
+    // The remoting face: the broker port and its fast port, the embedded name server's, the
+    // registrar.
     watch_security(&gate, &face, &mut tasks, &shutdown_rx);
     tasks.spawn(remoting::server::serve(
         Arc::clone(&core),
@@ -311,6 +326,17 @@ pub async fn start_with_store(
         Arc::clone(&gate),
         shutdown_rx.clone(),
     ));
+    if let Some(l) = fast_listener {
+        // RocketMQ's fast server: the broker's processors, ACL and TLS gate, another port.
+        tasks.spawn(remoting::server::serve(
+            Arc::clone(&core),
+            Arc::clone(&face),
+            l,
+            Role::Broker,
+            Arc::clone(&gate),
+            shutdown_rx.clone(),
+        ));
+    }
     if let Some(l) = namesrv_listener {
         // RocketMQ's name server takes the same TLS mode; here it is the same accept code.
         tasks.spawn(remoting::server::serve(
@@ -347,6 +373,7 @@ pub async fn start_with_store(
     }
     tracing::info!(
         broker = %bound,
+        fast = ?fast_addr,
         advertised = %store_host,
         namesrv = ?namesrv_addr,
         metrics = ?metrics_addr,
@@ -361,6 +388,7 @@ pub async fn start_with_store(
         #[cfg(feature = "grpc")]
         grpc,
         broker_addr: Some(bound),
+        fast_addr,
         namesrv_addr,
         metrics_addr,
         grpc_addr,
@@ -392,6 +420,36 @@ async fn bind_grpc(config: &GrpcConfig) -> Result<Option<tokio::net::TcpListener
             Ok(None)
         }
         Err(e) => Err(io(format!("cannot bind the gRPC endpoint to {addr}"))(e)),
+    }
+}
+
+/// Binds the fast (VIP) port `config` asks for, beside the broker port bound at `bound` (none
+/// when turned off). A port in use, or a derived port (`listen`'s minus 2) that cannot be bound
+/// for any reason, is a warning: the broker serves without it, as only clients with
+/// `vipChannelEnabled` use it.
+///
+/// # Errors
+/// [`BrokerError::Io`] when a port asked for explicitly cannot be bound for another reason
+/// (no permission, an address not on this host).
+async fn bind_fast(
+    config: &RemotingConfig,
+    bound: SocketAddr,
+) -> Result<Option<tokio::net::TcpListener>, BrokerError> {
+    let Some((addr, derived)) = config.fast_addr(bound) else { return Ok(None) };
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if derived || e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(
+                fast = %addr,
+                broker = %bound,
+                error = %e,
+                "the fast (VIP) port cannot be bound: serving without it; clients with \
+                 vipChannelEnabled (the dashboard, Java clients up to 4.4) cannot reach this \
+                 broker; give it a free port with --fast-listen-port, or 0 to turn it off"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(io(format!("cannot bind the fast (VIP) port to {addr}"))(e)),
     }
 }
 
@@ -454,6 +512,7 @@ pub async fn start_namesrv_with(config: BrokerConfig) -> Result<RunningBroker, B
         #[cfg(feature = "grpc")]
         grpc: None,
         broker_addr: None,
+        fast_addr: None,
         namesrv_addr: Some(bound),
         metrics_addr: None,
         grpc_addr: None,

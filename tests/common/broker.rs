@@ -5,12 +5,23 @@
 use baiji::broker::{BrokerConfig, RunningBroker};
 
 /// The configuration of a broker on free loopback ports with its embedded name server on
-/// another (no gRPC port: `with_grpc` adds one).
+/// another (no gRPC port: `with_grpc` adds one; no fast port: `with_fast_port` adds it).
+///
+/// The fast port is off here although it is on by default: at `listenPort - 2` of a port the
+/// kernel picked, it would take a port no test asked for, which another test running at the
+/// same time may have just found free and be about to bind.
 pub(crate) fn loopback() -> BrokerConfig {
     let mut c = BrokerConfig::default();
     c.remoting.listen = "127.0.0.1:0".parse().expect("an address");
     c.remoting.namesrv_listen = Some("127.0.0.1:0".parse().expect("an address"));
+    c.remoting.fast_listen_port = Some(0);
     c
+}
+
+/// Turns the fast (VIP) port back on at its default, `listenPort - 2` (what a broker does
+/// unless told otherwise).
+pub(crate) fn with_fast_port(c: &mut BrokerConfig) {
+    c.remoting.fast_listen_port = None;
 }
 
 /// [`loopback`] with a gRPC port on a free loopback port too.

@@ -426,6 +426,15 @@ func (s *scenario) request() error {
 	if err != nil {
 		return err
 	}
+	// One signal per reply the replier's send got an answer for (or failed): the broker answers
+	// a reply once the requester took it, so Request can return before SendSync does.
+	replied := make(chan struct{}, 16)
+	done := func() {
+		select {
+		case replied <- struct{}{}:
+		default:
+		}
+	}
 	err = c.Subscribe(s.topic, everything,
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
@@ -440,6 +449,7 @@ func (s *scenario) request() error {
 				// of setting it (consumer/message_util.go): set the body here.
 				reply.Body = []byte("reply-" + body)
 				r, err := replier.SendSync(context.Background(), reply)
+				done()
 				if err != nil {
 					emitError("reply to "+body, err)
 					continue
@@ -477,6 +487,16 @@ func (s *scenario) request() error {
 		e["correlationId"] = reply.GetProperty(primitive.PropertyCorrelationID)
 		e["requestCorrelationId"] = m.GetProperty(primitive.PropertyCorrelationID)
 		emit(e)
+	}
+	// Shutting down stops the consumer: first let the replier's sends end.
+	wait := time.After(10 * time.Second)
+	for n := 0; n < 2; n++ {
+		select {
+		case <-replied:
+		case <-wait:
+			timeout("the replier's answers")
+			return nil
+		}
 	}
 	return nil
 }

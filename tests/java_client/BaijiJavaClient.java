@@ -434,6 +434,9 @@ public final class BaijiJavaClient {
         createTopic(replier);
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         subscribe(c, "c1", "*");
+        // Counts the replier's sends that got their answer: the broker answers a reply once the
+        // requester took it, so request() can return before the replier's send() does.
+        CountDownLatch replied = new CountDownLatch(2);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 received("c1", m);
@@ -449,6 +452,7 @@ public final class BaijiJavaClient {
                 } catch (Exception e) {
                     error("reply to " + body, e);
                 }
+                replied.countDown();
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
@@ -470,6 +474,10 @@ public final class BaijiJavaClient {
             } catch (Exception e) {
                 error("request " + body, e);
             }
+        }
+        // Shutting down interrupts the consumer's threads: first let the replier's sends end.
+        if (!replied.await(10, TimeUnit.SECONDS)) {
+            timeout("the replier's answers");
         }
     }
 

@@ -316,8 +316,9 @@ impl BrokerProcess {
             .arg(&config)
             .args(["--listen", &addr.to_string(), "--namesrv-addr", namesrv])
             .args(["--cluster-name", cluster, "--broker-name", name])
-            // Several brokers run at once; none needs the default gRPC port (8081).
-            .args(["--grpc-listen", "off"])
+            // Several brokers run at once; none needs the default gRPC port (8081), nor a fast
+            // port at listenPort - 2, a port `free_port` may hand to another process.
+            .args(["--grpc-listen", "off", "--fast-listen-port", "0"])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))

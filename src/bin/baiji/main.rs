@@ -57,6 +57,11 @@ struct BrokerArgs {
     /// Port to listen on, keeping the listen host (RocketMQ: listenPort).
     #[arg(long)]
     listen_port: Option<u16>,
+    /// The fast (VIP) port, where clients with vipChannelEnabled send (RocketMQ:
+    /// fastListenPort; default: the listen port minus 2; 0 turns it off). A port in use is
+    /// logged as a warning and the broker serves without it.
+    #[arg(long)]
+    fast_listen_port: Option<u16>,
     /// IP published to clients in routes and message ids (RocketMQ: brokerIP1).
     #[arg(long)]
     broker_ip: Option<IpAddr>,
@@ -120,6 +125,10 @@ struct BrokerArgs {
     /// Bytes per dead-letter queue kept (default 64m); suffixes accepted.
     #[arg(long, value_parser = parse_size)]
     dlq_retention_bytes: Option<u64>,
+    /// Seconds the trace topic (RMQ_SYS_TRACE_TOPIC, which no group consumes) keeps trace
+    /// records (default 72 h, RocketMQ's fileReservedTime); at most --retention-bytes per queue.
+    #[arg(long)]
+    trace_retention_secs: Option<u64>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -282,6 +291,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     if let Some(p) = a.listen_port {
         c.remoting.listen.set_port(p);
     }
+    if a.fast_listen_port.is_some() {
+        c.remoting.fast_listen_port = a.fast_listen_port;
+    }
     if a.broker_ip.is_some() {
         c.core.broker_ip = a.broker_ip;
     }
@@ -344,6 +356,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.dlq_retention_bytes {
         c.core.dlq_retention_bytes = v;
+    }
+    if let Some(v) = a.trace_retention_secs {
+        c.core.trace_retention_secs = v;
     }
     if let Some(v) = a.default_message_request_mode {
         c.remoting.default_message_request_mode = v;
@@ -522,6 +537,14 @@ mod tests {
         );
         assert!(!config(&["--grpc-listen", "127.0.0.1:8081"]).grpc.grpc_listen_is_default);
         assert_eq!(DEFAULT_GRPC_LISTEN.to_string(), "127.0.0.1:8081");
+    }
+
+    #[test]
+    fn given_fast_listen_port_flags_should_move_or_disable_the_fast_port() {
+        let fast = |args: &[&str]| config(args).remoting.fast_listen_port;
+        assert_eq!(fast(&[]), None, "unset: RocketMQ's default, listenPort - 2");
+        assert_eq!(fast(&["--fast-listen-port", "20909"]), Some(20909));
+        assert_eq!(fast(&["--fast-listen-port", "0"]), Some(0), "0 turns it off");
     }
 
     #[test]

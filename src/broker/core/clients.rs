@@ -80,6 +80,10 @@ struct Conn {
     /// Language and version of the client's last heartbeat (admin answers).
     language: LanguageCode,
     version: i32,
+    /// The client id the latest request message sent on this connection named as its
+    /// requester (`REPLY_TO_CLIENT`): where replies to it go if that client never sent a
+    /// producer heartbeat here.
+    requester: Option<String>,
 }
 
 /// One client connection as the admin codes report it (RocketMQ's `Connection`).
@@ -149,7 +153,7 @@ impl ClientRegistry {
 
     /// A connection opened (from `peer`).
     pub(crate) fn open(&self, id: ConnId, peer: std::net::SocketAddr) {
-        let conn = Conn { peer, language: LanguageCode::Java, version: 0 };
+        let conn = Conn { peer, language: LanguageCode::Java, version: 0, requester: None };
         self.write().conns.insert(id, conn);
     }
 
@@ -402,6 +406,39 @@ impl ClientRegistry {
         let mut live: Vec<&(ConnId, Instant)> = members.values().collect();
         live.sort_by_key(|(_, seen)| std::cmp::Reverse(*seen));
         live.iter().find(|(conn, _)| r.conns.contains_key(conn)).map(|(conn, _)| *conn)
+    }
+
+    /// Notes that connection `id` sent a request message (request/reply) whose requester is
+    /// `client_id`: the client is on this connection.
+    pub(crate) fn note_requester(&self, id: ConnId, client_id: &str) {
+        let known = self.read().conns.get(&id).map(|c| c.requester.as_deref() == Some(client_id));
+        if known == Some(false) {
+            if let Some(c) = self.write().conns.get_mut(&id) {
+                c.requester = Some(client_id.to_string());
+            }
+        }
+    }
+
+    /// The connection of client `client_id`, while it is open: where a reply to its request
+    /// goes. The one its latest producer heartbeat came on (RocketMQ's
+    /// `ProducerManager.findChannel`), else the one its latest request message came on (the Go
+    /// client v2.1.2 sends no heartbeat before its first `Request` to an existing topic, and its
+    /// first timed one only 30 s after start, so RocketMQ's lookup alone misses its replies).
+    pub(crate) fn producer_client_conn(&self, client_id: &str) -> Option<ConnId> {
+        let r = self.read();
+        let heartbeat = r
+            .producers
+            .values()
+            .filter_map(|members| members.get(client_id))
+            .filter(|(conn, _)| r.conns.contains_key(conn))
+            .max_by_key(|(_, seen)| *seen)
+            .map(|(conn, _)| *conn);
+        heartbeat.or_else(|| {
+            r.conns
+                .iter()
+                .find(|(_, c)| c.requester.as_deref() == Some(client_id))
+                .map(|(id, _)| *id)
+        })
     }
 
     /// Client ids of a consumer group's live members, sorted.

@@ -50,6 +50,11 @@ pub struct CoreConfig {
     pub dlq_retention_secs: u64,
     /// Per queue, bytes of unconsumed dead letters kept (the oldest go first).
     pub dlq_retention_bytes: u64,
+    /// How long the trace topic (`RMQ_SYS_TRACE_TOPIC`, which no group consumes: the dashboard
+    /// and mqadmin look traces up with `QUERY_MESSAGE`) keeps trace records, seconds (RocketMQ
+    /// keeps them on disk for `fileReservedTime`, 72 h); bounded per queue by `retention_bytes`
+    /// and by the memory budget.
+    pub trace_retention_secs: u64,
     /// A client that has not sent a heartbeat for this long is dropped, seconds.
     pub client_expiry_secs: u64,
     /// A clustering group without members stops holding messages after this long, seconds
@@ -101,6 +106,7 @@ impl Default for CoreConfig {
             retention_bytes: 64 * 1024 * 1024,
             dlq_retention_secs: 72 * 3600,
             dlq_retention_bytes: 64 * 1024 * 1024,
+            trace_retention_secs: 72 * 3600,
             client_expiry_secs: 120,
             group_idle_secs: 1800,
             max_connections: 10_000,

@@ -46,7 +46,7 @@ use tokio::sync::watch;
 use self::config::CoreConfig;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::msgid::UniqKeyGenerator;
-use crate::store::{Store, StoreError, TopicStore};
+use crate::store::{Retention, Store, StoreError, TopicStore};
 use crate::sync::{lock, Arc, Mutex};
 
 /// The broker's state, shared by both faces and the core's own tasks.
@@ -174,6 +174,9 @@ impl Core {
     pub(crate) fn create_topic(&self, config: TopicConfig) -> Result<TopicConfig, StoreError> {
         let queues = config.read_queue_nums.max(config.write_queue_nums).max(1);
         let t = self.store.ensure_topic(&config.topic_name, queues)?;
+        if let Some(r) = self.own_retention(&config.topic_name) {
+            t.set_retention(r);
+        }
         let mut config = config;
         // The store decides the real queue count (an existing topic keeps its own).
         if t.queue_count() != queues {
@@ -217,10 +220,44 @@ impl Core {
         Ok((topic, counters))
     }
 
-    /// Creates the store's topics for the topic table's configs (at start) and publishes them.
+    /// The retention of a topic that keeps what no group holds longer than others: the trace
+    /// topic keeps its records `trace_retention_secs` (72 h, RocketMQ's `fileReservedTime`), at
+    /// most `retention_bytes` per queue. `None`: the broker's retention.
+    pub(crate) fn own_retention(&self, topic: &str) -> Option<Retention> {
+        (topic == topics::TRACE_TOPIC).then(|| Retention {
+            time: std::time::Duration::from_secs(self.config.trace_retention_secs),
+            bytes: self.config.retention_bytes,
+        })
+    }
+
+    /// The topics a RocketMQ broker creates at start for its clients (`TopicConfigManager`'s
+    /// `init`), so that they are routed before any client sends: `RMQ_SYS_TRACE_TOPIC` with one
+    /// queue (RocketMQ's `traceTopicEnable`; the Go client sends its first trace records
+    /// without auto-creation, so the topic must be in the route table already) and the
+    /// cluster's reply topic, `<cluster>_REPLY_TOPIC`, with one queue (where repliers send
+    /// replies, also without auto-creation).
+    fn system_topics(&self) -> Vec<TopicConfig> {
+        vec![
+            TopicConfig::new(topics::TRACE_TOPIC, 1, 1),
+            TopicConfig::new(topics::reply_topic(&self.config.cluster_name), 1, 1),
+        ]
+    }
+
+    /// Creates the start-up topics ([`system_topics`](Self::system_topics)) and the store's
+    /// topics for the topic table's configs (at start) and publishes them.
     pub(crate) fn open(&self) {
+        for t in self.system_topics() {
+            if self.topics.get_perm(&t.topic_name).is_none() {
+                self.topics.put(t);
+            }
+        }
         for t in self.topics.all() {
-            let _ = self.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1));
+            let Ok(topic) = self.store.ensure_topic(&t.topic_name, t.read_queue_nums.max(1)) else {
+                continue;
+            };
+            if let Some(r) = self.own_retention(&t.topic_name) {
+                topic.set_retention(r);
+            }
         }
         self.publish_topics();
     }

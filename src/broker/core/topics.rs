@@ -12,6 +12,15 @@ use crate::sync::{read, write};
 
 /// `TBW102`: the template producers route unknown topics through.
 pub(crate) const AUTO_CREATE_TOPIC: &str = "TBW102";
+/// `RMQ_SYS_TRACE_TOPIC`: where traced clients send their trace records (the Java client's
+/// `TopicValidator.RMQ_SYS_TRACE_TOPIC`, the Go client's `RMQ_SYS_TRACE_TOPIC`), read by the
+/// dashboard and mqadmin with `QUERY_MESSAGE`; no group consumes it.
+pub(crate) const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+/// The topic of a cluster's reply messages (request/reply), `<cluster>_REPLY_TOPIC`, as
+/// RocketMQ's `MixAll.REPLY_TOPIC_POSTFIX` and the clients' `createReplyMessage` name it.
+pub(crate) fn reply_topic(cluster: &str) -> String {
+    format!("{cluster}_REPLY_TOPIC")
+}
 /// Prefix of a group's retry topic.
 pub(crate) const RETRY_PREFIX: &str = "%RETRY%";
 /// Prefix of a group's dead-letter topic.

@@ -17,6 +17,13 @@ pub struct RemotingConfig {
     /// The embedded name server's address; `None` disables it. Ignored when
     /// `namesrv-addr` is set.
     pub namesrv_listen: Option<SocketAddr>,
+    /// The fast ("VIP") port, on `listen`'s host (RocketMQ: `fastListenPort`, on by default at
+    /// `listenPort - 2`): the same protocol, processors, ACL and TLS as `listen`. Clients with
+    /// `vipChannelEnabled` (the dashboard, Java clients up to 4.4 by default) send their broker
+    /// calls there. `None` (the default): the bound `listen` port minus 2; `Some(0)`: none;
+    /// `Some(p)`: port `p`. A port in use is logged as a warning and the broker serves without
+    /// it (as it does when `listen`'s port minus 2 cannot be bound at all).
+    pub fast_listen_port: Option<u16>,
     /// Seconds between re-registrations with external name servers (RocketMQ:
     /// `registerNameServerPeriod`, 30 s).
     pub register_interval_secs: u64,
@@ -56,6 +63,7 @@ impl Default for RemotingConfig {
         RemotingConfig {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 10911),
             namesrv_listen: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9876)),
+            fast_listen_port: None,
             register_interval_secs: 30,
             inner_client_authentication_credentials: None,
             long_poll_max_ms: 25_000,
@@ -86,6 +94,21 @@ impl RemotingConfig {
     /// Whether groups pop by default (`default-message-request-mode = "POP"`).
     pub(crate) fn pop_by_default(&self) -> bool {
         self.default_message_request_mode.eq_ignore_ascii_case("POP")
+    }
+
+    /// The fast port's address for a broker port bound at `bound`, and whether it was derived
+    /// from it (`listen`'s port minus 2) rather than asked for; `None` when turned off (or
+    /// when the broker port is below 3, so that no port minus 2 exists).
+    pub(crate) fn fast_addr(&self, bound: SocketAddr) -> Option<(SocketAddr, bool)> {
+        match self.fast_listen_port {
+            Some(0) => None,
+            Some(p) => Some((SocketAddr::new(bound.ip(), p), false)),
+            None => bound
+                .port()
+                .checked_sub(2)
+                .filter(|p| *p > 0)
+                .map(|p| (SocketAddr::new(bound.ip(), p), true)),
+        }
     }
 
     /// The message-count bound of one pull (at least one).

@@ -24,8 +24,10 @@ pub(crate) mod tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::broker::core::clients::{ClientNotify, ConnId};
 use crate::broker::security::acl::Acl;
@@ -33,7 +35,7 @@ use crate::broker::security::config::SecurityConfig;
 use crate::remoting::body::JsonBody;
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
-use crate::sync::{read, write, Arc, AtomicU32, AtomicU64, Ordering, RwLock};
+use crate::sync::{lock, read, write, Arc, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
 
 /// What the connection task sends on a connection's outgoing channel.
 pub(crate) type Outgoing = RemotingCommand;
@@ -133,6 +135,49 @@ pub(crate) struct RemotingState {
     /// its own (`NOTIFY_CONSUMER_IDS_CHANGED`, `CHECK_TRANSACTION_STATE`,
     /// `RESET_CONSUMER_CLIENT_OFFSET`).
     links: RwLock<HashMap<ConnId, mpsc::Sender<Outgoing>>>,
+    /// Broker → client requests whose answers someone waits for (`PUSH_REPLY_MESSAGE_TO_CLIENT`),
+    /// by opaque: the connection the request went to, and where its answer goes.
+    calls: Mutex<HashMap<i32, (ConnId, oneshot::Sender<RemotingCommand>)>>,
+}
+
+/// Why a broker → client request got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub(crate) enum CallError {
+    /// The connection is closed, or its outgoing channel is full (it does not read).
+    #[error("the client's connection is closed or not reading")]
+    Unreachable,
+    /// No answer came within the time allowed.
+    #[error("the client did not answer within {0:?}")]
+    TimedOut(Duration),
+}
+
+/// A broker → client request sent, waiting for its answer; dropping it forgets the request (a
+/// late answer is then ignored).
+#[derive(Debug)]
+pub(crate) struct PendingCall {
+    face: Arc<RemotingState>,
+    opaque: i32,
+    answer: oneshot::Receiver<RemotingCommand>,
+}
+
+impl PendingCall {
+    /// The client's answer, waited for at most `within`.
+    ///
+    /// # Errors
+    /// [`CallError`]: the connection closed first, or the time ran out.
+    pub(crate) async fn answer(&mut self, within: Duration) -> Result<RemotingCommand, CallError> {
+        match tokio::time::timeout(within, &mut self.answer).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(CallError::Unreachable),
+            Err(_) => Err(CallError::TimedOut(within)),
+        }
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        lock(&self.face.calls).remove(&self.opaque);
+    }
 }
 
 impl RemotingState {
@@ -151,6 +196,7 @@ impl RemotingState {
             counters: Counters::default(),
             next_opaque: AtomicU32::new(1),
             links: RwLock::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
         }
     }
 
@@ -165,9 +211,43 @@ impl RemotingState {
         write(&self.links).insert(id, tx);
     }
 
-    /// Forgets a closed connection's channel.
+    /// Forgets a closed connection's channel; requests it was sent get no answer now.
     pub(crate) fn unlink(&self, id: ConnId) {
         write(&self.links).remove(&id);
+        lock(&self.calls).retain(|_, (conn, _)| *conn != id);
+    }
+
+    /// Sends `cmd` (a request, given a fresh opaque here) to connection `conn` and returns the
+    /// call waiting for its answer (RocketMQ's `invokeSync` on a client's channel).
+    ///
+    /// # Errors
+    /// [`CallError::Unreachable`] when the connection is closed or its channel is full.
+    pub(crate) fn call(
+        self: &Arc<Self>,
+        conn: ConnId,
+        mut cmd: RemotingCommand,
+    ) -> Result<PendingCall, CallError> {
+        let tx = self.channel(conn).ok_or(CallError::Unreachable)?;
+        cmd.opaque = self.next_opaque();
+        let (answer_tx, answer) = oneshot::channel();
+        lock(&self.calls).insert(cmd.opaque, (conn, answer_tx));
+        // Registered before it is sent: the answer cannot come first. The guard forgets it on
+        // every path out, this one included.
+        let call = PendingCall { face: Arc::clone(self), opaque: cmd.opaque, answer };
+        tx.try_send(cmd).map_err(|_| CallError::Unreachable)?;
+        Ok(call)
+    }
+
+    /// A response that connection `conn` sent: the answer to the call with its opaque, if that
+    /// call went to `conn` (another connection cannot answer it) and still waits.
+    pub(crate) fn answered(&self, conn: ConnId, resp: RemotingCommand) {
+        let mut calls = lock(&self.calls);
+        if calls.get(&resp.opaque).is_some_and(|(to, _)| *to == conn) {
+            if let Some((_, tx)) = calls.remove(&resp.opaque) {
+                drop(calls);
+                let _ = tx.send(resp);
+            }
+        }
     }
 
     /// The outgoing channel of connection `id`, while it is open.

@@ -444,7 +444,9 @@ fn handle(
     out: &mut Outbox,
 ) {
     if req.is_response() {
-        // Answers to our own requests (we send only one-way ones): nothing to do.
+        // An answer to a request the broker sent: to the call waiting for it, if any (answers
+        // to one-way requests and late answers are dropped there).
+        face.answered(ctx.id, req);
         return;
     }
     #[cfg(test)]

@@ -5,7 +5,8 @@ use crate::sync::Arc;
 
 use super::namesrv;
 use super::processor::{
-    admin, client, config, group, lock, offset, pop, pull, query, retry, send, stats, transaction,
+    admin, client, config, group, lock, offset, pop, pull, query, reply, retry, send, stats,
+    transaction,
 };
 use crate::broker::core::Core;
 use crate::broker::remoting::{reply_error, ConnCtx, RemotingState, Reply};
@@ -97,6 +98,8 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     ),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
+    (rc::SEND_REPLY_MESSAGE, "SEND_REPLY_MESSAGE", reply::send_reply_message),
+    (rc::SEND_REPLY_MESSAGE_V2, "SEND_REPLY_MESSAGE_V2", reply::send_reply_message),
     (
         rc::GET_SUBSCRIPTIONGROUP_CONFIG,
         "GET_SUBSCRIPTIONGROUP_CONFIG",

@@ -47,6 +47,7 @@ pub(crate) fn properties(core: &Core, face: &RemotingState) -> Vec<(&'static str
         ("retentionBytes", live.retention.bytes.to_string()),
         ("dlqRetentionSecs", c.dlq_retention_secs.to_string()),
         ("dlqRetentionBytes", c.dlq_retention_bytes.to_string()),
+        ("traceRetentionSecs", c.trace_retention_secs.to_string()),
         ("clientExpirySecs", c.client_expiry_secs.to_string()),
         ("groupIdleSecs", c.group_idle_secs.to_string()),
         ("longPollMaxMs", r.long_poll_max_ms.to_string()),

@@ -18,7 +18,7 @@ use crate::remoting::header::{
     SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields,
 };
 use crate::remoting::message::decode_batch;
-use crate::remoting::properties::{Routing, MAX_PROPERTIES_LEN};
+use crate::remoting::properties::{self, Routing, MAX_PROPERTIES_LEN};
 use crate::remoting::RemotingCommand;
 
 /// Most messages one batch may carry. The answer lists one 32-character msgId (plus a comma) per
@@ -62,7 +62,9 @@ fn count_oneway_rejection(face: &RemotingState, req: &RemotingCommand, reply: &R
     }
 }
 
-fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, Reply> {
+/// The send header of `req`, V1 or V2 as its code says (or, for a code that does not say, as
+/// its fields show).
+pub(super) fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestHeader<'a>, Reply> {
     let version = SendHeaderVersion::for_request_code(req.code)
         .unwrap_or_else(|| SendHeaderVersion::detect(&req.ext_fields));
     SendMessageRequestHeader::decode(&req.ext_fields, version).map_err(|e| bad_header(req, &e))
@@ -73,6 +75,7 @@ fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         Ok(h) => h,
         Err(r) => return r,
     };
+    note_requester(core, ctx, h.properties);
     let max_reconsume_times = if h.topic.starts_with(RETRY_PREFIX) {
         retry::max_reconsume(req, h.max_reconsume_times)
     } else {
@@ -105,6 +108,17 @@ fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
             Reply::now(ok(req, resp.to_ext_fields()))
         }
         Err(e) => send_error(req, &e),
+    }
+}
+
+/// A request message of request/reply (`REPLY_TO_CLIENT` set, and not itself a reply) tells
+/// which client is on this connection: its replies are pushed here.
+fn note_requester(core: &Core, ctx: &ConnCtx, props: &str) {
+    let props = props.as_bytes();
+    if let Some(client) = properties::find(props, properties::REPLY_TO_CLIENT) {
+        if properties::find(props, properties::MSG_TYPE) != Some("reply") {
+            core.clients.note_requester(ctx.id, client);
+        }
     }
 }
 
