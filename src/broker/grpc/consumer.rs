@@ -413,6 +413,44 @@ fn resolve(
     Ok(Resolved { handle, current: taken.current, taken })
 }
 
+/// A request naming the group and topic of a receipt handle (ack, change, forward).
+trait ReceiptRequest {
+    /// The consumer group's name (empty when absent).
+    fn group(&self) -> &str;
+    /// The topic's name (empty when absent).
+    fn topic(&self) -> &str;
+}
+
+macro_rules! receipt_request {
+    ($($t:ty),*) => {$(
+        impl ReceiptRequest for $t {
+            fn group(&self) -> &str {
+                name(self.group.as_ref())
+            }
+            fn topic(&self) -> &str {
+                name(self.topic.as_ref())
+            }
+        }
+    )*};
+}
+receipt_request!(
+    AckMessageRequest,
+    ChangeInvisibleDurationRequest,
+    ForwardMessageToDeadLetterQueueRequest
+);
+
+/// The preamble the receipt-handle calls share: the caller's session, and the request with
+/// its group and topic checked non-blank.
+fn receipt_call<T: ReceiptRequest>(
+    svc: &Messaging,
+    request: Request<T>,
+) -> Result<(Arc<Session>, T), pb::Status> {
+    let session = svc.session(&request)?;
+    let req = request.into_inner();
+    check_names(req.group(), req.topic())?;
+    Ok((session, req))
+}
+
 fn check_names(group: &str, topic: &str) -> Result<(), pb::Status> {
     if group.is_empty() {
         return Err(status(Code::IllegalConsumerGroup, "the consumer group is blank"));
@@ -432,17 +470,13 @@ pub(crate) async fn ack_message(
     let answer = |st: pb::Status| {
         Ok(Response::new(AckMessageResponse { status: Some(st), entries: Vec::new() }))
     };
-    let session = match svc.session(&request) {
-        Ok(s) => s,
+    let (session, req) = match receipt_call(svc, request) {
+        Ok(c) => c,
         Err(st) => return answer(st),
     };
-    let req = request.into_inner();
     let core = &svc.core;
     let client = session.client_id();
-    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
-    if let Err(st) = check_names(group, topic) {
-        return answer(st);
-    }
+    let (group, topic) = (req.group(), req.topic());
     if req.entries.is_empty() {
         return answer(status(Code::BadRequest, "no entry to acknowledge"));
     }
@@ -496,17 +530,13 @@ pub(crate) async fn change_invisible_duration(
             receipt_handle: handle,
         }))
     };
-    let session = match svc.session(&request) {
-        Ok(s) => s,
+    let (session, req) = match receipt_call(svc, request) {
+        Ok(c) => c,
         Err(st) => return answer(st, String::new()),
     };
-    let req = request.into_inner();
     let core = &svc.core;
     let client = session.client_id();
-    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
-    if let Err(st) = check_names(group, topic) {
-        return answer(st, String::new());
-    }
+    let (group, topic) = (req.group(), req.topic());
     let invisible_ms = match req.invisible_duration.as_ref().map(duration_ms) {
         Some(ms) if ms <= MAX_INVISIBLE_MS => ms,
         _ => {
@@ -548,17 +578,13 @@ pub(crate) async fn forward_message_to_dead_letter_queue(
     let answer = |st: pb::Status| {
         Ok(Response::new(ForwardMessageToDeadLetterQueueResponse { status: Some(st) }))
     };
-    let session = match svc.session(&request) {
-        Ok(s) => s,
+    let (session, req) = match receipt_call(svc, request) {
+        Ok(c) => c,
         Err(st) => return answer(st),
     };
-    let req = request.into_inner();
     let core = &svc.core;
     let client = session.client_id();
-    let (group, topic) = (name(req.group.as_ref()), name(req.topic.as_ref()));
-    if let Err(st) = check_names(group, topic) {
-        return answer(st);
-    }
+    let (group, topic) = (req.group(), req.topic());
     let r = match resolve(svc, client, group, topic, &req.receipt_handle) {
         Ok(r) => r,
         Err(st) => return answer(st),

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use crate::sync::Arc;
 
-use super::send::{header, send_error};
-use crate::broker::core::send::{store_message, Incoming, QueueChoice, SendError};
+use super::send::{header, incoming, send_error};
+use crate::broker::core::send::{store_message, SendError};
 use crate::broker::core::Core;
 use crate::broker::remoting::{ConnCtx, RemotingState, Reply};
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::header::{SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields};
-use crate::remoting::properties::{self, Routing};
+use crate::remoting::properties;
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::time::now_ms;
 
@@ -123,21 +123,7 @@ fn store(
     req: &RemotingCommand,
     h: &SendMessageRequestHeader<'_>,
 ) -> Result<SendMessageResponseHeader, Reply> {
-    let m = Incoming {
-        topic: h.topic,
-        default_topic: h.default_topic,
-        default_queues: h.default_topic_queue_nums,
-        queue: QueueChoice::Asked(h.queue_id),
-        flag: h.flag,
-        sys_flag: h.sys_flag,
-        born_timestamp: h.born_timestamp,
-        born_host: ctx.peer,
-        reconsume_times: h.reconsume_times,
-        max_reconsume_times: i32::MAX,
-        body: &req.body,
-        properties: h.properties.as_bytes(),
-        routing: Routing::parse(h.properties.as_bytes()),
-    };
+    let m = incoming(ctx, req, h, i32::MAX);
     match store_message(core, &m) {
         Ok(stored) => Ok(SendMessageResponseHeader {
             msg_id: stored.msg_id,

@@ -70,18 +70,15 @@ pub(super) fn header<'a>(req: &'a RemotingCommand) -> Result<SendMessageRequestH
     SendMessageRequestHeader::decode(&req.ext_fields, version).map_err(|e| bad_header(req, &e))
 }
 
-fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
-    let h = match header(req) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    note_requester(core, ctx, h.properties);
-    let max_reconsume_times = if h.topic.starts_with(RETRY_PREFIX) {
-        retry::max_reconsume(req, h.max_reconsume_times)
-    } else {
-        i32::MAX
-    };
-    let m = Incoming {
+/// The core's view of a single send (or reply) of `req` with header `h`, its properties
+/// parsed once for routing.
+pub(super) fn incoming<'a>(
+    ctx: &ConnCtx,
+    req: &'a RemotingCommand,
+    h: &SendMessageRequestHeader<'a>,
+    max_reconsume_times: i32,
+) -> Incoming<'a> {
+    Incoming {
         topic: h.topic,
         default_topic: h.default_topic,
         default_queues: h.default_topic_queue_nums,
@@ -95,7 +92,21 @@ fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         body: &req.body,
         properties: h.properties.as_bytes(),
         routing: Routing::parse(h.properties.as_bytes()),
+    }
+}
+
+fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
+    let h = match header(req) {
+        Ok(h) => h,
+        Err(r) => return r,
     };
+    note_requester(core, ctx, h.properties);
+    let max_reconsume_times = if h.topic.starts_with(RETRY_PREFIX) {
+        retry::max_reconsume(req, h.max_reconsume_times)
+    } else {
+        i32::MAX
+    };
+    let m = incoming(ctx, req, &h, max_reconsume_times);
     match store_message(core, &m) {
         Ok(stored) => {
             let resp = SendMessageResponseHeader {
