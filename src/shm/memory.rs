@@ -74,10 +74,9 @@ impl Memory {
         match self {
             #[cfg(not(loom))]
             Memory::Mapped(m) => {
-                // SAFETY: the mapping is page-aligned and `at` is 8-aligned and in bounds
-                // (checked above), so the address is a valid, aligned `u64` for as long as the
-                // mapping lives, which outlives `&self`; `AtomicU64` has the layout of `u64`;
-                // this module accesses header words only atomically (module docs).
+                // The mapping is page-aligned and outlives `&self`; this module accesses header
+                // words only atomically (module docs).
+                // SAFETY: `at` is 8-aligned and in bounds (checked above), so the address is a valid, aligned `u64` of a live mapping; `AtomicU64` has the layout of `u64`.
                 unsafe { &*(m.as_mut_ptr().add(at) as *const AtomicU64) }
             }
             #[cfg(any(test, loom))]
