@@ -504,6 +504,15 @@ fn refusals(t: &mut Text, (mem, policy): (&MemoryStats, &str), core: &Core, face
     let failed = core.counters.dead_letters_failed.load(Ordering::Relaxed);
     t.sample("baiji_dead_letter_failures_total", &[], failed);
     t.family(
+        "baiji_pop_revive_failures_total",
+        "counter",
+        "Copies of expired popped messages into their group's pop retry topic the store \
+         refused; each message stays in flight and is tried again a second later.",
+    );
+    // Relaxed: statistics.
+    let failed = core.counters.revives_failed.load(Ordering::Relaxed);
+    t.sample("baiji_pop_revive_failures_total", &[], failed);
+    t.family(
         "baiji_reaper_lag_seconds",
         "gauge",
         "Time since the reaper's last completed pass, seconds (-1: none yet).",

@@ -71,6 +71,23 @@ struct Got {
     extra_info: String,
 }
 
+/// The group's pop retry topic, where expired messages are revived (RocketMQ's V1 name).
+fn retry_topic() -> String {
+    format!("%RETRY%{GROUP}_{TOPIC}")
+}
+
+impl Got {
+    /// The topic the client acks in: `ExtraInfoUtil.getRealTopic` of the receipt's retry flag,
+    /// which the client took from the topic the message came with.
+    fn real_topic(&self) -> String {
+        if self.msg.topic.starts_with("%RETRY%") {
+            retry_topic()
+        } else {
+            TOPIC.to_owned()
+        }
+    }
+}
+
 /// The messages of a successful pop, each with the `POP_CK` the client would build.
 fn popped(r: &RemotingCommand) -> Vec<Got> {
     assert_eq!(r.code, code::SUCCESS, "the pop finds messages: {r:?}");
@@ -81,16 +98,19 @@ fn popped(r: &RemotingCommand) -> Vec<Got> {
     msgs.into_iter()
         .map(|msg| {
             let q = msg.queue_id;
+            // `ExtraInfoUtil.getRetry` of the message's topic: the key's first field.
+            let flag = if msg.topic.starts_with("%RETRY%") { "1" } else { "0" };
             let start = starts
                 .split(';')
                 .find_map(|e| {
                     let f: Vec<&str> = e.split(' ').collect();
-                    (f.len() == 3 && f[0] == "0" && f[1] == q.to_string()).then(|| f[2].to_owned())
+                    (f.len() == 3 && f[0] == flag && f[1] == q.to_string()).then(|| f[2].to_owned())
                 })
-                .unwrap_or_else(|| panic!("startOffsetInfo {starts} names queue {q}"));
+                .unwrap_or_else(|| panic!("startOffsetInfo {starts} names queue {flag}@{q}"));
             let listed = offsets.split(';').any(|e| {
                 let f: Vec<&str> = e.split(' ').collect();
                 f.len() == 3
+                    && f[0] == flag
                     && f[1] == q.to_string()
                     && f[2].split(',').any(|o| o == msg.queue_offset.to_string())
             });
@@ -100,7 +120,7 @@ fn popped(r: &RemotingCommand) -> Vec<Got> {
                 msg.queue_offset
             );
             let extra_info = format!(
-                "{start} {} {} {} 0 baiji-a {q} {}",
+                "{start} {} {} {} {flag} baiji-a {q} {}",
                 h.pop_time, h.invisible_time, h.revive_qid, msg.queue_offset
             );
             Got { msg, extra_info }
@@ -109,9 +129,10 @@ fn popped(r: &RemotingCommand) -> Vec<Got> {
 }
 
 fn ack_request(g: &Got) -> RemotingCommand {
+    let topic = g.real_topic();
     let h = AckMessageRequestHeader {
         consumer_group: GROUP,
-        topic: TOPIC,
+        topic: &topic,
         queue_id: g.msg.queue_id,
         extra_info: &g.extra_info,
         offset: g.msg.queue_offset,
@@ -120,9 +141,10 @@ fn ack_request(g: &Got) -> RemotingCommand {
 }
 
 fn change_request(g: &Got, invisible_ms: i64) -> RemotingCommand {
+    let topic = g.real_topic();
     let h = ChangeInvisibleTimeRequestHeader {
         consumer_group: GROUP,
-        topic: TOPIC,
+        topic: &topic,
         queue_id: g.msg.queue_id,
         extra_info: &g.extra_info,
         offset: g.msg.queue_offset,
@@ -193,19 +215,24 @@ async fn given_popped_messages_when_scraped_should_count_them_as_messages_out_of
 #[tokio::test]
 async fn given_unacked_message_when_its_invisible_time_expires_should_redeliver_it_with_reconsume_times_plus_one(
 ) {
-    let (_broker, mut conn) = pop_broker(|_| {}).await;
+    let (broker, mut conn) = pop_broker(|_| {}).await;
     send_n(&mut conn, 0, 1).await;
     let first = popped(&conn.call(pop_request(&Pop { invisible_ms: 300, ..Pop::default() })).await);
     // Parked until the message is visible again (woken by its expiry, not by polling).
     let again = popped(&conn.call(pop_request(&Pop { poll_ms: 10_000, ..Pop::default() })).await);
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].msg.queue_offset, first[0].msg.queue_offset, "the same message");
+    assert_eq!(again[0].msg.body, first[0].msg.body, "the same message");
     assert_eq!(again[0].msg.reconsume_times, 1, "a redelivery counts one reconsume more");
-    assert_eq!(again[0].msg.topic, TOPIC, "redelivered under its own topic");
+    assert_eq!(again[0].msg.topic, retry_topic(), "revived as RocketMQ revives");
+    assert_eq!(again[0].msg.queue_id, 0, "the retry topic's one queue");
+    // The original was acknowledged when it was revived: an ack of its receipt is answered
+    // as RocketMQ answers one whose checkpoint is gone, and acknowledges nothing else.
     let stale = conn.call(ack_request(&first[0])).await;
-    assert_eq!(stale.code, code::NO_MESSAGE, "the first receipt is stale: {stale:?}");
+    assert_eq!(stale.code, code::SUCCESS, "{stale:?}");
+    assert_eq!(broker.store().inflight(GROUP, &retry_topic()), 1, "the copy is still in flight");
     let r = conn.call(ack_request(&again[0])).await;
     assert_eq!(r.code, code::SUCCESS, "the newest receipt acknowledges: {r:?}");
+    assert_eq!(broker.store().inflight(GROUP, &retry_topic()), 0);
 }
 
 #[tokio::test]
@@ -318,6 +345,52 @@ async fn given_message_never_acked_when_its_attempts_run_out_should_move_it_to_t
     assert_eq!(r.code, code::SUCCESS, "the dead-letter topic exists: {r:?}");
     assert_eq!(r.ext_fields.get("offset"), Some("1"), "one dead letter");
     assert_eq!(inflight(&broker), 0, "a dead letter is no longer in flight");
+    let retry = broker.store().inflight(GROUP, &retry_topic());
+    assert_eq!(retry, 0, "nor in the retry topic");
+}
+
+/// The messages the broker retains once its reaper got to `want` (or after 10 s, whatever
+/// the count is then).
+async fn live_messages_reaching(b: &RunningBroker, want: u64) -> u64 {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let live = b.store().memory().live_messages;
+        if live == want || std::time::Instant::now() > until {
+            return live;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn given_a_poison_message_when_it_expires_should_revive_it_and_free_the_rest_of_its_queue() {
+    // review-e77444b H7: an expired message was redelivered from its own queue, so it held
+    // every later message of the queue in memory until it was acknowledged or dead-lettered
+    // (attempts x invisible time), although the group acknowledged them as it went.
+    let (broker, mut conn) = pop_broker(|_| {}).await;
+    send_n(&mut conn, 0, 5).await;
+    let quick = Pop { queue: 0, invisible_ms: 300, ..Pop::default() };
+    let first = popped(&conn.call(pop_request(&quick)).await);
+    assert_eq!(first.len(), 5);
+    for g in &first[1..] {
+        let r = conn.call(ack_request(g)).await;
+        assert_eq!(r.code, code::SUCCESS, "the ack is accepted: {r:?}");
+    }
+    let parked = Pop { queue: 0, poll_ms: 10_000, ..Pop::default() };
+    let again = popped(&conn.call(pop_request(&parked)).await);
+    assert_eq!(again.len(), 1, "the failing one comes back");
+    assert_eq!(again[0].msg.body, first[0].msg.body);
+    assert_eq!(again[0].msg.topic, retry_topic());
+    assert_eq!(
+        live_messages_reaching(&broker, 1).await,
+        1,
+        "its own queue moved on: only the retry copy is retained while the consumer has it"
+    );
+    let r = conn.call(ack_request(&again[0])).await;
+    assert_eq!(r.code, code::SUCCESS, "acknowledged in the retry topic: {r:?}");
+    assert_eq!(live_messages_reaching(&broker, 0).await, 0, "nothing held any more");
+    let nothing = conn.call(pop_request(&Pop { queue: 0, ..Pop::default() })).await;
+    assert_eq!(nothing.code, code::PULL_NOT_FOUND, "done: {nothing:?}");
 }
 
 #[tokio::test]

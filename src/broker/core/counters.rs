@@ -179,6 +179,9 @@ pub(crate) struct Counters {
     /// Dead-letter copies of popped messages that the store refused (each message stays in
     /// flight and is tried again).
     pub(crate) dead_letters_failed: AtomicU64,
+    /// Revive copies of expired popped messages into a pop retry topic that the store
+    /// refused (each message stays in flight and is tried again).
+    pub(crate) revives_failed: AtomicU64,
 }
 
 #[cfg(test)]

@@ -3,11 +3,31 @@
 //! the same way.
 //!
 //! * [`pop_once`] checks the topic, its read permission and the group, pops every queue asked
-//!   for (from a different first queue each time, as RocketMQ's `randomQ % readQueueNums`),
-//!   moves the messages whose attempts ran out to `%DLQ%<group>` and acknowledges the ones a
-//!   SQL92 expression rejects (RocketMQ acknowledges what the filter drops). It returns the
-//!   rest with their receipts `(queue, offset, pop time)`, or, when nothing was found, what
-//!   to wait for.
+//!   for (from a different first queue each time, as RocketMQ's `randomQ % readQueueNums`)
+//!   and the group's pop retry topic, revives what expired, moves the messages whose attempts
+//!   ran out to `%DLQ%<group>` and acknowledges the ones a SQL92 expression rejects (RocketMQ
+//!   acknowledges what the filter drops). It returns the rest with their receipts
+//!   `(queue, offset, pop time)`, or, when nothing was found, what to wait for.
+//!
+//! # Revival (review-e77444b H7)
+//!
+//! An unordered pop revives as RocketMQ's `PopReviveService` does: a popped message whose
+//! invisible time ran out is copied into the group's pop retry topic
+//! `%RETRY%<group>_<topic>` (one queue; [`topics::pop_retry_topic`]) with its reconsume count
+//! one higher, `RETRY_TOPIC` and `ORIGIN_MESSAGE_ID` set and its message id kept, and only
+//! then acknowledged in its own queue, which therefore moves on: one failing message no longer
+//! holds every later message of its queue in memory for attempts x invisible time. Every pop
+//! of the topic also pops the retry topic (first one time in five, as RocketMQ's
+//! `PopMessageProcessor` alternates, else with the room left), so a revived message comes back
+//! to the same group. The group holds the retry topic (it is subscribed before the first copy
+//! is stored); the faces show its messages under the topic popped and give them receipts
+//! naming the retry topic, as RocketMQ's do (`ExtraInfoUtil.getRealTopic`). A copy that fails
+//! (no memory, no topic uid) leaves the message in flight, tried again after
+//! [`DEAD_LETTER_RETRY_MS`]: nothing is acknowledged before its copy is stored. Once a
+//! message was delivered `max_attempts` times (its stored reconsume count plus this
+//! delivery), it goes to `%DLQ%<group>` instead. Ordered pops redeliver from the message's
+//! own queue (order would be lost otherwise, and RocketMQ does the same), as does a pop whose
+//! retry topic name would be longer than a topic name may be.
 //! * [`wait_for_more`] is the long poll between two [`pop_once`]: it resolves when a message
 //!   is appended to a popped queue or an in-flight one becomes visible again.
 //! * [`dead_letter`] and [`forward_to_dlq`] copy a popped message into `%DLQ%<group>`.
@@ -26,7 +46,7 @@ use super::delay::rewrite_properties;
 use super::filter::{self, SQL92};
 use super::groups::GroupError;
 use super::record::{self, physical_offset, NewRecord};
-use super::topics::DLQ_PREFIX;
+use super::topics::{self, DLQ_PREFIX};
 use super::wait::AppendWait;
 use super::{Core, Unreadable};
 use crate::remoting::msgid::encode_offset_msg_id;
@@ -148,6 +168,8 @@ pub(crate) struct PopBatch {
     pub(crate) wake_at: Option<u64>,
     /// [`Core::pop_changes`] as it was before the pop looked.
     pub(crate) changes: u64,
+    /// What the pop found in the group's pop retry topic, if it has one (see "Revival").
+    pub(crate) retried: Option<Retried>,
     /// The pop stopped early with messages left below the ends it recorded: a queue's scan
     /// hit the engine's scan limit, or a SQL92 filter rejected (and acknowledged) what it
     /// popped. Popping again at once goes on from there, where waiting for an append would
@@ -156,9 +178,36 @@ pub(crate) struct PopBatch {
     pub(crate) more: bool,
 }
 
+/// What one [`pop_once`] handed out of the group's pop retry topic `%RETRY%<group>_<topic>`.
+#[derive(Debug)]
+pub(crate) struct Retried {
+    /// The pop retry topic.
+    pub(crate) topic: Arc<dyn TopicStore>,
+    /// The group's handle on it (its receipts are acknowledged there).
+    pub(crate) group: Arc<dyn GroupStore>,
+    /// Its counters.
+    pub(crate) counters: Arc<TopicCounters>,
+    /// The messages, in offset order.
+    pub(crate) messages: Vec<Popped>,
+    /// Its queue's end before the pop looked (an append at or after it is news).
+    pub(crate) end: u64,
+}
+
+/// One topic of a [`PopBatch`]: the topic popped, or its pop retry topic.
+struct Part<'a> {
+    topic: &'a Arc<dyn TopicStore>,
+    group: &'a Arc<dyn GroupStore>,
+    counters: &'a Arc<TopicCounters>,
+    messages: &'a [Popped],
+    retry: bool,
+}
+
 /// What a face wrote out of one popped queue.
 #[derive(Debug)]
 pub(crate) struct QueueOut {
+    /// Whether the queue is the group's pop retry topic's (its receipts carry retry flag `1`),
+    /// not the popped topic's.
+    pub(crate) retry: bool,
     /// The queue.
     pub(crate) queue: u32,
     /// The offsets written, with their delivery attempts, in the order written.
@@ -168,43 +217,73 @@ pub(crate) struct QueueOut {
 }
 
 impl PopBatch {
-    /// Hands each message to `write`, which writes it out in its face's form and returns the
-    /// bytes it took, or `None` for a record it cannot write: that one is acknowledged (it
-    /// would come back forever) and logged. Counts what was written out for the group
+    /// Hands each message to `write` with the topic it is stored in (the popped topic, or the
+    /// group's pop retry topic), which writes it out in its face's form and returns the bytes
+    /// it took, or `None` for a record it cannot write: that one is acknowledged (it would
+    /// come back forever) and logged. Counts what was written out for the group
     /// (`rocketmq_messages_out_total` and the admin codes' out figures, as pulls count) and
     /// returns it per queue, in the order written.
     pub(crate) fn write_out(
         &self,
-        mut write: impl FnMut(&Popped) -> Option<usize>,
+        mut write: impl FnMut(&dyn TopicStore, &Popped) -> Option<usize>,
     ) -> Vec<QueueOut> {
         let mut per_queue: Vec<QueueOut> = Vec::new();
-        for m in &self.messages {
-            let d = &m.delivery;
-            let Some(n) = write(m) else {
-                tracing::warn!(topic = %self.topic.name(), queue = d.queue, offset = d.offset, "a stored message cannot be popped; skipped");
-                let receipt =
-                    PopReceipt { queue: d.queue, offset: d.offset, pop_time: self.pop_time };
-                let _ = self.group.pop_ack(receipt);
-                continue;
-            };
-            match per_queue.iter_mut().find(|o| o.queue == d.queue) {
-                Some(o) => {
-                    o.offsets.push((d.offset, m.attempts));
-                    o.bytes += n;
+        for part in self.parts() {
+            let first = per_queue.len();
+            for m in part.messages {
+                let d = &m.delivery;
+                let Some(n) = write(part.topic.as_ref(), m) else {
+                    tracing::warn!(topic = %part.topic.name(), queue = d.queue, offset = d.offset, "a stored message cannot be popped; skipped");
+                    let receipt =
+                        PopReceipt { queue: d.queue, offset: d.offset, pop_time: self.pop_time };
+                    let _ = part.group.pop_ack(receipt);
+                    continue;
+                };
+                match per_queue[first..].iter_mut().find(|o| o.queue == d.queue) {
+                    Some(o) => {
+                        o.offsets.push((d.offset, m.attempts));
+                        o.bytes += n;
+                    }
+                    None => per_queue.push(QueueOut {
+                        retry: part.retry,
+                        queue: d.queue,
+                        offsets: vec![(d.offset, m.attempts)],
+                        bytes: n,
+                    }),
                 }
-                None => per_queue.push(QueueOut {
-                    queue: d.queue,
-                    offsets: vec![(d.offset, m.attempts)],
-                    bytes: n,
-                }),
+            }
+            for o in &per_queue[first..] {
+                let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
+                let pulled =
+                    Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
+                part.counters.messages_out(part.group.group(), part.topic.queue_count(), pulled);
             }
         }
-        for o in &per_queue {
-            let next = o.offsets.iter().map(|(off, _)| off + 1).max().unwrap_or(0);
-            let pulled = Pulled { queue: o.queue, next, messages: o.offsets.len(), bytes: o.bytes };
-            self.counters.messages_out(self.group.group(), self.topic.queue_count(), pulled);
-        }
         per_queue
+    }
+
+    /// The popped topic, then the pop retry topic if it was popped.
+    fn parts(&self) -> impl Iterator<Item = Part<'_>> {
+        let main = Part {
+            topic: &self.topic,
+            group: &self.group,
+            counters: &self.counters,
+            messages: &self.messages,
+            retry: false,
+        };
+        let retried = self.retried.as_ref().map(|r| Part {
+            topic: &r.topic,
+            group: &r.group,
+            counters: &r.counters,
+            messages: &r.messages,
+            retry: true,
+        });
+        std::iter::once(main).chain(retried)
+    }
+
+    /// Messages handed out in all (the popped topic's and the retry topic's).
+    pub(crate) fn len(&self) -> usize {
+        self.messages.len() + self.retried.as_ref().map_or(0, |r| r.messages.len())
     }
 }
 
@@ -275,34 +354,72 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         queues.iter().filter_map(|&q| Some((q, topic.offsets(q).ok()?.1))).collect();
     // One handle for every queue: the group is looked up (or subscribed) once per pop.
     let group = core.store.pop_group(call.group, call.topic)?;
+    // Unordered pops revive into the pop retry topic (module docs, "Revival").
+    let retry_name = Some(topics::pop_retry_topic(call.group, call.topic))
+        .filter(|n| !call.order && topics::validate_topic(n).is_ok());
+    let policy = if retry_name.is_some() { &REVIVE } else { &DEAD_LETTER_PENDING };
+    let retry_topic = || retry_name.as_deref().and_then(|n| core.readable_topic(n).ok());
+    let retry_first = (now as u32).wrapping_add(call.seed) % 5 == 0;
+    let mut retry_out = PopOutcome::default();
+    let mut retried = None;
+    if retry_first {
+        retried = pop_retry(core, call.group, retry_topic(), &req, &mut retry_out);
+    }
     let mut out = PopOutcome::default();
     for &q in &queues {
-        if out.messages.len() >= req.max {
+        if out.messages.len() + retry_out.messages.len() >= req.max {
             break;
         }
-        group.pop_with(q, &req, &DEAD_LETTER_PENDING, &mut out)?;
+        let left = PopRequest { max: req.max - retry_out.messages.len(), ..req };
+        group.pop_with(q, &left, policy, &mut out)?;
     }
-    for d in &out.dead {
-        let (queue, offset) = (d.delivery.queue, d.delivery.offset);
-        let receipt = PopReceipt { queue, offset, pop_time: out.pop_time };
-        let copied = dead_letter(core, call.group, topic.as_ref(), d);
-        settle_dead_letter(group.as_ref(), receipt, copied, now);
+    // Revived before the retry topic is popped (again), so a message that expired is
+    // delivered again by this very pop when there is room.
+    let mut revived = settle_expired(core, call, topic.as_ref(), group.as_ref(), &out, now);
+    let room = req.max.saturating_sub(out.messages.len() + retry_out.messages.len());
+    let left = PopRequest { max: room, ..req };
+    match &retried {
+        None => retried = pop_retry(core, call.group, retry_topic(), &left, &mut retry_out),
+        Some(r) if revived && room > 0 => pop_retry_queue(r, &left, &mut retry_out),
+        Some(_) => {}
     }
-    let pop_time = if out.messages.is_empty() && out.dead.is_empty() { now } else { out.pop_time };
+    if let Some(r) = &retried {
+        revived |= settle_expired(core, call, r.topic.as_ref(), r.group.as_ref(), &retry_out, now);
+    }
+    if revived {
+        // A parked pop that found no retry topic yet waits on the popped topic only.
+        note_change(core);
+    }
+    let nothing = out.messages.is_empty()
+        && out.dead.is_empty()
+        && out.revive.is_empty()
+        && retry_out.messages.is_empty()
+        && retry_out.dead.is_empty()
+        && retry_out.revive.is_empty();
+    let pop_time = if nothing { now } else { out.pop_time.max(retry_out.pop_time) };
+    let mut popped = 0;
+    let mut keep = |messages: &mut Vec<Popped>, g: &dyn GroupStore| {
+        popped += messages.len();
+        if let Some(sql) = &sql {
+            messages.retain(|m| {
+                let d = &m.delivery;
+                let keep = filter::matches(sql, &d.payload, &core.cluster_property);
+                if !keep {
+                    // RocketMQ acknowledges what the expression rejects.
+                    let _ = g.pop_ack(PopReceipt { queue: d.queue, offset: d.offset, pop_time });
+                }
+                keep
+            });
+        }
+        messages.len()
+    };
     let mut messages = out.messages;
-    let popped = messages.len();
-    if let Some(sql) = &sql {
-        messages.retain(|m| {
-            let d = &m.delivery;
-            let keep = filter::matches(sql, &d.payload, &core.cluster_property);
-            if !keep {
-                // RocketMQ acknowledges what the expression rejects.
-                let _ = group.pop_ack(PopReceipt { queue: d.queue, offset: d.offset, pop_time });
-            }
-            keep
-        });
+    let mut kept = keep(&mut messages, group.as_ref());
+    if let Some(r) = &mut retried {
+        r.messages = retry_out.messages;
+        kept += keep(&mut r.messages, r.group.as_ref());
     }
-    let more = out.scan_limited > 0 || messages.len() < popped;
+    let more = out.scan_limited > 0 || retry_out.scan_limited > 0 || kept < popped;
     Ok(PopBatch {
         topic,
         group,
@@ -310,10 +427,110 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         pop_time,
         messages,
         ends,
-        wake_at: out.next_expiry,
+        wake_at: match (out.next_expiry, retry_out.next_expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
         changes,
         more,
+        retried,
     })
+}
+
+/// Pops the group's pop retry topic (its one queue) into `out`, from its oldest message:
+/// the group holds it from before the first copy, so nothing there predates the group's
+/// interest. `None` if the topic does not exist (nothing was revived yet); a refusal is
+/// logged and treated as nothing found, the popped topic's messages are still handed out.
+fn pop_retry(
+    core: &Core,
+    group: &str,
+    retry: Option<(Arc<dyn TopicStore>, Arc<TopicCounters>)>,
+    req: &PopRequest<'_>,
+    out: &mut PopOutcome,
+) -> Option<Retried> {
+    let (topic, counters) = retry?;
+    let end = topic.offsets(0).ok()?.1;
+    let handle = match core.store.pop_group(group, topic.name()) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!(%group, topic = %topic.name(), error = %e, "pop retry topic not popped");
+            return None;
+        }
+    };
+    let retried = Retried { topic, group: handle, counters, messages: Vec::new(), end };
+    pop_retry_queue(&retried, req, out);
+    Some(retried)
+}
+
+/// Pops up to `req.max` messages of the pop retry topic's queue into `out`, from its oldest
+/// message; a refusal is logged and treated as nothing found.
+fn pop_retry_queue(r: &Retried, req: &PopRequest<'_>, out: &mut PopOutcome) {
+    if req.max == 0 {
+        return;
+    }
+    let req = PopRequest { init: PopInit::Min, order: false, attempt_id: None, ..*req };
+    if let Err(e) = r.group.pop_with(0, &req, &REVIVE, out) {
+        tracing::debug!(group = %r.group.group(), topic = %r.topic.name(), error = %e, "pop retry topic not popped");
+    }
+}
+
+/// Copies what a pop handed over (`out.dead`, `out.revive`) of `topic` to where it goes and
+/// settles it in `group`; returns whether a message was revived into the pop retry topic.
+fn settle_expired(
+    core: &Core,
+    call: &PopCall<'_>,
+    topic: &dyn TopicStore,
+    group: &dyn GroupStore,
+    out: &PopOutcome,
+    now: u64,
+) -> bool {
+    let receipt = |p: &Popped| PopReceipt {
+        queue: p.delivery.queue,
+        offset: p.delivery.offset,
+        pop_time: out.pop_time,
+    };
+    for d in &out.dead {
+        let copied = dead_letter(core, call.group, topic, d);
+        settle_copy(group, receipt(d), copied, now);
+    }
+    let mut revived = false;
+    for p in &out.revive {
+        let copied = revive(core, call, topic, p);
+        revived |= copied.is_ok();
+        settle_copy(group, receipt(p), copied, now);
+    }
+    revived
+}
+
+/// Revives an expired popped message of `topic`: a copy in the group's pop retry topic with
+/// its reconsume count one higher, or, once it was delivered `call.max_attempts` times, a
+/// copy in `%DLQ%<group>` (module docs, "Revival").
+///
+/// # Errors
+/// The store's refusal of the retry topic, the group's subscription to it, or the copy.
+fn revive(
+    core: &Core,
+    call: &PopCall<'_>,
+    topic: &dyn TopicStore,
+    p: &Popped,
+) -> Result<(), StoreError> {
+    let reconsumed = record::decode(&p.delivery.payload)
+        .map_or(0, |r| u32::try_from(r.reconsume_times).unwrap_or(0));
+    if reconsumed.saturating_add(p.attempts) >= call.max_attempts {
+        return dead_letter(core, call.group, topic, p);
+    }
+    let name = topics::pop_retry_topic(call.group, call.topic);
+    let copied = super::retry::group_topic(core, &name).and_then(|retry| {
+        // Held by the group before the copy is stored, so retention never takes it first.
+        core.store.pop_group(call.group, &name)?;
+        copy_popped(core, retry.as_ref(), topic, p)
+    });
+    if let Err(e) = &copied {
+        // Relaxed: a statistic.
+        core.counters.revives_failed.fetch_add(1, crate::sync::Ordering::Relaxed);
+        tracing::warn!(group = %call.group, topic = %topic.name(), error = %e, "an expired popped message could not be revived yet; kept in flight, tried again in 1 s");
+    }
+    copied
 }
 
 /// Waits until a message is appended to one of `batch`'s queues at or after its end, an
@@ -342,7 +559,7 @@ pub(crate) async fn wait_for_more(
             }
         }
     };
-    let appended = AnyAppend::new(&batch.topic, &batch.ends);
+    let appended = AnyAppend::new(batch);
     let woken = tokio::time::timeout_at(until, async {
         tokio::select! {
             () = appended => {}
@@ -359,16 +576,19 @@ struct AnyAppend {
 }
 
 impl AnyAppend {
-    fn new(topic: &Arc<dyn TopicStore>, ends: &[(u32, u64)]) -> Self {
-        let waits = ends
-            .iter()
-            .map(|&(q, end)| AppendWait {
-                topic: Arc::clone(topic),
-                queue: q,
-                offset: end,
-                id: None,
-            })
-            .collect();
+    /// Waits on every popped queue's end, and on the pop retry topic's if it was popped.
+    fn new(batch: &PopBatch) -> Self {
+        let wait = |topic: &Arc<dyn TopicStore>, queue: u32, offset: u64| AppendWait {
+            topic: Arc::clone(topic),
+            queue,
+            offset,
+            id: None,
+        };
+        let mut waits: Vec<AppendWait> =
+            batch.ends.iter().map(|&(q, end)| wait(&batch.topic, q, end)).collect();
+        if let Some(r) = &batch.retried {
+            waits.push(wait(&r.topic, 0, r.end));
+        }
         AnyAppend { waits }
     }
 }
@@ -389,14 +609,20 @@ impl Future for AnyAppend {
     }
 }
 
-/// How a pop treats expired messages: redelivered from their own queue, and once their
-/// attempts ran out handed over still in flight, so that the dead-letter copy is stored
+/// How an ordered pop (or one whose retry topic name would be too long) treats expired
+/// messages: redelivered from their own queue, and once their attempts ran out handed over
+/// still in flight, so that the dead-letter copy is stored
 /// before the message is acknowledged (review-e77444b M2).
 const DEAD_LETTER_PENDING: PopPolicy = PopPolicy {
     in_place_deliveries: u32::MAX,
     dead_letter_pending: true,
     lease_ms: DEAD_LETTER_LEASE_MS,
 };
+
+/// How an unordered pop treats expired messages: revived into the pop retry topic at their
+/// first expiry (module docs, "Revival"), dead letters handed over still in flight.
+const REVIVE: PopPolicy =
+    PopPolicy { in_place_deliveries: 1, dead_letter_pending: true, lease_ms: DEAD_LETTER_LEASE_MS };
 
 /// How long a message being dead-lettered stays invisible while its copy is stored, ms (it is
 /// acknowledged or put back long before).
@@ -406,11 +632,11 @@ const DEAD_LETTER_LEASE_MS: u64 = 30_000;
 /// nacks what it could not handle with 1 s).
 pub(crate) const DEAD_LETTER_RETRY_MS: u64 = 1_000;
 
-/// Settles a message handed over for dead-lettering under `receipt`: acknowledged once its
-/// copy is stored; else put back in flight for [`DEAD_LETTER_RETRY_MS`], its attempts
+/// Settles a message handed over for dead-lettering or revival under `receipt`: acknowledged
+/// once its copy is stored; else put back in flight for [`DEAD_LETTER_RETRY_MS`], its attempts
 /// unchanged, so the next pop after that tries again (the message is never lost, and the
 /// failure is counted in `baiji_dead_letter_failures_total`).
-fn settle_dead_letter(
+fn settle_copy(
     group: &dyn GroupStore,
     receipt: PopReceipt,
     copied: Result<(), StoreError>,
@@ -461,8 +687,23 @@ fn copy_to_dlq(
     topic: &dyn TopicStore,
     p: &Popped,
 ) -> Result<(), StoreError> {
-    let d = &p.delivery;
     let dlq = super::retry::group_topic(core, &format!("{DLQ_PREFIX}{group}"))?;
+    copy_popped(core, dlq.as_ref(), topic, p)
+}
+
+/// Copies popped message `p` of `topic` into queue 0 of `dest` (a dead-letter or pop retry
+/// topic) as RocketMQ's revive and dead-lettering copy it: body, flags and properties kept
+/// (`UNIQ_KEY` too, so clients see the same message id) but a delay level, `RETRY_TOPIC`
+/// and `ORIGIN_MESSAGE_ID` set if not yet, and a reconsume count raised by its deliveries
+/// from `topic`.
+fn copy_popped(
+    core: &Core,
+    dest: &dyn TopicStore,
+    topic: &dyn TopicStore,
+    p: &Popped,
+) -> Result<(), StoreError> {
+    let d = &p.delivery;
+    let dlq = dest;
     let Some(rec) = record::decode(&d.payload) else {
         // Kept as it was stored rather than lost (a read steps over it, as over the original).
         dlq.append(0, d.payload.clone(), 0, now_ms())?;
@@ -622,6 +863,35 @@ mod tests {
             .map_or(0, |(first, end)| end - first)
     }
 
+    /// The stored reconsume count and message id of a popped message.
+    fn reconsumed(p: &Popped) -> (i32, String) {
+        let rec = record::decode(&p.delivery.payload).expect("a record");
+        let id = properties::find(rec.properties, properties::UNIQ_KEY).unwrap_or("").to_owned();
+        (rec.reconsume_times, id)
+    }
+
+    fn retried(b: &PopBatch) -> &[Popped] {
+        b.retried.as_ref().map_or(&[], |r| &r.messages)
+    }
+
+    fn backlog(core: &Core, topic: &str) -> Option<u64> {
+        let figures = core.store.group_figures();
+        figures.into_iter().find(|g| g.group == GROUP && g.topic == topic).map(|g| g.backlog)
+    }
+
+    /// The retained messages once the reaper thread got to `want` (or after 10 s, whatever
+    /// the count is then).
+    fn live_messages_reaching(core: &Core, want: u64) -> u64 {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let live = core.store.memory().live_messages;
+            if live == want || std::time::Instant::now() > until {
+                return live;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn given_a_message_whose_attempts_ran_out_when_popped_again_should_move_it_to_the_dlq() {
         let core = shared();
@@ -631,10 +901,67 @@ mod tests {
         let first = pop_once(&core, &c, t0).expect("pops");
         assert_eq!(first.messages.len(), 1);
         let second = pop_once(&core, &c, t0 + 1_000).expect("pops");
-        assert_eq!(second.messages.first().map(|m| m.attempts), Some(2), "redelivered");
+        assert!(second.messages.is_empty(), "not from its own queue again");
+        let again = retried(&second);
+        assert_eq!(again.len(), 1, "revived and delivered again by the same pop");
+        assert_eq!(reconsumed(&again[0]), (1, "ID1".to_owned()), "one reconsume, same id");
         let third = pop_once(&core, &c, t0 + 2_000).expect("pops");
-        assert!(third.messages.is_empty(), "not delivered a third time");
+        assert_eq!(third.len(), 0, "not delivered a third time");
         assert_eq!(dead_letters(&core), 1, "moved to %DLQ%<group>");
+        assert_eq!(core.store.inflight(GROUP, TOPIC), 0);
+        let retry = topics::pop_retry_topic(GROUP, TOPIC);
+        assert_eq!(core.store.inflight(GROUP, &retry), 0, "acknowledged in the retry topic");
+    }
+
+    #[test]
+    fn given_a_failing_message_when_its_invisible_time_runs_out_should_let_its_queue_move_on() {
+        // review-e77444b H7: the expired message was redelivered from its own queue, so every
+        // later message of the queue stayed held (and in memory) for attempts x invisible
+        // time although the group acknowledged them.
+        let core = shared();
+        for id in ["IDA", "IDB", "IDC"] {
+            append(&core, id, "blue");
+        }
+        let c = call(17, FilterExpr::Tag("*"));
+        let t0 = 1_000_000;
+        let first = pop_once(&core, &c, t0).expect("pops");
+        assert_eq!(first.messages.len(), 3);
+        for m in &first.messages[1..] {
+            let d = &m.delivery;
+            let r = PopReceipt { queue: d.queue, offset: d.offset, pop_time: first.pop_time };
+            first.group.pop_ack(r).expect("acknowledged");
+        }
+        assert_eq!(backlog(&core, TOPIC), Some(1));
+        let second = pop_once(&core, &c, t0 + 1_000).expect("pops");
+        assert_eq!(reconsumed(&retried(&second)[0]).1, "IDA", "delivered again");
+        assert_eq!(backlog(&core, TOPIC), Some(0), "acknowledged in its own queue");
+        assert_eq!(
+            live_messages_reaching(&core, 1),
+            1,
+            "its queue's messages freed, the copy kept"
+        );
+        let retry = topics::pop_retry_topic(GROUP, TOPIC);
+        assert_eq!(backlog(&core, &retry), Some(1), "the copy is held instead");
+        // The consumer acknowledges the copy with the receipt it got.
+        let r = second.retried.as_ref().expect("retried");
+        let d = &r.messages[0].delivery;
+        let receipt = PopReceipt { queue: d.queue, offset: d.offset, pop_time: second.pop_time };
+        core.store.pop_ack(GROUP, &retry, receipt).expect("acknowledged in the retry topic");
+        assert_eq!(backlog(&core, &retry), Some(0));
+        assert_eq!(pop_once(&core, &c, t0 + 10_000).expect("pops").len(), 0, "done");
+    }
+
+    #[test]
+    fn given_an_ordered_pop_when_a_message_expires_should_redeliver_it_in_place() {
+        let core = shared();
+        append(&core, "IDO", "blue");
+        let mut c = call(17, FilterExpr::Tag("*"));
+        c.order = true;
+        let t0 = 1_000_000;
+        assert_eq!(pop_once(&core, &c, t0).expect("pops").messages.len(), 1);
+        let again = pop_once(&core, &c, t0 + 1_000).expect("pops");
+        assert_eq!(again.messages.first().map(|m| m.attempts), Some(2), "from its own queue");
+        assert!(again.retried.is_none(), "ordered pops keep their order: no retry topic");
     }
 
     #[test]
@@ -684,8 +1011,8 @@ mod tests {
         let b = pop_once(&core, &c, 1_000_000).expect("pops");
         assert_eq!(b.messages.len(), 1, "only the match");
         let later = pop_once(&core, &c, 1_000_000 + 5_000).expect("pops");
-        assert_eq!(later.messages.len(), 1, "the match comes back, the rejected one never");
-        assert_eq!(later.messages.first().map(|m| m.attempts), Some(2));
+        assert_eq!(later.len(), 1, "the match comes back, the rejected one never");
+        assert_eq!(retried(&later).first().map(|m| reconsumed(m).0), Some(1));
     }
 
     #[test]

@@ -26,6 +26,29 @@ pub(crate) const RETRY_PREFIX: &str = "%RETRY%";
 /// Prefix of a group's dead-letter topic.
 pub(crate) const DLQ_PREFIX: &str = "%DLQ%";
 
+/// A group's POP retry topic for `topic`, `%RETRY%<group>_<topic>` (RocketMQ's
+/// `KeyBuilder.buildPopRetryTopicV1`): where an expired popped message is copied, with its
+/// reconsume count one higher, so that its own queue moves on (as `PopReviveService`
+/// revives). Clients name it in acks and invisible-time changes of such messages
+/// (`ExtraInfoUtil.getRealTopic`).
+pub(crate) fn pop_retry_topic(group: &str, topic: &str) -> String {
+    format!("{RETRY_PREFIX}{group}_{topic}")
+}
+
+/// The topic a POP receipt's retry flag names (`ExtraInfoUtil.getRealTopic`): `topic` itself
+/// for `0` (or a name that already is a retry topic), the V1 pop retry topic for `1`, the V2
+/// one (`%RETRY%<group>+<topic>`) for `2`.
+pub(crate) fn pop_real_topic(group: &str, topic: &str, retry: &str) -> String {
+    if topic.starts_with(RETRY_PREFIX) {
+        return topic.to_owned();
+    }
+    match retry {
+        "1" => pop_retry_topic(group, topic),
+        "2" => format!("{RETRY_PREFIX}{group}+{topic}"),
+        _ => topic.to_owned(),
+    }
+}
+
 /// Permission bits (RocketMQ `PermName`).
 pub(crate) mod perm {
     /// Readable.

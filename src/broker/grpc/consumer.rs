@@ -46,6 +46,7 @@ use super::GrpcState;
 use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopCall, PopError};
 use crate::broker::core::record;
+use crate::broker::core::topics;
 use crate::broker::core::Core;
 use crate::broker::grpc::receipt::{ReceiptHandle, Taken, DEFAULT_INVISIBLE_MS, RENEW_TICK};
 use crate::store::{AckOutcome, PopInit, PopReceipt, StoreError};
@@ -257,7 +258,6 @@ pub(crate) async fn receive_message(
         grpc: Arc::clone(&svc.grpc),
         client,
         group,
-        topic,
         renew: req.auto_renew.then_some(invisible_ms),
     });
     Ok(Response::new(stream))
@@ -268,36 +268,52 @@ fn rand_seed(client: &str) -> u32 {
     client.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
 }
 
-/// The messages of a pop as stream items (with their receipt handles), each with its receipt
-/// for [`Delivering`]. The batch counts them out, and acknowledges a record that cannot be
-/// read (it would come back forever).
+/// A delivered message the stream still holds: the topic it is stored in (the one received
+/// from, or the group's pop retry topic) and its receipt.
+type Held = (Arc<str>, PopReceipt);
+
+/// The messages of a pop as stream items (with their receipt handles), each with what
+/// [`Delivering`] needs to settle it. The batch counts them out, and acknowledges a record
+/// that cannot be read (it would come back forever). A message revived into the group's pop
+/// retry topic is shown under the topic received from, with its queue and offset there, its
+/// stored reconsume count and a handle naming the retry topic (as the proxy shows what
+/// RocketMQ's revive copied).
 fn deliver(
     svc: &Messaging,
     invisible_ms: u64,
     batch: &popper::PopBatch,
-) -> Vec<(ReceiveMessageResponse, Option<PopReceipt>)> {
-    let topic = &batch.topic;
-    let mut items = Vec::with_capacity(batch.messages.len());
-    batch.write_out(|m| {
+) -> Vec<(ReceiveMessageResponse, Option<Held>)> {
+    let shown = batch.topic.name();
+    let names: Vec<(u32, Arc<str>)> = std::iter::once(&batch.topic)
+        .chain(batch.retried.as_ref().map(|r| &r.topic))
+        .map(|t| (t.uid(), Arc::from(t.name())))
+        .collect();
+    let mut items = Vec::with_capacity(batch.len());
+    batch.write_out(|t, m| {
         let d = &m.delivery;
         let rec = record::decode(&d.payload)?;
         let receipt = PopReceipt { queue: d.queue, offset: d.offset, pop_time: batch.pop_time };
-        let handle = ReceiptHandle { topic_uid: topic.uid(), receipt };
+        let handle = ReceiptHandle { topic_uid: t.uid(), receipt };
+        let redeliveries = i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX);
         let at = Delivered {
-            topic: topic.name(),
+            topic: shown,
             queue_id: i32::try_from(d.queue).unwrap_or(i32::MAX),
             queue_offset: i64::try_from(d.offset).unwrap_or(i64::MAX),
             store_timestamp_ms: i64::try_from(d.timestamp).unwrap_or(i64::MAX),
             store_host: svc.core.store_host,
             receipt_handle: Some(handle.encode()),
             invisible_ms: Some(invisible_ms),
-            reconsume_times: i32::try_from(m.attempts.saturating_sub(1)).unwrap_or(i32::MAX),
+            reconsume_times: rec.reconsume_times.max(0).saturating_add(redeliveries),
         };
         let message = to_message(&rec, &at);
         let bytes = message.body.len();
+        let stored = names
+            .iter()
+            .find(|(uid, _)| *uid == t.uid())
+            .map_or_else(|| Arc::from(t.name()), |(_, n)| Arc::clone(n));
         items.push((
             ReceiveMessageResponse { content: Some(Content::Message(message)) },
-            Some(receipt),
+            Some((stored, receipt)),
         ));
         Some(bytes)
     });
@@ -316,12 +332,11 @@ pub(crate) const NACK_INVISIBLE_MS: u64 = 1_000;
 /// `ReceiveMessageResponseStreamWriter.processThrowableWhenWriteMessage` nacks what it failed
 /// to write. Before, such deliveries were renewed for up to 3 h while the session lived.
 pub(crate) struct Delivering {
-    items: std::collections::VecDeque<(ReceiveMessageResponse, Option<PopReceipt>)>,
+    items: std::collections::VecDeque<(ReceiveMessageResponse, Option<Held>)>,
     core: Arc<Core>,
     grpc: Arc<GrpcState>,
     client: String,
     group: String,
-    topic: String,
     /// Renewed by the server once handed out (`auto_renew`), invisible for this long first.
     renew: Option<u64>,
 }
@@ -329,9 +344,9 @@ pub(crate) struct Delivering {
 impl Delivering {
     /// Hands the transport one item after another; see the type's docs.
     fn poll_item(&mut self) -> Option<ReceiveMessageResponse> {
-        let (item, receipt) = self.items.pop_front()?;
-        if let (Some(r), Some(invisible_ms)) = (receipt, self.renew) {
-            let names = (self.group.as_str(), self.topic.as_str());
+        let (item, held) = self.items.pop_front()?;
+        if let (Some((topic, r)), Some(invisible_ms)) = (held, self.renew) {
+            let names = (self.group.as_str(), &*topic);
             if !self.grpc.renewals.track(&self.client, names, r, invisible_ms) {
                 tracing::debug!(client = %self.client, "renewal table full: the delivery is not renewed");
             }
@@ -355,13 +370,13 @@ impl Drop for Delivering {
     fn drop(&mut self) {
         let now = now_ms();
         let mut nacked = false;
-        for (_, receipt) in self.items.drain(..) {
-            let Some(r) = receipt else { continue };
+        for (_, held) in self.items.drain(..) {
+            let Some((topic, r)) = held else { continue };
             // Refused only if acknowledged or redelivered meanwhile: nothing to do then.
             nacked |= self
                 .core
                 .store
-                .change_invisible(&self.group, &self.topic, r, NACK_INVISIBLE_MS, now)
+                .change_invisible(&self.group, &topic, r, NACK_INVISIBLE_MS, now)
                 .is_ok();
         }
         if nacked {
@@ -382,6 +397,9 @@ struct Resolved {
     current: PopReceipt,
     /// The renewal taken out: given back if the store refuses the receipt.
     taken: Taken,
+    /// The topic the message is stored in: the one the request names, or the group's pop
+    /// retry topic for it (a revived message).
+    topic: String,
 }
 
 impl Resolved {
@@ -406,11 +424,17 @@ fn resolve(
     let Some(t) = core.store.topic(topic) else {
         return Err(status(Code::TopicNotFound, format!("topic {topic} does not exist")));
     };
-    if t.uid() != handle.topic_uid {
-        return Err(invalid("the receipt handle is not of this topic"));
-    }
-    let taken = svc.grpc.renewals.take(client, (group, topic), handle.receipt);
-    Ok(Resolved { handle, current: taken.current, taken })
+    let stored = if t.uid() == handle.topic_uid {
+        topic.to_owned()
+    } else {
+        let retry = topics::pop_retry_topic(group, topic);
+        match core.store.topic(&retry) {
+            Some(r) if r.uid() == handle.topic_uid => retry,
+            _ => return Err(invalid("the receipt handle is not of this topic")),
+        }
+    };
+    let taken = svc.grpc.renewals.take(client, (group, &stored), handle.receipt);
+    Ok(Resolved { handle, current: taken.current, taken, topic: stored })
 }
 
 /// A request naming the group and topic of a receipt handle (ack, change, forward).
@@ -486,7 +510,7 @@ pub(crate) async fn ack_message(
     for e in &req.entries {
         let st = match resolve(svc, client, group, topic, &e.receipt_handle) {
             Err(st) => st,
-            Ok(r) => match core.store.pop_ack(group, topic, r.current) {
+            Ok(r) => match core.store.pop_ack(group, &r.topic, r.current) {
                 Ok(ack) => {
                     unblocks |= ack.outcome == AckOutcome::Acked;
                     room_freed |= ack.room_freed;
@@ -553,7 +577,7 @@ pub(crate) async fn change_invisible_duration(
         Ok(r) => r,
         Err(st) => return answer(st, String::new()),
     };
-    match core.store.change_invisible(group, topic, r.current, invisible_ms, now_ms()) {
+    match core.store.change_invisible(group, &r.topic, r.current, invisible_ms, now_ms()) {
         Ok(renewed) => {
             popper::note_change(core);
             // The client handles the message itself from now on (a nack, or a simple
@@ -590,7 +614,7 @@ pub(crate) async fn forward_message_to_dead_letter_queue(
         Err(st) => return answer(st),
     };
     let attempts = u32::try_from(req.delivery_attempt).unwrap_or(1).max(1);
-    match popper::forward_to_dlq(core, group, topic, r.current, attempts) {
+    match popper::forward_to_dlq(core, group, &r.topic, r.current, attempts) {
         // Settled: its renewal was taken by `resolve`.
         Ok(()) => answer(ok()),
         Err(e) => {
@@ -752,12 +776,11 @@ mod tests {
         let receipt = PopReceipt { queue: m.queue, offset: m.offset, pop_time: b.pop_time };
         let item = ReceiveMessageResponse { content: Some(Content::Status(ok())) };
         Delivering {
-            items: [(item.clone(), None), (item, Some(receipt))].into(),
+            items: [(item.clone(), None), (item, Some((Arc::from("T"), receipt)))].into(),
             core: Arc::clone(core),
             grpc: Arc::clone(grpc),
             client: "c".into(),
             group: "g".into(),
-            topic: "T".into(),
             renew: Some(DEFAULT_INVISIBLE_MS),
         }
     }
@@ -772,8 +795,8 @@ mod tests {
         drop(stream);
         assert_eq!(grpc.renewals.count("c"), 0, "not tracked for renewal");
         let again = popper::pop_once(&core, &call, now_ms() + 2 * NACK_INVISIBLE_MS).expect("pops");
-        assert_eq!(again.messages.len(), 1, "visible again a second later, not a minute");
-        assert_eq!(again.messages[0].attempts, 2);
+        let revived = again.retried.as_ref().map(|r| r.messages.len());
+        assert_eq!(revived, Some(1), "visible again a second later (revived), not a minute");
     }
 
     #[test]
@@ -785,7 +808,7 @@ mod tests {
         drop(stream);
         assert_eq!(grpc.renewals.count("c"), 1, "tracked once handed to the transport");
         let later = popper::pop_once(&core, &call, now_ms() + 2 * NACK_INVISIBLE_MS).expect("pops");
-        assert!(later.messages.is_empty(), "still invisible: the consumer has it");
+        assert_eq!(later.len(), 0, "still invisible: the consumer has it");
     }
 
     #[test]

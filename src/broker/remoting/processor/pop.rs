@@ -9,10 +9,14 @@
 //!
 //! Differences from RocketMQ, each invisible to clients that follow the protocol:
 //!
-//! * An expired message is popped again from its own queue with a reconsume count one higher
-//!   (the engine's attempts), not copied into `%RETRY%<group>_<topic>` first: the retry flag of
-//!   every receipt is `0` and `POP_CK` is never pre-filled. The reconsume count, the message id
-//!   and the topic a client sees are those RocketMQ's revive gives it.
+//! * An expired message is revived as RocketMQ revives it (see [`crate::broker::core::pop`],
+//!   "Revival"): copied into `%RETRY%<group>_<topic>` and popped from there. Such a message is
+//!   written out as stored there (topic `%RETRY%<group>_<topic>`, queue 0, its offset there)
+//!   and its queue's start and message offsets carry retry flag `1`, so a client builds
+//!   `POP_CK` naming the retry topic and acks it there (`ExtraInfoUtil.getRealTopic`); RocketMQ
+//!   rewrites the topic and pre-fills `POP_CK` instead (`popResponseReturnActualRetryTopic`
+//!   off), which clients treat the same way. `POP_CK` is never pre-filled. Ordered pops
+//!   redeliver from the message's own queue, as RocketMQ's do.
 //! * A stale receipt (a redelivery or a change of invisible time replaced it) is answered
 //!   `NO_MESSAGE` where RocketMQ silently writes an ack nothing matches; either way the message
 //!   stays in flight under its newer receipt.
@@ -33,7 +37,7 @@ use super::{bad_header, store_error};
 use crate::broker::core::groups::GroupError;
 use crate::broker::core::pop::{self as popper, FilterExpr, PopBatch, PopCall, PopError, QueueOut};
 use crate::broker::core::record::{self, Placement};
-use crate::broker::core::topics::RETRY_PREFIX;
+use crate::broker::core::topics::{self, RETRY_PREFIX};
 use crate::broker::core::Core;
 use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
@@ -254,7 +258,7 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
         Err(e) => return reply(pop_error(req, &e)),
     };
     let mut body = BytesMut::new();
-    let per_queue = batch.write_out(|m| write_out(core, &batch, m, &mut body));
+    let per_queue = batch.write_out(|t, m| write_out(core, t, m, &mut body));
     if per_queue.is_empty() {
         if pass != Pass::Last && h.poll_time > 0 {
             return PopResult::Park(batch);
@@ -274,13 +278,19 @@ fn pop(core: &Arc<Core>, req: &RemotingCommand, pass: Pass) -> PopResult {
     ))
 }
 
-/// Appends the stored layout of popped message `m` (its reconsume count raised by its earlier
-/// deliveries) to `body`; the bytes written, or `None` for a record that cannot be.
-fn write_out(core: &Core, batch: &PopBatch, m: &Popped, body: &mut BytesMut) -> Option<usize> {
+/// Appends the stored layout of popped message `m` of `topic` (its reconsume count raised by
+/// its earlier deliveries) to `body`; the bytes written, or `None` for a record that cannot
+/// be.
+fn write_out(
+    core: &Core,
+    topic: &dyn crate::store::TopicStore,
+    m: &Popped,
+    body: &mut BytesMut,
+) -> Option<usize> {
     let d = &m.delivery;
     let at = Placement {
-        topic: batch.topic.name(),
-        topic_uid: batch.topic.uid(),
+        topic: topic.name(),
+        topic_uid: topic.uid(),
         queue: d.queue,
         offset: d.offset,
         store_timestamp: d.timestamp,
@@ -308,11 +318,13 @@ fn pop_header(
     let mut msg_info = Vec::new();
     let mut order_info = Vec::new();
     let mut rest = 0u64;
-    for QueueOut { queue: q, offsets: offs, .. } in per_queue {
+    for QueueOut { retry, queue: q, offsets: offs, .. } in per_queue {
+        // RocketMQ's `ExtraInfoUtil.getRetry`: 1 for a V1 pop retry topic.
+        let flag = u8::from(*retry);
         let start = offs.iter().map(|(o, _)| *o).min().unwrap_or(0);
-        start_info.push(format!("0 {q} {start}"));
+        start_info.push(format!("{flag} {q} {start}"));
         let list: Vec<String> = offs.iter().map(|(o, _)| o.to_string()).collect();
-        msg_info.push(format!("0 {q} {}", list.join(",")));
+        msg_info.push(format!("{flag} {q} {}", list.join(",")));
         if h.order {
             for (o, a) in offs {
                 order_info.push(format!("0 qo{q}%{o} {}", a.saturating_sub(1)));
@@ -321,7 +333,11 @@ fn pop_header(
             order_info.push(format!("0 {q} {min}"));
         }
         let last = offs.iter().map(|(o, _)| *o).max().unwrap_or(0);
-        rest += batch.topic.offsets(*q).map_or(0, |(_, end)| end.saturating_sub(last + 1));
+        let topic = match (&batch.retried, retry) {
+            (Some(r), true) => &r.topic,
+            _ => &batch.topic,
+        };
+        rest += topic.offsets(*q).map_or(0, |(_, end)| end.saturating_sub(last + 1));
     }
     PopMessageResponseHeader {
         pop_time: batch.pop_time,
@@ -342,6 +358,14 @@ fn receipt_error(req: &RemotingCommand, e: &StoreError) -> Reply {
         }
         other => store_error(req, other),
     }
+}
+
+/// The topic an ack or change of invisible time is for: the header's (clients name the pop
+/// retry topic there themselves, `ExtraInfoUtil.getRealTopic`), or the one its receipt's retry
+/// flag names when the header gives the original topic.
+fn real_topic(group: &str, topic: &str, extra_info: &str) -> String {
+    let retry = ExtraInfo::parse(extra_info).map_or("0", |e| e.retry);
+    topics::pop_real_topic(group, topic, retry)
 }
 
 /// The receipt a request names (its queue, offset and `extraInfo`'s pop time).
@@ -382,7 +406,8 @@ pub(crate) fn ack_message(
         Ok(r) => r,
         Err(r) => return r,
     };
-    match core.store.pop_ack(h.consumer_group, h.topic, receipt) {
+    let topic = real_topic(h.consumer_group, h.topic, h.extra_info);
+    match core.store.pop_ack(h.consumer_group, &topic, receipt) {
         Ok(ack) => {
             let ordered = ExtraInfo::parse(h.extra_info)
                 .is_some_and(|e| e.revive_qid == POP_ORDER_REVIVE_QUEUE);
@@ -437,9 +462,11 @@ pub(crate) fn batch_ack_message(
         ) else {
             continue;
         };
+        // The checkpoint names the original topic and a retry flag (`BatchAck.retry`).
+        let topic = topics::pop_real_topic(&ack.consumer_group, &ack.topic, &ack.retry);
         for bit in ack.bit_set.ones() {
             let receipt = PopReceipt { queue, offset: start + bit, pop_time };
-            match core.store.pop_ack(&ack.consumer_group, &ack.topic, receipt) {
+            match core.store.pop_ack(&ack.consumer_group, &topic, receipt) {
                 Ok(a) => room_freed |= a.room_freed,
                 Err(e) => {
                     tracing::debug!(group = %ack.consumer_group, topic = %ack.topic, queue, offset = start + bit, error = %e, "batch ack entry refused");
@@ -472,7 +499,8 @@ pub(crate) fn change_invisible_time(
     let revive_qid = ExtraInfo::parse(h.extra_info).map_or(0, |e| e.revive_qid);
     // Bounded as a pop's (see `popper::MAX_INVISIBLE_MS`).
     let invisible = u64::try_from(h.invisible_time).unwrap_or(0).min(popper::MAX_INVISIBLE_MS);
-    match core.store.change_invisible(h.consumer_group, h.topic, receipt, invisible, now_ms()) {
+    let topic = real_topic(h.consumer_group, h.topic, h.extra_info);
+    match core.store.change_invisible(h.consumer_group, &topic, receipt, invisible, now_ms()) {
         Ok(renewed) => {
             popper::note_change(core);
             let header = ChangeInvisibleTimeResponseHeader {
