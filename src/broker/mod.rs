@@ -214,6 +214,33 @@ fn security(config: &SecurityConfig) -> Result<(Arc<Gate>, Option<Arc<Acl>>), Br
     Ok((gate, acl))
 }
 
+/// The gRPC port's TLS ([`security::tls::grpc_server`]), over a self-signed certificate for
+/// `localhost`, the loopback addresses and `endpoint`'s address when no `tls-cert` is set,
+/// which the log says.
+#[cfg(feature = "grpc")]
+fn grpc_tls(
+    config: &SecurityConfig,
+    endpoint: SocketAddr,
+) -> Result<Option<security::tls::GrpcTls>, BrokerError> {
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    let ip = endpoint.ip().to_string();
+    if !names.contains(&ip) {
+        names.push(ip);
+    }
+    let tls = security::tls::grpc_server(config, &names)?;
+    match &tls {
+        Some(t) if t.certs.is_none() => tracing::warn!(
+            mode = ?t.mode,
+            names = ?t.self_signed,
+            "gRPC TLS: no tls-cert configured; serving a self-signed certificate made at start \
+             (as Apache's proxy does); set tls-cert and tls-key for one clients can verify"
+        ),
+        Some(t) => tracing::info!(mode = ?t.mode, "gRPC TLS: serving tls-cert"),
+        None => tracing::info!("gRPC TLS disabled: plaintext only"),
+    }
+    Ok(tls)
+}
+
 /// Reloads the ACL file and the TLS certificate when they change, until shutdown.
 fn watch_security(
     gate: &Gate,
@@ -292,6 +319,12 @@ pub async fn start_with_store(
         Some(l) => Some(l.local_addr().map_err(io("local address"))?),
         None => None,
     };
+    let grpc_endpoint = grpc_addr.map(|bound| config.core.advertised(bound));
+    #[cfg(feature = "grpc")]
+    let grpc_tls = match grpc_endpoint {
+        Some(endpoint) => grpc_tls(&config.security, endpoint)?,
+        None => None,
+    };
     let BrokerConfig {
         core: core_config,
         security: security_config,
@@ -299,7 +332,7 @@ pub async fn start_with_store(
         ..
     } = config;
     let mut core = Core::new(core_config, store, store_host);
-    core.grpc_endpoint = grpc_addr.map(|bound| core.config.advertised(bound));
+    core.grpc_endpoint = grpc_endpoint;
     let core = Arc::new(core);
     let face = Arc::new(RemotingState::new(remoting_config, security_config, acl));
     core.clients.set_notify(Arc::clone(&face) as _);
@@ -359,10 +392,16 @@ pub async fn start_with_store(
     // The gRPC face.
     #[cfg(feature = "grpc")]
     if let (Some(l), Some(endpoint), Some(g)) = (grpc_listener, core.grpc_endpoint, &grpc) {
+        let timeout =
+            std::time::Duration::from_millis(face.security.tls_handshake_timeout_ms.max(1));
+        if let Some(certs) = grpc_tls.as_ref().and_then(|t| t.certs.as_ref()) {
+            tasks.spawn(security::watch::poll(Arc::clone(certs) as _, shutdown_rx.clone()));
+        }
         tasks.spawn(grpc::serve(
             Arc::clone(&core),
             Arc::clone(g),
             l,
+            grpc_tls.map(|t| (t, timeout)),
             endpoint,
             shutdown_rx.clone(),
         ));

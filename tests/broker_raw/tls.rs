@@ -367,3 +367,171 @@ async fn given_the_certificate_files_change_should_handshake_with_the_new_pair_a
     );
     broker.shutdown().await;
 }
+
+/// The HTTP/2 client preface a plaintext gRPC client opens with.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A broker with a gRPC port on a free loopback port, adjusted by `tweak`.
+async fn grpc_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> RunningBroker {
+    common::broker::start(common::broker::with_grpc(), tweak).await
+}
+
+/// `connector`'s config offering ALPN `h2`, as gRPC clients do.
+fn h2(mut config: ClientConfig) -> TlsConnector {
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    TlsConnector::from(Arc::new(config))
+}
+
+/// A client config trusting exactly `roots`.
+fn trusting(roots: RootCertStore) -> ClientConfig {
+    ClientConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// Handshakes with the gRPC port as `name`; the negotiated ALPN protocol and the server's
+/// end-entity certificate.
+async fn grpc_handshake(
+    addr: SocketAddr,
+    connector: &TlsConnector,
+    name: &str,
+) -> std::io::Result<(Option<Vec<u8>>, CertificateDer<'static>)> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from(name.to_owned()).expect("a server name");
+    let tls = tokio::time::timeout(PATIENCE, connector.connect(name, tcp))
+        .await
+        .map_err(|_| std::io::Error::other("handshake not finished in time"))??;
+    let (_, session) = tls.get_ref();
+    let alpn = session.alpn_protocol().map(<[u8]>::to_vec);
+    let cert = session.peer_certificates().and_then(|c| c.first()).expect("a certificate");
+    Ok((alpn, cert.clone().into_owned()))
+}
+
+/// A verifier that accepts any certificate (to read the one a server presents).
+#[derive(Debug)]
+struct AnyCert(Arc<tokio_rustls::rustls::crypto::CryptoProvider>);
+
+impl tokio_rustls::rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: tokio_rustls::rustls::pki_types::UnixTime,
+    ) -> Result<tokio_rustls::rustls::client::danger::ServerCertVerified, tokio_rustls::rustls::Error>
+    {
+        Ok(tokio_rustls::rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &tokio_rustls::rustls::DigitallySignedStruct,
+    ) -> Result<
+        tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+        tokio_rustls::rustls::Error,
+    > {
+        tokio_rustls::rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &tokio_rustls::rustls::DigitallySignedStruct,
+    ) -> Result<
+        tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+        tokio_rustls::rustls::Error,
+    > {
+        tokio_rustls::rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<tokio_rustls::rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_no_tls_settings_when_a_tls_client_connects_to_the_grpc_port_should_serve_a_self_signed_certificate_and_h2(
+) {
+    // The 5.x SDKs turn TLS on by default; Apache's proxy answers it on the gRPC port with a
+    // certificate it made itself. baiji's gRPC port was plaintext only.
+    let broker = grpc_broker(|_| {}).await;
+    let addr = broker.grpc_addr().expect("a gRPC port");
+    let provider = Arc::new(aws_lc_rs::default_provider());
+    let any = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    let (alpn, cert) = grpc_handshake(addr, &h2(any), "127.0.0.1").await.expect("a TLS handshake");
+    assert_eq!(alpn.as_deref(), Some(&b"h2"[..]), "HTTP/2 negotiated, as gRPC needs");
+    // Self-signed, for the loopback address: it verifies against itself as the only root.
+    let mut roots = RootCertStore::empty();
+    roots.add(cert).expect("the presented certificate as a root");
+    let strict = h2(trusting(roots));
+    grpc_handshake(addr, &strict, "127.0.0.1").await.expect("valid for 127.0.0.1");
+    grpc_handshake(addr, &strict, "localhost").await.expect("valid for localhost");
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_tls_files_when_a_tls_client_connects_to_the_grpc_port_should_present_them_beside_plaintext(
+) {
+    let pki = Pki::new();
+    let broker = grpc_broker(|c| pki.configure(c, TlsMode::Disabled)).await;
+    let addr = broker.grpc_addr().expect("a gRPC port");
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).expect("CA PEM"))
+        .expect("a trusted CA");
+    let (alpn, _) = grpc_handshake(addr, &h2(trusting(roots)), "localhost")
+        .await
+        .expect("the configured certificate verifies against its CA");
+    assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
+    let plain = TcpStream::connect(addr).await.expect("a connection");
+    assert!(
+        !closed_by_broker(plain, H2_PREFACE).await,
+        "permissive: plaintext HTTP/2 is served on the same port"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_grpc_tls_enforcing_when_a_plaintext_client_connects_should_close_it() {
+    let broker = grpc_broker(|c| c.security.grpc_tls_mode = Some(TlsMode::Enforcing)).await;
+    let addr = broker.grpc_addr().expect("a gRPC port");
+    let plain = TcpStream::connect(addr).await.expect("a connection");
+    assert!(closed_by_broker(plain, H2_PREFACE).await, "plaintext is closed");
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_grpc_tls_disabled_when_a_tls_client_connects_should_not_handshake() {
+    let broker = grpc_broker(|c| c.security.grpc_tls_mode = Some(TlsMode::Disabled)).await;
+    let addr = broker.grpc_addr().expect("a gRPC port");
+    let provider = Arc::new(aws_lc_rs::default_provider());
+    let any = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    assert!(grpc_handshake(addr, &h2(any), "127.0.0.1").await.is_err(), "plaintext only");
+    broker.shutdown().await;
+}

@@ -6,6 +6,7 @@ on what a remoting consumer reads. Exits non-zero on any unexpected failure.
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -31,8 +32,8 @@ class Checker(TransactionChecker):
         return TransactionResolution.COMMIT
 
 
-def producer(endpoint, topic, checker=None):
-    p = Producer(ClientConfiguration(endpoint, Credentials()), (topic,), checker)
+def producer(endpoint, topic, checker=None, tls=False):
+    p = Producer(ClientConfiguration(endpoint, Credentials()), (topic,), checker, tls_enable=tls)
     p.startup()
     return p
 
@@ -54,8 +55,8 @@ def message(topic, body, tag=None, keys=None, props=None, group=None, deliver_at
     return m
 
 
-def normal(endpoint, topic, count):
-    p = producer(endpoint, topic)
+def normal(endpoint, topic, count, tls=False):
+    p = producer(endpoint, topic, tls=tls)
     for i in range(int(count)):
         keys = [f"key-{i}", f"other-{i}"]
         props = {"color": f"red-{i}", "size": str(i)}
@@ -63,6 +64,12 @@ def normal(endpoint, topic, count):
         emit(kind="sent", message_id=r.message_id, body=f"py-normal-{i}", tag="TagA",
              keys=keys, props=props)
     p.shutdown()
+
+
+def tls_normal(endpoint, topic, count, roots):
+    """`normal` over TLS (the SDK's secure channel), trusting the certificates in `roots`."""
+    os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = roots
+    normal(endpoint, topic, count, tls=True)
 
 
 def fifo(endpoint, topic, groups, count):
@@ -171,7 +178,7 @@ def hold(endpoint, topic, secs):
     p.shutdown()
 
 
-MODES = {"hold": hold, "normal": normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
+MODES = {"hold": hold, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
 
 if __name__ == "__main__":
     try:

@@ -50,6 +50,39 @@ async fn normal_messages_arrive_intact_at_a_remoting_consumer(sdk: Sdk) {
     b.running.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_python_producer_with_tls_on_when_sending_to_the_grpc_port_should_store_its_messages(
+) {
+    // The 5.x SDKs' TLS default: the gRPC port was plaintext only. The certificate here is
+    // configured (the Python SDK verifies it against GRPC_DEFAULT_SSL_ROOTS_FILE_PATH); the
+    // port serves TLS beside plaintext by default.
+    let dir = std::env::temp_dir().join(format!("baiji-grpc-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()])
+        .expect("a self-signed certificate");
+    let (cert, key) = (dir.join("grpc.pem"), dir.join("grpc.key"));
+    std::fs::write(&cert, made.cert.pem()).expect("write");
+    std::fs::write(&key, made.signing_key.serialize_pem()).expect("write");
+    let b = start_broker(|c| {
+        c.security.tls_cert = Some(cert.clone());
+        c.security.tls_key = Some(key.clone());
+    })
+    .await;
+    let topic = unique("GrpcTls");
+    create_topic(&b, &topic, QUEUES).await;
+    let roots = cert.to_string_lossy().into_owned();
+    let lines =
+        run(Sdk::Python, "producer.py", args(&["tls_normal", &b.grpc, &topic, "3", &roots])).await;
+    assert_eq!(of_kind(&lines, "sent").len(), 3, "every send over TLS answered: {lines:#?}");
+    let msgs = pull_until(&b, &topic, QUEUES, "the TLS sends are stored", |m| m.len() >= 3).await;
+    assert_eq!(msgs.len(), 3);
+    // And plaintext on the same port, as before.
+    let lines = run(Sdk::Python, "producer.py", args(&["normal", &b.grpc, &topic, "1"])).await;
+    assert_eq!(of_kind(&lines, "sent").len(), 1, "plaintext beside TLS: {lines:#?}");
+    b.running.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 async fn fifo_messages_keep_their_order_per_group(sdk: Sdk) {
     let b = start_broker(|_| {}).await;
     let topic = unique("GrpcFifo");

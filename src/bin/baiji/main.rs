@@ -219,6 +219,11 @@ struct SecurityArgs {
     /// milliseconds (default 10000).
     #[arg(long)]
     tls_handshake_timeout_ms: Option<u64>,
+    /// TLS on the gRPC port: permissive (TLS and plaintext on one port, the default unless
+    /// --tls-mode is enforcing), enforcing or disabled. With no --tls-cert, a self-signed
+    /// certificate is made at start (as Apache's proxy does).
+    #[arg(long)]
+    grpc_tls_mode: Option<baiji::broker::TlsMode>,
 }
 
 impl SecurityArgs {
@@ -229,6 +234,9 @@ impl SecurityArgs {
         }
         if let Some(v) = self.tls_mode {
             c.security.tls_mode = v;
+        }
+        if self.grpc_tls_mode.is_some() {
+            c.security.grpc_tls_mode = self.grpc_tls_mode;
         }
         if self.tls_cert.is_some() {
             c.security.tls_cert = self.tls_cert;

@@ -30,6 +30,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+
+use crate::broker::security::tls::GrpcTls;
 use tokio::sync::watch;
 
 use crate::broker::core::Core;
@@ -59,6 +61,8 @@ pub(crate) struct GrpcState {
     pub(crate) renewals: receipt::Renewals,
     /// Connections closed on accept because `max-connections` were open.
     pub(crate) connections_refused: AtomicU64,
+    /// Connections closed because their TLS handshake failed or did not finish in time.
+    pub(crate) tls_handshakes_failed: AtomicU64,
 }
 
 impl GrpcState {
@@ -81,12 +85,13 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a stopping server waits for calls in flight (long polls) before it drops them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Serves `MessagingService` on `listener` until `shutdown`; `endpoint` is the address routes
-/// advertise for it.
+/// Serves `MessagingService` on `listener` until `shutdown`, with TLS as `tls` says (none:
+/// plaintext only); `endpoint` is the address routes advertise for it.
 pub(crate) async fn serve(
     core: Arc<Core>,
     grpc: Arc<GrpcState>,
     listener: TcpListener,
+    tls: Option<(GrpcTls, Duration)>,
     endpoint: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -100,7 +105,11 @@ pub(crate) async fn serve(
     let server = pb::messaging_service_server::MessagingServiceServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
-    let incoming = conn::Connections::new(&core, Arc::clone(&grpc), listener);
+    let accepted = conn::Connections::new(&core, Arc::clone(&grpc), listener);
+    let incoming = match tls {
+        Some((tls, timeout)) => conn::admit(accepted, Some(tls), timeout),
+        None => conn::admit(accepted, None, Duration::ZERO),
+    };
     let (stopping_tx, mut stopping) = watch::channel(false);
     let signal = {
         let grpc = Arc::clone(&grpc);

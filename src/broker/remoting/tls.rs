@@ -26,8 +26,7 @@ use crate::broker::security::tls::{self, CertStore};
 use crate::broker::BrokerError;
 use crate::sync::Arc;
 
-/// The first byte of a TLS record carrying a handshake message (a ClientHello opens with it).
-pub(crate) const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+pub(crate) use crate::broker::security::tls::TLS_HANDSHAKE_RECORD;
 
 /// What the accept loop needs to admit a connection: the mode and, unless disabled, the
 /// acceptor built from the certificate files (and the store it takes the certificate from).

@@ -85,6 +85,23 @@ pub struct SecurityConfig {
     /// A TLS handshake not finished this long after its first byte closes the connection,
     /// milliseconds (Netty's `SslHandler` default, 10000).
     pub tls_handshake_timeout_ms: u64,
+    /// TLS on the gRPC port. `None` (the default) follows `tls-mode` where that is
+    /// `permissive` or `enforcing`, and is `permissive` otherwise: the RocketMQ 5 SDKs turn
+    /// TLS on by default, and Apache's proxy answers TLS and plaintext on one port
+    /// ([`SecurityConfig::grpc_tls`]).
+    pub grpc_tls_mode: Option<TlsMode>,
+}
+
+impl SecurityConfig {
+    /// The TLS mode of the gRPC port (see [`grpc_tls_mode`](Self::grpc_tls_mode)).
+    #[must_use]
+    pub fn grpc_tls(&self) -> TlsMode {
+        match (self.grpc_tls_mode, self.tls_mode) {
+            (Some(m), _) => m,
+            (None, TlsMode::Disabled) => TlsMode::Permissive,
+            (None, m) => m,
+        }
+    }
 }
 
 impl Default for SecurityConfig {
@@ -97,6 +114,7 @@ impl Default for SecurityConfig {
             tls_client_ca: None,
             tls_need_client_auth: ClientAuth::None,
             tls_handshake_timeout_ms: 10_000,
+            grpc_tls_mode: None,
         }
     }
 }

@@ -15,15 +15,19 @@ use std::path::{Path, PathBuf};
 use tokio_rustls::rustls::crypto::{aws_lc_rs, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WantsServerCert;
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use tokio_rustls::rustls::sign::CertifiedKey;
-use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::rustls::{ConfigBuilder, RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 use super::config::{ClientAuth, SecurityConfig, TlsMode};
 use super::watch::{FileStamp, Reload};
 use crate::broker::BrokerError;
 use crate::sync::{read, write, Arc, RwLock};
+
+/// The first byte of a TLS record carrying a handshake message (a ClientHello opens with it).
+pub(crate) const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// The server's certificate chain and key, as rustls asks for them at each handshake; replaced
 /// by [`CertStore::reload_if_changed`] when the files change.
@@ -126,10 +130,22 @@ pub(crate) fn server(
     })?;
     let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
     let certs = Arc::new(CertStore::load(cert_path, key_path, Arc::clone(&provider))?);
+    let builder = builder_for(config, provider)?;
+    let server = builder.with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
+    Ok(Some((TlsAcceptor::from(Arc::new(server)), certs)))
+}
+
+/// A rustls server builder with the protocol versions and the client authentication
+/// `config` asks for.
+fn builder_for(
+    config: &SecurityConfig,
+    provider: Arc<CryptoProvider>,
+) -> Result<ConfigBuilder<ServerConfig, WantsServerCert>, BrokerError> {
+    let cfg = |what: String| BrokerError::Config(what);
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| cfg(format!("TLS protocol versions: {e}")))?;
-    let builder = match config.tls_need_client_auth {
+    Ok(match config.tls_need_client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
             let ca_path = config.tls_client_ca.as_deref().ok_or_else(|| {
@@ -151,9 +167,87 @@ pub(crate) fn server(
                 verifier.build().map_err(|e| cfg(format!("client certificate verifier: {e}")))?;
             builder.with_client_cert_verifier(verifier)
         }
+    })
+}
+
+/// The gRPC port's TLS server ([`SecurityConfig::grpc_tls`]; `None` when disabled).
+#[cfg(feature = "grpc")]
+#[derive(Clone)]
+pub(crate) struct GrpcTls {
+    /// `permissive` or `enforcing`.
+    pub(crate) mode: TlsMode,
+    /// The acceptor: HTTP/2 only (ALPN `h2`, which gRPC clients require).
+    pub(crate) acceptor: TlsAcceptor,
+    /// The store of `tls-cert`/`tls-key`, to be watched; `None` for a self-signed certificate.
+    pub(crate) certs: Option<Arc<CertStore>>,
+    /// The names a self-signed certificate was made for (empty when the files are used).
+    pub(crate) self_signed: Vec<String>,
+}
+
+/// The gRPC port's TLS server: over `tls-cert`/`tls-key` when they are set (reloaded as the
+/// remoting ports' are), else over a certificate made at start for `names` (the hosts and
+/// addresses the broker is reached at), self-signed as Apache's proxy makes one when none is
+/// configured. ALPN offers `h2` only.
+///
+/// # Errors
+/// [`BrokerError::Config`] for files that do not load, a missing client CA, or a certificate
+/// that cannot be made.
+#[cfg(feature = "grpc")]
+pub(crate) fn grpc_server(
+    config: &SecurityConfig,
+    names: &[String],
+) -> Result<Option<GrpcTls>, BrokerError> {
+    let mode = config.grpc_tls();
+    if mode == TlsMode::Disabled {
+        return Ok(None);
+    }
+    let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
+    let builder = builder_for(config, Arc::clone(&provider))?;
+    let (mut server, certs, self_signed) = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            let certs = Arc::new(CertStore::load(cert, key, provider)?);
+            let resolver = Arc::clone(&certs) as Arc<dyn ResolvesServerCert>;
+            (builder.with_cert_resolver(resolver), Some(certs), Vec::new())
+        }
+        (None, None) => {
+            let (chain, key) = self_signed_pair(names)?;
+            let server = builder.with_single_cert(chain, key).map_err(|e| {
+                BrokerError::Config(format!("the self-signed gRPC certificate: {e}"))
+            })?;
+            (server, None, names.to_vec())
+        }
+        _ => {
+            return Err(BrokerError::Config(
+                "tls-cert and tls-key go together (the gRPC port needs both, or neither for a \
+                 self-signed certificate)"
+                    .into(),
+            ))
+        }
     };
-    let server = builder.with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
-    Ok(Some((TlsAcceptor::from(Arc::new(server)), certs)))
+    server.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(GrpcTls { mode, acceptor: TlsAcceptor::from(Arc::new(server)), certs, self_signed }))
+}
+
+#[cfg(feature = "grpc")]
+impl std::fmt::Debug for GrpcTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcTls")
+            .field("mode", &self.mode)
+            .field("self_signed", &self.self_signed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A self-signed certificate for `names` (DNS names or IP addresses) and its key.
+#[cfg(feature = "grpc")]
+fn self_signed_pair(
+    names: &[String],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), BrokerError> {
+    let made = rcgen::generate_simple_self_signed(names.to_vec())
+        .map_err(|e| BrokerError::Config(format!("cannot make a self-signed certificate: {e}")))?;
+    let key = PrivateKeyDer::try_from(made.signing_key.serialize_der())
+        .map_err(|e| BrokerError::Config(format!("the self-signed certificate's key: {e}")))?;
+    Ok((vec![made.cert.der().clone()], key))
 }
 
 /// The certificates of a PEM file (at least one).
