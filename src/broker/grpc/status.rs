@@ -37,13 +37,15 @@ fn store_code(e: &StoreError) -> Code {
 /// The status of a refused send: the core's remark with the `Code` a client acts on.
 pub(crate) fn send_status(e: &SendError) -> Status {
     let code = match e {
-        SendError::InvalidTopic(_) | SendError::BadQueue { .. } => Code::InternalServerError,
+        // The proxy's `ProxyExceptionCode`s of an illegal message, as `convertToGrpcStatus`
+        // answers them: a broken topic name, an oversized body or properties, an illegal
+        // delivery time; a queue the topic lacks or a missing producer group is a bad request.
+        SendError::InvalidTopic(_) => Code::IllegalTopic,
+        SendError::BadQueue { .. } | SendError::NoProducerGroup => Code::BadRequest,
         SendError::Forbidden(_) => Code::Forbidden,
         SendError::BodyTooLarge { .. } => Code::MessageBodyTooLarge,
-        SendError::PropertiesTooLarge(_)
-        | SendError::NoProducerGroup
-        | SendError::IllegalTimer(_)
-        | SendError::Record(_) => Code::BadRequest,
+        SendError::PropertiesTooLarge(_) | SendError::Record(_) => Code::MessagePropertiesTooLarge,
+        SendError::IllegalTimer(_) => Code::IllegalDeliveryTime,
         SendError::UnknownTopic(_) => Code::TopicNotFound,
         SendError::Store(e) => store_code(e),
     };
@@ -76,5 +78,18 @@ mod tests {
         assert_eq!(ok().code, 20_000, "OK is 20000 on the wire");
         assert_eq!(Code::ClientIdRequired as i32, 40_017);
         assert_eq!(Code::MessageBodyTooLarge as i32, 41_301);
+    }
+
+    #[test]
+    fn given_an_illegal_message_when_mapping_should_answer_the_proxys_illegal_codes() {
+        let code = |e: SendError| send_status(&e).code;
+        assert_eq!(code(SendError::InvalidTopic("bad name".into())), 40_002, "ILLEGAL_TOPIC");
+        let bad_queue = SendError::BadQueue { topic: "T".into(), asked: 9, queues: 8 };
+        assert_eq!(code(bad_queue), Code::BadRequest as i32);
+        assert_eq!(code(SendError::NoProducerGroup), Code::BadRequest as i32);
+        assert_eq!(code(SendError::BodyTooLarge { size: 2, max: 1 }), 41_301);
+        assert_eq!(code(SendError::PropertiesTooLarge(70_000)), 43_101, "PROPERTIES_TOO_LARGE");
+        assert_eq!(code(SendError::IllegalTimer("x".into())), 40_012, "ILLEGAL_DELIVERY_TIME");
+        assert_eq!(code(SendError::Forbidden("SCHEDULE_TOPIC_XXXX".into())), 40_300);
     }
 }
