@@ -91,3 +91,34 @@ async fn given_a_taken_grpc_port_when_a_broker_starts_should_refuse_an_asked_for
     second.shutdown().await;
     first.running.shutdown().await;
 }
+
+/// The server's first SETTINGS frame after the preface: its `(identifier, value)` pairs.
+async fn server_settings(addr: &str) -> Vec<(u16, u32)> {
+    let mut s = TcpStream::connect(addr).await.expect("the gRPC port accepts TCP");
+    s.write_all(PREFACE).await.expect("the preface is written");
+    let mut head = [0u8; 9];
+    tokio::time::timeout(PATIENCE, s.read_exact(&mut head))
+        .await
+        .expect("a frame in time")
+        .expect("a frame header");
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    assert_eq!(head[3], 0x4, "the server opens with SETTINGS");
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).await.expect("the SETTINGS payload");
+    payload
+        .chunks_exact(6)
+        .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_grpc_connection_when_the_server_settles_its_settings_should_bound_concurrent_streams(
+) {
+    // review-e77444b M7: tonic's default announced no bound, so one connection could hold any
+    // number of parked receives and Telemetry streams.
+    let b = start_broker(|_| {}).await;
+    let settings = server_settings(&b.grpc).await;
+    let max_streams = settings.iter().find(|(id, _)| *id == 0x3).map(|(_, v)| *v);
+    assert_eq!(max_streams, Some(200), "SETTINGS_MAX_CONCURRENT_STREAMS: {settings:?}");
+    b.running.shutdown().await;
+}

@@ -82,6 +82,10 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// How long a ping may go unanswered before the connection is closed.
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Most HTTP/2 streams (calls) one connection may have open at once; the server announces it
+/// in its SETTINGS (`SETTINGS_MAX_CONCURRENT_STREAMS`), and clients queue calls beyond it.
+pub(crate) const MAX_STREAMS_PER_CONNECTION: u32 = 200;
+
 /// How long a stopping server waits for calls in flight (long polls) before it drops them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -122,6 +126,11 @@ pub(crate) async fn serve(
         }
     };
     let serving = tonic::transport::Server::builder()
+        // Bounded per connection (review-e77444b M7): tonic's default lifts hyper's 200 to
+        // none, so one connection could hold any number of parked receives and Telemetry
+        // streams. 200 is hyper's own default and more than any SDK opens (one Telemetry
+        // stream and a few long polls per client).
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         // Pings find clients that vanished without closing (their Telemetry streams and
         // sessions then go); every gRPC client answers them.
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
