@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use super::table::Role;
 use super::{reply_error, ConnCtx, Reply};
+use crate::broker::core::topics::RETRY_PREFIX;
 use crate::broker::security::acl::{Acl, Resource, SignedRequest, PUB, SUB};
 use crate::broker::security::sign::{verify, ACCESS_KEY};
 use crate::remoting::body::{HeartbeatData, JsonBody};
@@ -161,10 +162,22 @@ fn resources(need: Need, req: &RemotingCommand) -> Result<Vec<(Resource<'_>, u8)
             }
         }
         Need::Consume(t, g) => {
+            let group = field(g);
             if let Some(t) = field(t) {
-                out.push((Resource::topic(t), SUB));
+                // An ack or change of a revived POP message names the group's pop retry topic
+                // `%RETRY%<group>_<topic>` (`ExtraInfoUtil.getRealTopic`): it is checked as the
+                // topic it revives, not as a group `<group>_<topic>` nobody has rights on.
+                let original = group
+                    .as_deref()
+                    .and_then(|g| t.strip_prefix(RETRY_PREFIX)?.strip_prefix(g)?.strip_prefix('_'));
+                match original {
+                    Some(o) if !o.is_empty() => {
+                        out.push((Resource::Topic(Cow::Owned(o.to_owned())), SUB));
+                    }
+                    _ => out.push((Resource::topic(t), SUB)),
+                }
             }
-            if let Some(g) = field(g) {
+            if let Some(g) = group {
                 out.push((Resource::Group(g), SUB));
             }
         }
@@ -221,5 +234,22 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn given_an_ack_in_the_pop_retry_topic_should_need_the_topic_it_revives_and_the_group() {
+        let mut req = RemotingCommand::request(rc::ACK_MESSAGE, 1);
+        req.ext_fields.insert("topic", "%RETRY%g1_Orders");
+        req.ext_fields.insert("consumerGroup", "g1");
+        let need = Need::Consume("topic", "consumerGroup");
+        let got = resources(need, &req).expect("resources");
+        let want = vec![
+            (Resource::Topic(Cow::Borrowed("Orders")), SUB),
+            (Resource::Group(Cow::Borrowed("g1")), SUB),
+        ];
+        assert_eq!(got, want, "not a group `g1_Orders`");
+        req.ext_fields.insert("topic", "%RETRY%g1");
+        let got = resources(need, &req).expect("resources");
+        assert_eq!(got[0], (Resource::Group(Cow::Borrowed("g1")), SUB), "a group's retry topic");
     }
 }
