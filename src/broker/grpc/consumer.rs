@@ -348,7 +348,11 @@ impl Delivering {
         if let (Some((topic, r)), Some(invisible_ms)) = (held, self.renew) {
             let names = (self.group.as_str(), &*topic);
             if !self.grpc.renewals.track(&self.client, names, r, invisible_ms) {
-                tracing::debug!(client = %self.client, "renewal table full: the delivery is not renewed");
+                let refused = self.grpc.renewals.refused();
+                // Logged at the 1st, 2nd, 4th, 8th... refusal: the count, not a flood.
+                if refused.is_power_of_two() {
+                    tracing::warn!(client = %self.client, refused, "renewal table or this client's share of it full: deliveries are not renewed and come back after their invisible time");
+                }
             }
         }
         Some(item)

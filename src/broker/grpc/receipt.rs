@@ -57,6 +57,11 @@ pub(crate) const RENEW_MAX_MS: u64 = 3 * 3600 * 1000;
 /// Most deliveries renewed at once, over every client (bounds what clients make the broker
 /// keep; past it a delivery simply expires after [`DEFAULT_INVISIBLE_MS`]).
 pub(crate) const MAX_RENEWALS: usize = 262_144;
+/// Most deliveries renewed at once for one client (review-e77444b L5): a fair share of
+/// [`MAX_RENEWALS`], so that one client holding many unacknowledged messages cannot stop the
+/// renewal of every other client's (at least eight such clients fit). Far above what a push
+/// consumer holds at its defaults (the Java SDK caches 1,024 messages per queue).
+pub(crate) const MAX_RENEWALS_PER_CLIENT: usize = MAX_RENEWALS / 8;
 
 const VERSION: &str = "b1";
 
@@ -133,6 +138,8 @@ pub(crate) struct Taken {
 #[derive(Debug, Default)]
 pub(crate) struct Renewals {
     clients: Mutex<Table>,
+    /// Deliveries not tracked because the table or the client's share was full.
+    refused: crate::sync::AtomicU64,
 }
 
 /// Every client's renewals, and how many there are in all (kept, so that `track` does not
@@ -148,9 +155,16 @@ impl Renewals {
         lock(&self.clients)
     }
 
+    /// Deliveries refused renewal so far (the table or the client's share was full).
+    pub(crate) fn refused(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.refused.load(crate::sync::Ordering::Relaxed)
+    }
+
     /// Renews the delivery `receipt` of `group` in `topic` (invisible for `invisible_ms` from
-    /// its pop time) on behalf of `client`. Returns `false` when the table is full (the
-    /// delivery is then not renewed).
+    /// its pop time) on behalf of `client`. Returns `false` when the table is full, or the
+    /// client has [`MAX_RENEWALS_PER_CLIENT`] (the delivery is then not renewed, and counted
+    /// in [`refused`](Self::refused)).
     pub(crate) fn track(
         &self,
         client: &str,
@@ -160,7 +174,10 @@ impl Renewals {
     ) -> bool {
         let PopReceipt { queue, offset, pop_time } = receipt;
         let mut t = self.lock();
-        if t.total >= MAX_RENEWALS {
+        let share = t.map.get(client).map_or(0, HashMap::len);
+        if t.total >= MAX_RENEWALS || share >= MAX_RENEWALS_PER_CLIENT {
+            // Relaxed: a statistic.
+            self.refused.fetch_add(1, crate::sync::Ordering::Relaxed);
             return false;
         }
         let Table { map, total } = &mut *t;
@@ -286,6 +303,23 @@ mod tests {
 
     fn rcpt(offset: u64, pop_time: u64) -> PopReceipt {
         PopReceipt { queue: 0, offset, pop_time }
+    }
+
+    #[test]
+    fn given_one_client_at_its_share_when_another_tracks_should_still_renew_the_other() {
+        // review-e77444b L5: one client could fill the whole table, and then no other
+        // client's delivery was renewed (each came back after 60 s while being processed).
+        let r = Renewals::default();
+        let names = ("g", "t");
+        for off in 0..MAX_RENEWALS_PER_CLIENT as u64 {
+            assert!(r.track("greedy", names, rcpt(off, 1), DEFAULT_INVISIBLE_MS));
+        }
+        let one_more = MAX_RENEWALS_PER_CLIENT as u64;
+        assert!(!r.track("greedy", names, rcpt(one_more, 1), DEFAULT_INVISIBLE_MS), "its share");
+        assert_eq!(r.refused(), 1, "counted");
+        assert!(r.track("other", names, rcpt(0, 1), DEFAULT_INVISIBLE_MS), "others still fit");
+        assert_eq!(r.count("greedy"), MAX_RENEWALS_PER_CLIENT);
+        assert_eq!(r.count("other"), 1);
     }
 
     #[test]
