@@ -95,14 +95,22 @@ impl Sessions {
         v
     }
 
-    /// Drops the sessions not heard from (no request, no Telemetry stream open) for `ttl`.
-    /// Returns their client ids.
+    /// Drops the sessions not heard from (no request, nothing on their Telemetry stream) for
+    /// `ttl`, and ends their Telemetry streams. Returns their client ids.
+    ///
+    /// An open Telemetry stream alone does not keep a session (review-e77444b M7): one
+    /// connection holding many streams under made-up client ids would otherwise fill the
+    /// session table for as long as it stays up. Live clients are heard from far more often
+    /// than `client-expiry-secs` (the SDKs send `Heartbeat` every 10 s, and every call touches
+    /// the session); one expired by mistake reopens its stream and gets a new session.
     pub(crate) fn expire(&self, ttl: Duration) -> Vec<String> {
         let mut gone = Vec::new();
         self.lock().retain(|id, s| {
-            let st = s.state();
-            let live = st.telemetry.is_some() || st.last_seen.elapsed() < ttl;
+            let mut st = s.state();
+            let live = st.last_seen.elapsed() < ttl;
             if !live {
+                // The response stream ends with its sender.
+                st.telemetry = None;
                 gone.push(id.clone());
             }
             live
@@ -266,5 +274,24 @@ mod tests {
         assert!(rx2.try_recv().is_ok());
         assert!(s.push(TelemetryCommand::default()), "one more fits the channel of 1");
         assert!(!s.push(TelemetryCommand::default()), "a full channel drops, never waits");
+    }
+
+    #[test]
+    fn given_a_silent_session_with_an_open_telemetry_stream_when_expiring_should_drop_it_and_end_the_stream(
+    ) {
+        // review-e77444b M7: an open stream kept a session for ever, so one connection holding
+        // streams under made-up client ids locked every new client out.
+        let sessions = Sessions::default();
+        let s = sessions.get_or_create_within("silent", 1).expect("room for one");
+        let (tx, mut rx) = mpsc::channel(1);
+        s.attach_telemetry(tx);
+        let ttl = Duration::from_secs(120);
+        let long_ago = Instant::now().checked_sub(ttl * 2).expect("an earlier instant");
+        s.state().last_seen = long_ago;
+        assert_eq!(sessions.expire(ttl), vec!["silent".to_owned()]);
+        assert!(!s.has_telemetry(), "its stream is ended");
+        let ended = matches!(rx.try_recv(), Err(mpsc::error::TryRecvError::Disconnected));
+        assert!(ended, "its sender is gone");
+        assert!(sessions.get_or_create_within("new", 1).is_some(), "room for a new client");
     }
 }
