@@ -83,6 +83,9 @@ pub(crate) struct Core {
     /// Bumped when a popped message may have become visible again without an append (a change
     /// of invisible time, an ack that unblocks an ordered queue): parked pops look again.
     pub(crate) pop_changes: watch::Sender<u64>,
+    /// Most topics the broker holds before it refuses to auto-create one
+    /// ([`send::AUTO_CREATE_TOPIC_LIMIT`]; lower in tests).
+    pub(crate) auto_create_limit: usize,
 }
 
 impl std::fmt::Debug for Core {
@@ -143,6 +146,7 @@ impl Core {
             pop_changes: watch::channel(0).0,
             config,
             store,
+            auto_create_limit: send::AUTO_CREATE_TOPIC_LIMIT,
         }
     }
 

@@ -193,6 +193,13 @@ pub(crate) fn resolve_topic(
         if !core.config.auto_create_topic {
             return Err(not_exist());
         }
+        if core.topics.len() >= core.auto_create_limit {
+            // review-e77444b L2: auto-creation (any valid name a send or a gRPC route query
+            // gives) could use up every topic uid, and then no `%RETRY%` or `%DLQ%` topic
+            // could be made: send-backs refused, dead letters kept in flight for ever.
+            tracing::warn!(%topic, limit = core.auto_create_limit, "topic not auto-created: the broker holds as many topics as auto-creation may make; the rest are kept for retry and dead-letter topics");
+            return Err(not_exist());
+        }
         let template = if default_topic.is_empty() { AUTO_CREATE_TOPIC } else { default_topic };
         let Some(def) = core.topics.get(template) else { return Err(not_exist()) };
         if def.perm & perm::INHERIT == 0 {
@@ -209,6 +216,14 @@ pub(crate) fn resolve_topic(
     let counters = core.topics.get_perm_counted(topic).map(|(_, c)| c).unwrap_or_default();
     Ok((t, counters))
 }
+
+/// Topic uids kept for `%RETRY%` and `%DLQ%` topics (and admin-created ones): auto-creation
+/// stops this far below [`MAX_TOPIC_UID`](crate::store::MAX_TOPIC_UID) (review-e77444b L2).
+pub(crate) const TOPIC_UID_RESERVE: usize = 16_384;
+
+/// Most topics the broker holds before auto-creation is refused.
+pub(crate) const AUTO_CREATE_TOPIC_LIMIT: usize =
+    crate::store::MAX_TOPIC_UID as usize - TOPIC_UID_RESERVE;
 
 /// The properties to store and the message's `UNIQ_KEY`: the client's, or one the broker adds
 /// when it sent none.
@@ -471,7 +486,30 @@ fn store_all(core: &Core, b: &Batch<'_>) -> Result<StoredBatch, SendError> {
 
 #[cfg(test)]
 mod tests {
-    use super::group_queue;
+    use super::{group_queue, resolve_topic, SendError};
+    use crate::broker::core::Core;
+    use crate::broker::BrokerConfig;
+    use crate::store::MemoryStore;
+    use crate::sync::Arc;
+
+    #[test]
+    fn given_the_auto_create_limit_when_one_more_topic_would_be_made_should_refuse_it_but_make_retry_topics(
+    ) {
+        // review-e77444b L2: auto-creation could use up every topic uid; %RETRY% and %DLQ%
+        // topics could then no longer be made.
+        let config = BrokerConfig::default();
+        let store = MemoryStore::new(config.engine_config().expect("an engine config"));
+        let store: Arc<dyn crate::store::Store> = Arc::new(store.expect("a store"));
+        let mut core = Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an addr"));
+        core.open();
+        core.auto_create_limit = core.topics.len() + 2;
+        resolve_topic(&core, "Auto1", "", 4).expect("under the limit");
+        resolve_topic(&core, "Auto2", "", 4).expect("at the limit");
+        let refused = resolve_topic(&core, "Auto3", "", 4);
+        assert!(matches!(refused, Err(SendError::UnknownTopic(_))), "{refused:?}");
+        resolve_topic(&core, "%RETRY%some_group", "", 1).expect("retry topics use the reserve");
+        assert!(core.topics.get("Auto3").is_none());
+    }
 
     #[test]
     fn given_a_message_group_when_picking_its_queue_should_be_stable_and_spread() {

@@ -177,6 +177,11 @@ impl TopicTable {
         self.bump();
     }
 
+    /// Topics in the table.
+    pub(crate) fn len(&self) -> usize {
+        read(&self.configs).len()
+    }
+
     /// Every topic's counters, by name (for a scrape).
     pub(crate) fn counters_all(&self) -> Vec<(String, Arc<TopicCounters>)> {
         let configs = read(&self.configs);
