@@ -369,3 +369,66 @@ async fn given_an_acl_protected_name_server_should_register_a_broker_that_signs_
     assert_eq!(namesrv.acl_refused(), refused, "the signed UNREGISTER_BROKER is accepted too");
     namesrv.shutdown().await;
 }
+
+/// The commit-log offset an answered send's offset msgId names (its last 16 hex digits).
+fn stored_offset(send_answer: &RemotingCommand) -> i64 {
+    let id = send_answer.ext_fields.get("msgId").expect("a msgId");
+    i64::from_str_radix(&id[id.len() - 16..], 16).expect("a hex offset")
+}
+
+fn view_request(offset: i64) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("offset", &offset.to_string());
+    request(rc::VIEW_MESSAGE_BY_ID, ext)
+}
+
+fn batch_ack(group: &str, topic: &str) -> RemotingCommand {
+    let body = format!(
+        r#"{{"brokerName":"baiji-a","acks":[{{"c":"{group}","t":"{topic}","r":"0","so":0,"q":0,"rq":0,"pt":1,"it":60000,"b":"AQ=="}}]}}"#
+    );
+    request(rc::BATCH_ACK_MESSAGE, ExtFields::new()).with_body(body.into_bytes())
+}
+
+fn send_back(group: &str, origin_topic: &str, offset: i64) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("offset", &offset.to_string());
+    ext.insert("group", group);
+    ext.insert("delayLevel", "0");
+    ext.insert("originTopic", origin_topic);
+    ext.insert("maxReconsumeTimes", "16");
+    ext.insert("unitMode", "false");
+    request(rc::CONSUMER_SEND_MSG_BACK, ext)
+}
+
+#[tokio::test]
+async fn given_resources_known_only_after_a_lookup_should_check_them_too() {
+    // review-e77444b L3: VIEW_MESSAGE_BY_ID and BATCH_ACK_MESSAGE needed only a valid
+    // signature (any account could read any topic's messages, half messages included, and
+    // ack other groups' in-flight messages); a send-back checked only its group.
+    let (broker, _) = acl_broker(&acl_yaml("DENY", "")).await;
+    let mut c = Conn::open(broker_addr(&broker)).await;
+    let ok = c.call(signed(send_request("AclOk", 0, &b"x"[..]), AK, SK)).await;
+    assert_eq!(ok.code, code::SUCCESS, "{ok:?}");
+    let pub_only = c.call(signed(send_request("AclPubOnly", 0, &b"y"[..]), AK, SK)).await;
+    assert_eq!(pub_only.code, code::SUCCESS, "{pub_only:?}");
+    // Viewing needs SUB on the message's topic; the admin sees everything.
+    let resp = c.call(signed(view_request(stored_offset(&ok)), AK, SK)).await;
+    assert_eq!(resp.code, code::SUCCESS, "SUB on AclOk: {resp:?}");
+    let resp = c.call(signed(view_request(stored_offset(&pub_only)), AK, SK)).await;
+    assert_eq!(resp.code, code::NO_PERMISSION, "PUB only on AclPubOnly: {resp:?}");
+    assert!(resp.remark.as_deref().is_some_and(|r| r.contains("AclPubOnly")), "{resp:?}");
+    let mut admin = Conn::open(broker_addr(&broker)).await;
+    let resp = admin.call(signed(view_request(stored_offset(&pub_only)), ADMIN_AK, ADMIN_SK)).await;
+    assert_ne!(resp.code, code::NO_PERMISSION, "the admin may: {resp:?}");
+    // A batch ack needs SUB on each checkpoint's topic and group.
+    assert_allowed(&c.call(signed(batch_ack("g_ok", "AclOk"), AK, SK)).await);
+    let resp = c.call(signed(batch_ack("g_denied", "AclOk"), AK, SK)).await;
+    assert_refused(&resp, "No default permission for group:g_denied");
+    let resp = c.call(signed(batch_ack("g_ok", "Unlisted"), AK, SK)).await;
+    assert_refused(&resp, "No default permission for topic:Unlisted");
+    // A send-back needs PUB on its origin topic (Java's PlainAccessResource) and its group.
+    assert_allowed(&c.call(signed(send_back("g_ok", "AclOk", stored_offset(&ok)), AK, SK)).await);
+    let resp = c.call(signed(send_back("g_ok", "Unlisted", stored_offset(&ok)), AK, SK)).await;
+    assert_refused(&resp, "No default permission for topic:Unlisted");
+    broker.shutdown().await;
+}

@@ -36,6 +36,9 @@ pub(crate) enum Need {
     Group(&'static str),
     /// `SUB` on each consumer group of the heartbeat body and on each topic it subscribes.
     Heartbeat,
+    /// A send-back: `PUB` on the origin topic (ext field `originTopic`, when given) and `SUB`
+    /// on the group (`group`), as Java's `PlainAccessResource.parse` checks it.
+    SendBack,
 }
 
 /// The broker port's rules (RocketMQ `PlainAccessResource.parse` and `Permission.ADMIN_CODE`).
@@ -55,10 +58,11 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::GET_MAX_OFFSET, Need::Signed),
     (rc::GET_MIN_OFFSET, Need::Signed),
     (rc::GET_EARLIEST_MSG_STORETIME, Need::Signed),
+    // Checked again once the message's topic is known (`check_found`, review-e77444b L3).
     (rc::VIEW_MESSAGE_BY_ID, Need::Signed),
     (rc::HEART_BEAT, Need::Heartbeat),
     (rc::UNREGISTER_CLIENT, Need::Group("consumerGroup")),
-    (rc::CONSUMER_SEND_MSG_BACK, Need::Group("group")),
+    (rc::CONSUMER_SEND_MSG_BACK, Need::SendBack),
     (rc::END_TRANSACTION, Need::Signed),
     (rc::GET_CONSUMER_LIST_BY_GROUP, Need::Group("consumerGroup")),
     (rc::LOCK_BATCH_MQ, Need::Signed),
@@ -86,7 +90,8 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),
     // POP: topic SUB and group SUB, as for pulls. A batch ack carries its groups and topics in
-    // its JSON body only, like the heartbeat; plain ACL checks no resource for it.
+    // its JSON body only: its signature here, its resources once the body is read
+    // (`check_found`, review-e77444b L3).
     (rc::POP_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::ACK_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::PEEK_MESSAGE, Need::Consume("topic", "consumerGroup")),
@@ -191,6 +196,16 @@ fn resources(need: Need, req: &RemotingCommand) -> Result<Vec<(Resource<'_>, u8)
                 out.push((Resource::Group(g), SUB));
             }
         }
+        Need::SendBack => {
+            if let Some(t) = field("originTopic") {
+                let r = Resource::topic(t);
+                let perm = if matches!(r, Resource::Group(_)) { SUB } else { PUB };
+                out.push((r, perm));
+            }
+            if let Some(g) = field("group") {
+                out.push((Resource::Group(g), SUB));
+            }
+        }
         Need::Heartbeat => {
             let hb = HeartbeatData::from_json_slice(&req.body)
                 .map_err(|e| format!("bad heartbeat body: {e}"))?;
@@ -210,6 +225,54 @@ pub(crate) fn check(acl: &Acl, role: Role, ctx: &ConnCtx, req: &RemotingCommand)
     let need = need(role, req.code).unwrap_or(Need::Signed);
     let request = Remoting { need, req };
     match acl.rules().validate(need == Need::Open, need == Need::Admin, ctx.peer.ip(), &request) {
+        Ok(()) => None,
+        Err(remark) => {
+            acl.refuse();
+            tracing::debug!(peer = %ctx.peer, code = req.code, %remark, "request refused by ACL");
+            Some(reply_error(req, response_code::NO_PERMISSION, remark))
+        }
+    }
+}
+
+/// A request whose resources its processor found (the topic of a looked-up message, the
+/// checkpoints of a batch ack's body), as the shared ACL checks it.
+struct Found<'a> {
+    req: &'a RemotingCommand,
+    resources: Vec<(Resource<'a>, u8)>,
+}
+
+impl SignedRequest for Found<'_> {
+    fn access_key(&self) -> Option<&str> {
+        self.req.ext_fields.get(ACCESS_KEY)
+    }
+
+    fn verify(&self, secret_key: &str) -> bool {
+        verify(&self.req.ext_fields, &self.req.body, secret_key)
+    }
+
+    fn what(&self) -> String {
+        format!("request code={}", self.req.code)
+    }
+
+    fn resources(&self) -> Result<Vec<(Resource<'_>, u8)>, String> {
+        Ok(self.resources.clone())
+    }
+}
+
+/// `None` when `req` may touch `resources` under `acl` (none configured: always); else the
+/// refusal to answer (`NO_PERMISSION`, naming the resource). `admin`: only an admin account
+/// may (an internal topic's messages). For what a processor learns only by reading the
+/// request: dispatch checked the signature and the header's resources already.
+pub(crate) fn check_found(
+    acl: Option<&Acl>,
+    ctx: &ConnCtx,
+    req: &RemotingCommand,
+    resources: Vec<(Resource<'_>, u8)>,
+    admin: bool,
+) -> Option<Reply> {
+    let acl = acl?;
+    let request = Found { req, resources };
+    match acl.rules().validate(false, admin, ctx.peer.ip(), &request) {
         Ok(()) => None,
         Err(remark) => {
             acl.refuse();

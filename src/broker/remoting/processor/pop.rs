@@ -29,6 +29,10 @@
 //!   Rust client never sends a popped message back itself).
 
 use crate::sync::Arc;
+use std::borrow::Cow;
+
+use crate::broker::remoting::acl;
+use crate::broker::security::acl::{Resource, SUB};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -426,8 +430,8 @@ pub(crate) fn ack_message(
 /// answers success whatever each ack finds).
 pub(crate) fn batch_ack_message(
     core: &Arc<Core>,
-    _face: &Arc<RemotingState>,
-    _ctx: &ConnCtx,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
     let body = match BatchAckMessageRequestBody::from_json_slice(&req.body) {
@@ -452,6 +456,22 @@ pub(crate) fn batch_ack_message(
                 format!("a batch ack may acknowledge at most {MAX_BATCH_ACKS} messages"),
             );
         }
+    }
+    // Under ACL, `SUB` on every checkpoint's topic and group, as `ACK_MESSAGE` needs
+    // (review-e77444b L3: a valid signature let any account ack other groups' messages).
+    let mut needs: Vec<(Resource<'_>, u8)> = Vec::new();
+    for ack in &body.acks {
+        for r in [
+            Resource::topic(Cow::Borrowed(&ack.topic)),
+            Resource::Group(Cow::Borrowed(&ack.consumer_group)),
+        ] {
+            if !needs.iter().any(|(n, _)| *n == r) {
+                needs.push((r, SUB));
+            }
+        }
+    }
+    if let Some(refused) = acl::check_found(face.acl.as_deref(), ctx, &req, needs, false) {
+        return refused;
     }
     let mut room_freed = false;
     for ack in &body.acks {

@@ -5,6 +5,10 @@
 
 use crate::sync::Arc;
 
+use crate::broker::core::topics;
+use crate::broker::remoting::acl;
+use crate::broker::security::acl::{Resource, SUB};
+
 use bytes::{Bytes, BytesMut};
 
 use super::bad_header;
@@ -23,8 +27,8 @@ use crate::store::{Filter, StoredRef};
 /// `VIEW_MESSAGE_BY_ID` (33).
 pub(crate) fn view_message_by_id(
     core: &Arc<Core>,
-    _face: &Arc<RemotingState>,
-    _ctx: &ConnCtx,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
     let h = match ViewMessageRequestHeader::from_ext_fields(&req.ext_fields) {
@@ -40,6 +44,15 @@ pub(crate) fn view_message_by_id(
     };
     let Some((uid, queue, offset)) = split_physical_offset(h.offset) else { return not_found() };
     let Some(topic) = core.store.topic_by_uid(uid) else { return not_found() };
+    // Under ACL, `SUB` on the message's topic (review-e77444b L3: any account could read any
+    // topic's messages by enumerating offset ids); internal topics (undecided half messages,
+    // waiting delays and timers) for admin accounts only.
+    let name = topic.name();
+    let internal = topics::is_internal_topic(name) || topics::is_system_topic(name);
+    let needs = vec![(Resource::topic(std::borrow::Cow::Borrowed(name)), SUB)];
+    if let Some(refused) = acl::check_found(face.acl.as_deref(), ctx, &req, needs, internal) {
+        return refused;
+    }
     let Some((rec, ts)) = core.store.get(topic.as_ref(), queue, offset) else { return not_found() };
     let mut body = BytesMut::new();
     let at = Placement {
