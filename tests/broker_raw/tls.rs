@@ -465,6 +465,17 @@ impl tokio_rustls::rustls::client::danger::ServerCertVerifier for AnyCert {
     }
 }
 
+/// A client config that accepts whatever certificate the server presents.
+fn accepting_any_certificate() -> ClientConfig {
+    let provider = Arc::new(aws_lc_rs::default_provider());
+    ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_no_tls_settings_when_a_tls_client_connects_to_the_grpc_port_should_serve_a_self_signed_certificate_and_h2(
 ) {
@@ -472,13 +483,7 @@ async fn given_no_tls_settings_when_a_tls_client_connects_to_the_grpc_port_shoul
     // certificate it made itself. baiji's gRPC port was plaintext only.
     let broker = grpc_broker(|_| {}).await;
     let addr = broker.grpc_addr().expect("a gRPC port");
-    let provider = Arc::new(aws_lc_rs::default_provider());
-    let any = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
-        .with_no_client_auth();
+    let any = accepting_any_certificate();
     let (alpn, cert) = grpc_handshake(addr, &h2(any), "127.0.0.1").await.expect("a TLS handshake");
     assert_eq!(alpn.as_deref(), Some(&b"h2"[..]), "HTTP/2 negotiated, as gRPC needs");
     // Self-signed, for the loopback address: it verifies against itself as the only root.
@@ -525,13 +530,7 @@ async fn given_grpc_tls_enforcing_when_a_plaintext_client_connects_should_close_
 async fn given_grpc_tls_disabled_when_a_tls_client_connects_should_not_handshake() {
     let broker = grpc_broker(|c| c.security.grpc_tls_mode = Some(TlsMode::Disabled)).await;
     let addr = broker.grpc_addr().expect("a gRPC port");
-    let provider = Arc::new(aws_lc_rs::default_provider());
-    let any = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
-        .with_no_client_auth();
+    let any = accepting_any_certificate();
     assert!(grpc_handshake(addr, &h2(any), "127.0.0.1").await.is_err(), "plaintext only");
     broker.shutdown().await;
 }

@@ -428,10 +428,7 @@ pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopB
         pop_time,
         messages,
         ends,
-        wake_at: match (out.next_expiry, retry_out.next_expiry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        },
+        wake_at: out.next_expiry.into_iter().chain(retry_out.next_expiry).min(),
         changes,
         more,
         retried,

@@ -129,10 +129,19 @@ pub(crate) fn need(role: Role, code: i32) -> Option<Need> {
     rules.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
 }
 
-/// A remoting request with the rule of its code, as the shared ACL checks it.
+/// A remoting request as the shared ACL checks it: with the rule of its code, or with the
+/// resources its processor found.
 struct Remoting<'a> {
-    need: Need,
     req: &'a RemotingCommand,
+    resources: Resources<'a>,
+}
+
+/// Where a [`Remoting`] request's resources come from.
+enum Resources<'a> {
+    /// The rule of its code, read from its header.
+    Rule(Need),
+    /// What its processor found (a looked-up message's topic, a batch ack's checkpoints).
+    Found(Vec<(Resource<'a>, u8)>),
 }
 
 impl SignedRequest for Remoting<'_> {
@@ -149,7 +158,10 @@ impl SignedRequest for Remoting<'_> {
     }
 
     fn resources(&self) -> Result<Vec<(Resource<'_>, u8)>, String> {
-        resources(self.need, self.req)
+        match &self.resources {
+            Resources::Rule(need) => resources(*need, self.req),
+            Resources::Found(found) => Ok(found.clone()),
+        }
     }
 }
 
@@ -223,40 +235,8 @@ fn resources(need: Need, req: &RemotingCommand) -> Result<Vec<(Resource<'_>, u8)
 /// `None` when `req` may proceed under `acl`; else the refusal to answer.
 pub(crate) fn check(acl: &Acl, role: Role, ctx: &ConnCtx, req: &RemotingCommand) -> Option<Reply> {
     let need = need(role, req.code).unwrap_or(Need::Signed);
-    let request = Remoting { need, req };
-    match acl.rules().validate(need == Need::Open, need == Need::Admin, ctx.peer.ip(), &request) {
-        Ok(()) => None,
-        Err(remark) => {
-            acl.refuse();
-            tracing::debug!(peer = %ctx.peer, code = req.code, %remark, "request refused by ACL");
-            Some(reply_error(req, response_code::NO_PERMISSION, remark))
-        }
-    }
-}
-
-/// A request whose resources its processor found (the topic of a looked-up message, the
-/// checkpoints of a batch ack's body), as the shared ACL checks it.
-struct Found<'a> {
-    req: &'a RemotingCommand,
-    resources: Vec<(Resource<'a>, u8)>,
-}
-
-impl SignedRequest for Found<'_> {
-    fn access_key(&self) -> Option<&str> {
-        self.req.ext_fields.get(ACCESS_KEY)
-    }
-
-    fn verify(&self, secret_key: &str) -> bool {
-        verify(&self.req.ext_fields, &self.req.body, secret_key)
-    }
-
-    fn what(&self) -> String {
-        format!("request code={}", self.req.code)
-    }
-
-    fn resources(&self) -> Result<Vec<(Resource<'_>, u8)>, String> {
-        Ok(self.resources.clone())
-    }
+    let request = Remoting { req, resources: Resources::Rule(need) };
+    validate(acl, need == Need::Open, need == Need::Admin, ctx, &request)
 }
 
 /// `None` when `req` may touch `resources` under `acl` (none configured: always); else the
@@ -270,12 +250,23 @@ pub(crate) fn check_found(
     resources: Vec<(Resource<'_>, u8)>,
     admin: bool,
 ) -> Option<Reply> {
-    let acl = acl?;
-    let request = Found { req, resources };
-    match acl.rules().validate(false, admin, ctx.peer.ip(), &request) {
+    let request = Remoting { req, resources: Resources::Found(resources) };
+    validate(acl?, false, admin, ctx, &request)
+}
+
+/// The shared ACL's verdict on `request`, as a refusal to answer (counted and logged).
+fn validate(
+    acl: &Acl,
+    open: bool,
+    admin: bool,
+    ctx: &ConnCtx,
+    request: &Remoting<'_>,
+) -> Option<Reply> {
+    match acl.rules().validate(open, admin, ctx.peer.ip(), request) {
         Ok(()) => None,
         Err(remark) => {
             acl.refuse();
+            let req = request.req;
             tracing::debug!(peer = %ctx.peer, code = req.code, %remark, "request refused by ACL");
             Some(reply_error(req, response_code::NO_PERMISSION, remark))
         }
