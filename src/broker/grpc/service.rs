@@ -21,7 +21,7 @@ use super::pb::{
     QueryAssignmentResponse, QueryRouteRequest, QueryRouteResponse, ReceiveMessageRequest,
     ReceiveMessageResponse, SendMessageRequest, SendMessageResponse, TelemetryCommand,
 };
-use super::session::{self, Session, TelemetryItem, TELEMETRY_CHANNEL};
+use super::session::{self, Session, SessionRefused, TelemetryItem, TELEMETRY_CHANNEL};
 use super::status::{ok, status};
 use super::{consumer, producer, route, settings, GrpcState};
 use crate::broker::core::Core;
@@ -45,16 +45,24 @@ pub(crate) struct Messaging {
 impl Messaging {
     /// The session of the client that sent `request`, created on first sight, or the status to
     /// answer with: `CLIENT_ID_REQUIRED` when it sent no `x-mq-client-id`, `TOO_MANY_REQUESTS`
-    /// when `max-connections` clients have sessions already.
+    /// when `max-connections` clients have sessions already, or the request's connection
+    /// created its share of them ([`session::connection_share`]).
     pub(crate) fn session<T>(&self, request: &Request<T>) -> Result<Arc<Session>, pb::Status> {
         match session::client_id(request.metadata()) {
             Some(id) => {
                 let cap = self.core.config.max_connections.max(1);
-                self.grpc.sessions.get_or_create_within(&id, cap).ok_or_else(|| {
-                    status(
-                        Code::TooManyRequests,
-                        format!("this broker serves at most {cap} gRPC clients at once"),
-                    )
+                let peer = request.remote_addr();
+                self.grpc.sessions.get_or_create_within(&id, cap, peer).map_err(|why| {
+                    let text = match why {
+                        SessionRefused::Full => {
+                            format!("this broker serves at most {cap} gRPC clients at once")
+                        }
+                        SessionRefused::ConnectionShare => format!(
+                            "one connection may carry at most {} gRPC clients",
+                            session::connection_share(cap)
+                        ),
+                    };
+                    status(Code::TooManyRequests, text)
                 })
             }
             None => Err(status(

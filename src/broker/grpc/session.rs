@@ -11,6 +11,7 @@
 
 use crate::sync::{Arc, Mutex, MutexGuard};
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::sync::lock;
@@ -40,46 +41,99 @@ pub(crate) fn client_id(metadata: &tonic::metadata::MetadataMap) -> Option<Strin
 /// All sessions of one broker.
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
-    map: Mutex<HashMap<String, Arc<Session>>>,
+    inner: Mutex<Table>,
+}
+
+/// The session table and, per connection (its peer address), how many sessions it created.
+#[derive(Debug, Default)]
+struct Table {
+    map: HashMap<String, Arc<Session>>,
+    per_connection: HashMap<SocketAddr, usize>,
+}
+
+impl Table {
+    fn forget(&mut self, session: &Session) {
+        if let Some(peer) = session.origin {
+            if let Some(n) = self.per_connection.get_mut(&peer) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.per_connection.remove(&peer);
+                }
+            }
+        }
+    }
+}
+
+/// Why a new client got no session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionRefused {
+    /// The table holds `cap` sessions.
+    Full,
+    /// The client's connection created its share of the table already.
+    ConnectionShare,
+}
+
+/// The share of the session table one connection may create: an eighth, as each client's share
+/// of the renewal table (at least one). Clients of the 5.x SDKs open their own connections,
+/// one client id each; a gRPC proxy in front multiplexing many clients still gets 1,250 of the
+/// default 10,000.
+pub(crate) fn connection_share(cap: usize) -> usize {
+    (cap / 8).max(1)
 }
 
 impl Sessions {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        lock(&self.map)
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        lock(&self.inner)
     }
 
     /// The session of `client_id`, created on first sight unless `cap` sessions exist already
-    /// (then `None`: a flood of made-up client ids cannot grow the table without bound; idle
-    /// sessions expire after `client-expiry-secs`).
-    pub(crate) fn get_or_create_within(&self, client_id: &str, cap: usize) -> Option<Arc<Session>> {
-        let mut map = self.lock();
-        if let Some(session) = map.get(client_id) {
+    /// or the request's connection (`peer`) created [`connection_share`] of them: a flood of
+    /// made-up client ids cannot grow the table without bound, nor can one connection take the
+    /// whole table (review-e77444b M7); idle sessions expire after `client-expiry-secs`.
+    pub(crate) fn get_or_create_within(
+        &self,
+        client_id: &str,
+        cap: usize,
+        peer: Option<SocketAddr>,
+    ) -> Result<Arc<Session>, SessionRefused> {
+        let mut t = self.lock();
+        if let Some(session) = t.map.get(client_id) {
             session.touch();
-            return Some(Arc::clone(session));
+            return Ok(Arc::clone(session));
         }
-        if map.len() >= cap {
-            return None;
+        if t.map.len() >= cap {
+            return Err(SessionRefused::Full);
         }
-        let session = Arc::new(Session::new(client_id.to_owned()));
-        map.insert(client_id.to_owned(), Arc::clone(&session));
-        Some(session)
+        if let Some(p) = peer {
+            let n = t.per_connection.entry(p).or_insert(0);
+            if *n >= connection_share(cap) {
+                return Err(SessionRefused::ConnectionShare);
+            }
+            *n += 1;
+        }
+        let session = Arc::new(Session::new(client_id.to_owned(), peer));
+        t.map.insert(client_id.to_owned(), Arc::clone(&session));
+        Ok(session)
     }
 
     /// The session of `client_id`, if the client is known.
     // For the consumer RPCs (branch grpcc), which read the session of a receive or an ack.
     #[allow(dead_code)]
     pub(crate) fn get(&self, client_id: &str) -> Option<Arc<Session>> {
-        self.lock().get(client_id).cloned()
+        self.lock().map.get(client_id).cloned()
     }
 
     /// Forgets `client_id` (NotifyClientTermination); its Telemetry stream ends.
     pub(crate) fn remove(&self, client_id: &str) -> Option<Arc<Session>> {
-        self.lock().remove(client_id)
+        let mut t = self.lock();
+        let gone = t.map.remove(client_id)?;
+        t.forget(&gone);
+        Some(gone)
     }
 
     /// Every session (a snapshot).
     pub(crate) fn all(&self) -> Vec<Arc<Session>> {
-        self.lock().values().cloned().collect()
+        self.lock().map.values().cloned().collect()
     }
 
     /// Producers publishing to `topic` (their Settings list it) that have a Telemetry stream
@@ -87,6 +141,7 @@ impl Sessions {
     pub(crate) fn producers_of(&self, topic: &str) -> Vec<Arc<Session>> {
         let mut v: Vec<Arc<Session>> = self
             .lock()
+            .map
             .values()
             .filter(|s| s.publishes(topic) && s.has_telemetry())
             .cloned()
@@ -105,16 +160,22 @@ impl Sessions {
     /// the session); one expired by mistake reopens its stream and gets a new session.
     pub(crate) fn expire(&self, ttl: Duration) -> Vec<String> {
         let mut gone = Vec::new();
-        self.lock().retain(|id, s| {
+        let mut t = self.lock();
+        let mut expired = Vec::new();
+        t.map.retain(|id, s| {
             let mut st = s.state();
             let live = st.last_seen.elapsed() < ttl;
             if !live {
                 // The response stream ends with its sender.
                 st.telemetry = None;
                 gone.push(id.clone());
+                expired.push(Arc::clone(s));
             }
             live
         });
+        for s in &expired {
+            t.forget(s);
+        }
         gone
     }
 
@@ -131,6 +192,8 @@ impl Sessions {
 #[derive(Debug)]
 pub(crate) struct Session {
     client_id: String,
+    /// The connection (peer address) whose request created the session.
+    origin: Option<SocketAddr>,
     state: Mutex<SessionState>,
 }
 
@@ -149,9 +212,10 @@ pub(crate) struct SessionState {
 }
 
 impl Session {
-    fn new(client_id: String) -> Self {
+    fn new(client_id: String, origin: Option<SocketAddr>) -> Self {
         Session {
             client_id,
+            origin,
             state: Mutex::new(SessionState {
                 settings: None,
                 client_type: ClientType::Unspecified,
@@ -252,18 +316,21 @@ mod tests {
     #[test]
     fn given_a_full_session_table_when_a_new_client_comes_should_refuse_it_but_keep_known_ones() {
         let sessions = Sessions::default();
-        assert!(sessions.get_or_create_within("a", 2).is_some());
-        assert!(sessions.get_or_create_within("b", 2).is_some());
-        assert!(sessions.get_or_create_within("c", 2).is_none(), "a third client is refused");
-        assert!(sessions.get_or_create_within("a", 2).is_some(), "known clients are still served");
+        assert!(sessions.get_or_create_within("a", 2, None).is_ok());
+        assert!(sessions.get_or_create_within("b", 2, None).is_ok());
+        assert!(sessions.get_or_create_within("c", 2, None).is_err(), "a third client is refused");
+        assert!(
+            sessions.get_or_create_within("a", 2, None).is_ok(),
+            "known clients are still served"
+        );
         sessions.remove("b");
-        assert!(sessions.get_or_create_within("c", 2).is_some(), "room again once one left");
+        assert!(sessions.get_or_create_within("c", 2, None).is_ok(), "room again once one left");
     }
 
     #[test]
     fn given_a_reopened_telemetry_stream_when_the_old_one_ends_should_keep_the_new_one() {
         let sessions = Sessions::default();
-        let s = sessions.get_or_create_within("p", 1).expect("room for one");
+        let s = sessions.get_or_create_within("p", 1, None).expect("room for one");
         let (tx1, _rx1) = mpsc::channel(1);
         let (tx2, mut rx2) = mpsc::channel(1);
         let first = s.attach_telemetry(tx1);
@@ -282,7 +349,7 @@ mod tests {
         // review-e77444b M7: an open stream kept a session for ever, so one connection holding
         // streams under made-up client ids locked every new client out.
         let sessions = Sessions::default();
-        let s = sessions.get_or_create_within("silent", 1).expect("room for one");
+        let s = sessions.get_or_create_within("silent", 1, None).expect("room for one");
         let (tx, mut rx) = mpsc::channel(1);
         s.attach_telemetry(tx);
         let ttl = Duration::from_secs(120);
@@ -292,6 +359,33 @@ mod tests {
         assert!(!s.has_telemetry(), "its stream is ended");
         let ended = matches!(rx.try_recv(), Err(mpsc::error::TryRecvError::Disconnected));
         assert!(ended, "its sender is gone");
-        assert!(sessions.get_or_create_within("new", 1).is_some(), "room for a new client");
+        assert!(sessions.get_or_create_within("new", 1, None).is_ok(), "room for a new client");
+    }
+
+    #[test]
+    fn given_one_connection_with_many_client_ids_when_it_passes_its_share_should_refuse_it_but_serve_others(
+    ) {
+        // review-e77444b M7: one connection inventing client ids took the whole table.
+        let sessions = Sessions::default();
+        let one: SocketAddr = "127.0.0.1:40001".parse().expect("an address");
+        let other: SocketAddr = "127.0.0.1:40002".parse().expect("an address");
+        let cap = 16;
+        assert_eq!(connection_share(cap), 2);
+        assert!(sessions.get_or_create_within("a", cap, Some(one)).is_ok());
+        assert!(sessions.get_or_create_within("b", cap, Some(one)).is_ok());
+        assert_eq!(
+            sessions.get_or_create_within("c", cap, Some(one)).err(),
+            Some(SessionRefused::ConnectionShare)
+        );
+        assert!(sessions.get_or_create_within("a", cap, Some(one)).is_ok(), "its own still served");
+        assert!(sessions.get_or_create_within("c", cap, Some(other)).is_ok(), "others get room");
+        sessions.remove("a");
+        assert!(sessions.get_or_create_within("d", cap, Some(one)).is_ok(), "room once one left");
+        let ttl = Duration::from_secs(120);
+        for s in sessions.all() {
+            s.state().last_seen = Instant::now().checked_sub(ttl * 2).expect("an earlier instant");
+        }
+        assert_eq!(sessions.expire(ttl).len(), 3);
+        assert!(sessions.lock().per_connection.is_empty(), "expired sessions free their share");
     }
 }
