@@ -37,6 +37,10 @@ use crate::sync::lock;
 
 /// How long a peer's gRPC port (or its having none) is trusted before it is asked again.
 pub(crate) const PEER_TTL: Duration = Duration::from_secs(30);
+/// How long a peer that did not answer is left alone before it is asked again: a probe lost
+/// to a busy moment must not hide the peer from every route for [`PEER_TTL`] (a client caches
+/// the route it got for 30 s more).
+const PEER_RETRY: Duration = Duration::from_secs(2);
 /// Patience for one question to a name server or a peer; past it the route goes without.
 const ASK_TIMEOUT: Duration = Duration::from_secs(3);
 /// Peers remembered at most (a name server lists far fewer brokers; a bound all the same).
@@ -70,7 +74,7 @@ fn endpoints_at(host: &str, port: u16) -> Endpoints {
 /// (`None`: it serves no gRPC, or did not answer).
 #[derive(Debug, Default)]
 pub(crate) struct Peers {
-    known: Mutex<HashMap<String, (Option<u16>, Instant)>>,
+    known: Mutex<HashMap<String, (Option<u16>, Instant, Duration)>>,
 }
 
 impl Peers {
@@ -78,35 +82,47 @@ impl Peers {
     async fn grpc_port(&self, remoting: &str) -> Option<u16> {
         {
             let known = lock(&self.known);
-            if let Some((port, at)) = known.get(remoting) {
-                if at.elapsed() < PEER_TTL {
+            if let Some((port, at, ttl)) = known.get(remoting) {
+                if at.elapsed() < *ttl {
                     return *port;
                 }
             }
         }
-        let port = ask_grpc_port(remoting).await;
+        let (port, ttl) = match ask_grpc_port(remoting).await {
+            Some(answered) => (answered, PEER_TTL),
+            None => (None, PEER_RETRY),
+        };
         let mut known = lock(&self.known);
         if known.len() >= MAX_PEERS {
-            known.retain(|_, (_, at)| at.elapsed() < PEER_TTL);
+            known.retain(|_, (_, at, ttl)| at.elapsed() < *ttl);
         }
         if known.len() < MAX_PEERS {
-            known.insert(remoting.to_string(), (port, Instant::now()));
+            known.insert(remoting.to_string(), (port, Instant::now(), ttl));
         }
         port
     }
 }
 
-/// `grpcServerPort` from the GET_BROKER_CONFIG answer of the broker at `remoting`.
-async fn ask_grpc_port(remoting: &str) -> Option<u16> {
+/// `grpcServerPort` from the GET_BROKER_CONFIG answer of the broker at `remoting`: `None` when
+/// it did not answer, `Some(None)` when it answered without a gRPC port.
+async fn ask_grpc_port(remoting: &str) -> Option<Option<u16>> {
     let req = RemotingCommand::request(request_code::GET_BROKER_CONFIG, 0);
-    let resp = request_once(remoting, req, ASK_TIMEOUT).await.ok()?;
+    let resp = match request_once(remoting, req, ASK_TIMEOUT).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(peer = remoting, error = %e, "a peer's gRPC port: no answer");
+            return None;
+        }
+    };
     if resp.code != response_code::SUCCESS {
-        return None;
+        return Some(None);
     }
-    let text = std::str::from_utf8(&resp.body).ok()?;
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("grpcServerPort="))
-        .and_then(|v| v.trim().parse().ok())
+    let Ok(text) = std::str::from_utf8(&resp.body) else { return Some(None) };
+    Some(
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("grpcServerPort="))
+            .and_then(|v| v.trim().parse().ok()),
+    )
 }
 
 /// The route of `topic` as this broker's name server has it: the embedded table, or the first
