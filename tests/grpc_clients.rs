@@ -10,6 +10,8 @@
 #[path = "common/mod.rs"]
 mod common;
 
+#[path = "grpc_clients/acl.rs"]
+mod acl;
 #[path = "grpc_clients/cluster.rs"]
 mod cluster;
 #[path = "grpc_clients/connections.rs"]

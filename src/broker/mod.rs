@@ -179,8 +179,8 @@ impl RunningBroker {
         self.core.timers.waiting()
     }
 
-    /// Requests the ACL refused (one-way ones included, which get no answer); 0 without
-    /// `acl-file`.
+    /// Requests and gRPC calls the ACL refused (one-way ones included, which get no answer); 0
+    /// without `acl-file`.
     pub fn acl_refused(&self) -> u64 {
         self.remoting.acl.as_ref().map_or(0, |a| remoting::Counters::get(&a.refused))
     }
@@ -339,7 +339,10 @@ pub async fn start_with_store(
     core.transactions
         .register(Arc::new(remoting::processor::transaction::RemotingProducers(Arc::clone(&face))));
     #[cfg(feature = "grpc")]
-    let grpc = grpc_listener.is_some().then(|| Arc::new(grpc::GrpcState::default()));
+    let grpc = grpc_listener.is_some().then(|| {
+        // The same ACL object: one file watch, one refusal count for both faces.
+        Arc::new(grpc::GrpcState { acl: face.acl.clone(), ..grpc::GrpcState::default() })
+    });
     #[cfg(feature = "grpc")]
     if let Some(g) = &grpc {
         core.transactions.register(Arc::new(grpc::producer::GrpcProducers(Arc::clone(g))));

@@ -10,6 +10,7 @@ Modes:
                   --invisible s, try to ack with the old handle (printed: its error code),
                   receive it again once visible, ack it with the new delivery's handle
   bad-invisible   receive with an invisible duration of --invisible s: print the error code
+  acl-receive     receive once, signed with --ak/--sk: print `done` or `refused` with its code
 """
 
 import argparse
@@ -54,9 +55,11 @@ def main():
     p.add_argument("--tag", default="*")
     p.add_argument("--patience", type=float, default=45)
     p.add_argument("--linger", type=float, default=0)
+    p.add_argument("--ak", default="")
+    p.add_argument("--sk", default="")
     a = p.parse_args()
 
-    config = ClientConfiguration(a.endpoint, Credentials(), request_timeout=5)
+    config = ClientConfiguration(a.endpoint, Credentials(a.ak, a.sk), request_timeout=5)
     consumer = SimpleConsumer(config, a.group, {a.topic: FilterExpression(a.tag)}, await_duration=5)
     consumer.startup()
     deadline = time.time() + a.patience
@@ -112,6 +115,12 @@ def main():
                 emit(kind="done", code=None)
             except Exception as e:  # noqa: BLE001
                 emit(kind="done", code=code_of(e), error=str(e))
+        elif a.mode == "acl-receive":
+            try:
+                got = consumer.receive(1, a.invisible)
+                emit(kind="done", received=len(got))
+            except Exception as e:  # noqa: BLE001
+                emit(kind="refused", code=code_of(e), error=str(e))
         else:
             raise SystemExit("unknown mode " + a.mode)
     finally:

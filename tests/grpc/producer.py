@@ -32,8 +32,9 @@ class Checker(TransactionChecker):
         return TransactionResolution.COMMIT
 
 
-def producer(endpoint, topic, checker=None, tls=False):
-    p = Producer(ClientConfiguration(endpoint, Credentials()), (topic,), checker, tls_enable=tls)
+def producer(endpoint, topic, checker=None, tls=False, credentials=None):
+    config = ClientConfiguration(endpoint, credentials or Credentials())
+    p = Producer(config, (topic,), checker, tls_enable=tls)
     p.startup()
     return p
 
@@ -178,7 +179,35 @@ def hold(endpoint, topic, secs):
     p.shutdown()
 
 
-MODES = {"hold": hold, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
+def acl_send(endpoint, topic, ak, sk):
+    """Sends one message signed as account `ak` with secret `sk` (the SDK's MQv2-HMAC-SHA1
+    metadata): prints `sent`, or `refused` with the code the broker answered."""
+    p = producer(endpoint, topic, credentials=Credentials(ak, sk))
+    try:
+        r = p.send(message(topic, "py-acl"))
+        emit(kind="sent", message_id=r.message_id)
+    except Exception as e:  # noqa: BLE001 - the refusal is what the test looks at
+        # A refused route query reaches the caller as "failed to fetch topic route", without
+        # its code: the route is asked again with the SDK's own signed metadata (`sign()`).
+        emit(kind="refused", code=getattr(e, "code", None), route_code=route_code(p, endpoint, topic),
+             error=str(e))
+    finally:
+        p.shutdown()
+
+
+def route_code(p, endpoint, topic):
+    """The status code of a QueryRoute sent with the metadata `p` signs its calls with."""
+    import grpc
+    from rocketmq.grpc_protocol import MessagingServiceStub
+    from rocketmq.grpc_protocol.definition_pb2 import Resource
+    from rocketmq.grpc_protocol.service_pb2 import QueryRouteRequest
+
+    stub = MessagingServiceStub(grpc.insecure_channel(endpoint))
+    r = stub.QueryRoute(QueryRouteRequest(topic=Resource(name=topic)), metadata=p.sign(), timeout=10)
+    return r.status.code
+
+
+MODES = {"acl_send": acl_send, "hold": hold, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
 
 if __name__ == "__main__":
     try:

@@ -95,7 +95,7 @@ fn fifo(core: &Core, session: &Session, group: &str) -> bool {
     from_settings.unwrap_or_else(|| core.groups.orderly(group))
 }
 
-fn one_status(st: pb::Status) -> Result<Response<ReceiveStream>, tonic::Status> {
+pub(crate) fn one_status(st: pb::Status) -> Result<Response<ReceiveStream>, tonic::Status> {
     let only = ReceiveMessageResponse { content: Some(Content::Status(st)) };
     let stream: ReceiveStream = Box::pin(tokio_stream::iter([Ok(only)]));
     Ok(Response::new(stream))

@@ -8,6 +8,7 @@
 //! the RPCs baiji does not serve, which answer `UNIMPLEMENTED` as the proxy does.
 //!
 //! - [`service`]: the `MessagingService` impl, routes ([`route`]), heartbeats, Telemetry;
+//! - [`acl`]: `acl-file` on this port (the SDKs' signatures, each RPC's needs);
 //! - [`session`]: per-client state keyed by `x-mq-client-id` (Settings, Telemetry sender);
 //! - [`settings`]: the Settings echo every client waits for;
 //! - [`producer`]: SendMessage (through the remoting send path) and EndTransaction;
@@ -15,6 +16,9 @@
 //! - [`convert`]: stored messages ⇄ v2 `Message`;
 //! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
 
+pub(crate) mod acl;
+#[cfg(all(test, feature = "bench"))]
+mod acl_tests;
 pub(crate) mod conn;
 pub(crate) mod consumer;
 pub(crate) mod convert;
@@ -35,6 +39,7 @@ use crate::broker::security::tls::GrpcTls;
 use tokio::sync::watch;
 
 use crate::broker::core::Core;
+use crate::broker::security::acl::Acl;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// The generated protobuf messages and the server trait of `apache.rocketmq.v2`.
@@ -50,8 +55,8 @@ pub(crate) mod pb {
     tonic::include_proto!("apache.rocketmq.v2");
 }
 
-/// The gRPC face's own state: its clients' sessions, the deliveries it renews for them, and
-/// what its listener refused.
+/// The gRPC face's own state: its clients' sessions, the deliveries it renews for them, what
+/// its listener refused, and the broker's ACL.
 #[derive(Debug, Default)]
 pub(crate) struct GrpcState {
     /// The gRPC face's clients (Settings, Telemetry streams), keyed by client id; the
@@ -63,6 +68,9 @@ pub(crate) struct GrpcState {
     pub(crate) connections_refused: AtomicU64,
     /// Connections closed because their TLS handshake failed or did not finish in time.
     pub(crate) tls_handshakes_failed: AtomicU64,
+    /// The broker's ACL (`acl-file`), the one object the remoting face checks with too (its
+    /// reloads and refusal count are shared); `None`: every call is served.
+    pub(crate) acl: Option<Arc<Acl>>,
 }
 
 impl GrpcState {

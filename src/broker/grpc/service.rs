@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Streaming};
 
+use super::acl::{self, Caller, Needs};
 use super::pb::messaging_service_server::MessagingService;
 use super::pb::{
     self, telemetry_command, AckMessageRequest, AckMessageResponse, ChangeInvisibleDurationRequest,
@@ -25,6 +26,7 @@ use super::session::{self, Session, SessionRefused, TelemetryItem, TELEMETRY_CHA
 use super::status::{ok, status};
 use super::{consumer, producer, route, settings, GrpcState};
 use crate::broker::core::Core;
+use crate::broker::security::acl::Acl;
 
 /// What `ReceiveMessage` answers with: a stream of status, messages and a delivery timestamp.
 pub(crate) type ReceiveStream = BoxStream<ReceiveMessageResponse>;
@@ -43,6 +45,12 @@ pub(crate) struct Messaging {
 }
 
 impl Messaging {
+    /// `Ok` when the ACL (if any) admits `request`, checked before anything else (its
+    /// session included); else the status to answer with ([`acl`]).
+    fn admit<T: Needs>(&self, request: &Request<T>) -> Result<(), pb::Status> {
+        acl::admit(self.grpc.acl.as_deref(), request)
+    }
+
     /// The session of the client that sent `request`, created on first sight, or the status to
     /// answer with: `CLIENT_ID_REQUIRED` when it sent no `x-mq-client-id`, `TOO_MANY_REQUESTS`
     /// when `max-connections` clients have sessions already, or the request's connection
@@ -79,7 +87,7 @@ impl MessagingService for Messaging {
         &self,
         request: Request<QueryRouteRequest>,
     ) -> Result<Response<QueryRouteResponse>, tonic::Status> {
-        if let Err(s) = self.session(&request) {
+        if let Err(s) = self.admit(&request).and_then(|()| self.session(&request).map(drop)) {
             return Ok(Response::new(QueryRouteResponse {
                 status: Some(s),
                 message_queues: vec![],
@@ -92,7 +100,7 @@ impl MessagingService for Messaging {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, tonic::Status> {
-        let session = match self.session(&request) {
+        let session = match self.admit(&request).and_then(|()| self.session(&request)) {
             Ok(s) => s,
             Err(s) => return Ok(Response::new(HeartbeatResponse { status: Some(s) })),
         };
@@ -111,6 +119,9 @@ impl MessagingService for Messaging {
         &self,
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            return Ok(Response::new(SendMessageResponse { status: Some(s), entries: vec![] }));
+        }
         Ok(Response::new(producer::send_message(self, request)))
     }
 
@@ -118,6 +129,10 @@ impl MessagingService for Messaging {
         &self,
         request: Request<QueryAssignmentRequest>,
     ) -> Result<Response<QueryAssignmentResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            let refused = QueryAssignmentResponse { status: Some(s), assignments: vec![] };
+            return Ok(Response::new(refused));
+        }
         consumer::query_assignment(self, request).await
     }
 
@@ -125,6 +140,9 @@ impl MessagingService for Messaging {
         &self,
         request: Request<ReceiveMessageRequest>,
     ) -> Result<Response<ReceiveStream>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            return consumer::one_status(s);
+        }
         consumer::receive_message(self, request).await
     }
 
@@ -132,6 +150,9 @@ impl MessagingService for Messaging {
         &self,
         request: Request<AckMessageRequest>,
     ) -> Result<Response<AckMessageResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            return Ok(Response::new(AckMessageResponse { status: Some(s), entries: vec![] }));
+        }
         consumer::ack_message(self, request).await
     }
 
@@ -139,6 +160,10 @@ impl MessagingService for Messaging {
         &self,
         request: Request<ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<ForwardMessageToDeadLetterQueueResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            let refused = ForwardMessageToDeadLetterQueueResponse { status: Some(s) };
+            return Ok(Response::new(refused));
+        }
         consumer::forward_message_to_dead_letter_queue(self, request).await
     }
 
@@ -146,6 +171,9 @@ impl MessagingService for Messaging {
         &self,
         request: Request<EndTransactionRequest>,
     ) -> Result<Response<EndTransactionResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            return Ok(Response::new(EndTransactionResponse { status: Some(s) }));
+        }
         Ok(Response::new(producer::end_transaction(self, request)))
     }
 
@@ -153,6 +181,13 @@ impl MessagingService for Messaging {
         &self,
         request: Request<Streaming<TelemetryCommand>>,
     ) -> Result<Response<BoxStream<TelemetryCommand>>, tonic::Status> {
+        // The stream's signature now; each Settings' rights as it comes (`read_telemetry`).
+        let guard = self.grpc.acl.as_ref().map(|a| (Arc::clone(a), Caller::of(&request)));
+        if let Some((acl, caller)) = &guard {
+            caller
+                .check(acl, TelemetryCommand::RPC, Ok(Vec::new()))
+                .map_err(|r| acl::refused_grpc(&r))?;
+        }
         let (tx, rx) = mpsc::channel::<TelemetryItem>(TELEMETRY_CHANNEL);
         let out: BoxStream<TelemetryCommand> =
             Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
@@ -165,7 +200,8 @@ impl MessagingService for Messaging {
             }
         };
         let stream_id = session.attach_telemetry(tx);
-        tokio::spawn(read_telemetry(self.clone(), session, stream_id, request.into_inner()));
+        let incoming = request.into_inner();
+        tokio::spawn(read_telemetry(self.clone(), session, stream_id, incoming, guard));
         Ok(Response::new(out))
     }
 
@@ -173,6 +209,9 @@ impl MessagingService for Messaging {
         &self,
         request: Request<NotifyClientTerminationRequest>,
     ) -> Result<Response<NotifyClientTerminationResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            return Ok(Response::new(NotifyClientTerminationResponse { status: Some(s) }));
+        }
         match session::client_id(request.metadata()) {
             Some(id) => {
                 self.grpc.sessions.remove(&id);
@@ -189,17 +228,25 @@ impl MessagingService for Messaging {
         &self,
         request: Request<ChangeInvisibleDurationRequest>,
     ) -> Result<Response<ChangeInvisibleDurationResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            let refused =
+                ChangeInvisibleDurationResponse { status: Some(s), receipt_handle: String::new() };
+            return Ok(Response::new(refused));
+        }
         consumer::change_invisible_duration(self, request).await
     }
 }
 
 /// Reads one client's Telemetry commands until the stream ends: each `Settings` is stored and
 /// answered at once with the merged settings (1.3); results of server commands are only noted.
+/// Under an ACL (`guard`: it and the stream's caller) a command its account may not send ends
+/// the stream with the refusal, unapplied.
 async fn read_telemetry(
     svc: Messaging,
     session: Arc<Session>,
     stream_id: u64,
     mut incoming: Streaming<TelemetryCommand>,
+    guard: Option<(Arc<Acl>, Caller)>,
 ) {
     loop {
         let cmd = match incoming.message().await {
@@ -211,6 +258,12 @@ async fn read_telemetry(
             }
         };
         session.touch();
+        if let Some((acl, caller)) = &guard {
+            if let Err(r) = caller.check(acl, TelemetryCommand::RPC, cmd.needs()) {
+                session.fail_telemetry(stream_id, acl::refused_grpc(&r));
+                break;
+            }
+        }
         match cmd.command {
             Some(telemetry_command::Command::Settings(client)) => {
                 let reply = match settings::merge(&svc.core, client) {

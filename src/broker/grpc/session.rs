@@ -298,6 +298,17 @@ impl Session {
         st.last_seen = Instant::now();
     }
 
+    /// Ends Telemetry stream `id` (if it is still the open one) with `error`, e.g. Settings the
+    /// ACL refused: the error is the stream's last item.
+    pub(crate) fn fail_telemetry(&self, id: u64, error: tonic::Status) {
+        let mut st = self.state();
+        if st.telemetry.as_ref().is_some_and(|(open, _)| *open == id) {
+            if let Some((_, tx)) = st.telemetry.take() {
+                let _ = tx.try_send(Err(error));
+            }
+        }
+    }
+
     /// Writes `cmd` to the client's Telemetry stream without waiting. Returns whether it was
     /// queued (false: no stream open, or the client is not reading it).
     pub(crate) fn push(&self, cmd: TelemetryCommand) -> bool {

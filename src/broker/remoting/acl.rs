@@ -264,7 +264,8 @@ fn validate(
 ) -> Option<Reply> {
     match acl.rules().validate(open, admin, ctx.peer.ip(), request) {
         Ok(()) => None,
-        Err(remark) => {
+        Err(refusal) => {
+            let remark = refusal.remark;
             acl.refuse();
             let req = request.req;
             tracing::debug!(peer = %ctx.peer, code = req.code, %remark, "request refused by ACL");

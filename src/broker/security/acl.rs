@@ -3,10 +3,10 @@
 //! makes of one request against it ([`AclConfig::validate`]), and the running broker's
 //! [`Acl`] (the rules, reloaded when the file changes, and the refusals counted).
 //!
-//! What a request needs (its code's row of the permission matrix) and where its resources and
-//! signature are is the face's business: the remoting face's rules are in
-//! `remoting/acl.rs`, and it hands a request to [`AclConfig::validate`] as a
-//! [`SignedRequest`]. In this order:
+//! What a request needs (its code's or RPC's row of the permission matrix) and where its
+//! resources and signature are is the face's business: the remoting face's rules are in
+//! `remoting/acl.rs`, the gRPC face's in `grpc/acl.rs`; each hands a request to
+//! [`AclConfig::validate`] as a [`SignedRequest`]. In this order:
 //!
 //! 1. codes RocketMQ lets through without credentials (`open`) pass;
 //! 2. a peer matching `globalWhiteRemoteAddresses` passes;
@@ -74,6 +74,27 @@ pub(crate) trait SignedRequest {
     /// # Errors
     /// The remark when the request cannot be read for them (a bad heartbeat body).
     fn resources(&self) -> Result<Vec<(Resource<'_>, u8)>, String>;
+}
+
+/// Why [`AclConfig::validate`] refused a request: RocketMQ's `AclException` text, and whether
+/// the account was known and its signature verified (then a right was missing: the gRPC face
+/// answers `FORBIDDEN` rather than `UNAUTHORIZED`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The remark a refusal carries.
+    pub(crate) remark: String,
+    /// The signature verified; a permission (or admin) was missing.
+    pub(crate) authenticated: bool,
+}
+
+impl Refusal {
+    fn unauthenticated(remark: String) -> Refusal {
+        Refusal { remark, authenticated: false }
+    }
+
+    fn forbidden(remark: String) -> Refusal {
+        Refusal { remark, authenticated: true }
+    }
 }
 
 /// One account of the file.
@@ -273,41 +294,42 @@ impl AclConfig {
     }
 
     /// RocketMQ's `PlainPermissionManager.validate` of `req` from `peer`: `Ok` or the
-    /// refusal's remark. `open`: the code needs no credentials; `admin`: it needs an admin
-    /// account.
+    /// refusal. `open`: the code needs no credentials; `admin`: it needs an admin account.
     pub(crate) fn validate(
         &self,
         open: bool,
         admin: bool,
         peer: IpAddr,
         req: &impl SignedRequest,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refusal> {
         if open || any_matches(&self.global_white, peer) {
             return Ok(());
         }
         let Some(ak) = req.access_key() else {
-            return Err("No accessKey is configured".into());
+            return Err(Refusal::unauthenticated("No accessKey is configured".into()));
         };
         let Some(acc) = self.accounts.get(ak) else {
-            return Err(format!("No acl config for {ak}"));
+            return Err(Refusal::unauthenticated(format!("No acl config for {ak}")));
         };
         if any_matches(&acc.white, peer) {
             return Ok(());
         }
         if !req.verify(&acc.secret_key) {
-            return Err(format!("Check signature failed for accessKey={ak}"));
+            return Err(Refusal::unauthenticated(format!(
+                "Check signature failed for accessKey={ak}"
+            )));
         }
         if admin && !acc.admin {
-            return Err(format!(
+            return Err(Refusal::forbidden(format!(
                 "Need admin permission for {}, but accessKey={} is not",
                 req.what(),
                 acc.access_key
-            ));
+            )));
         }
         if acc.admin && acc.topic_perms.is_empty() && acc.group_perms.is_empty() {
             return Ok(());
         }
-        for (res, needed) in req.resources()? {
+        for (res, needed) in req.resources().map_err(Refusal::forbidden)? {
             let (owned, label) = match &res {
                 Resource::Topic(t) => (
                     acc.topic_perms.get(t.as_ref()).copied().unwrap_or(acc.default_topic_perm),
@@ -319,7 +341,7 @@ impl AclConfig {
                 ),
             };
             if !permits(needed, owned) {
-                return Err(format!("No default permission for {label}"));
+                return Err(Refusal::forbidden(format!("No default permission for {label}")));
             }
         }
         Ok(())
