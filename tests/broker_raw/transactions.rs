@@ -376,6 +376,22 @@ async fn given_no_producer_connected_when_checking_should_count_the_checks_and_m
     assert_eq!((s.half_messages, s.checks_sent), (0, 0), "moved without any check sent: {s:?}");
     let moved = broker.store().topic("TRANS_CHECK_MAX_TIME_TOPIC").expect("the topic exists");
     assert_eq!(moved.offsets(0).expect("queue 0"), (0, 1), "it holds the message");
+    // A topic of the table, as RocketMQ's createTopicOfTranCheckMaxTime makes it: a consumer
+    // (or mqadmin) reads what was given up on.
+    let r = conn
+        .call(pull_request(
+            "tx_audit",
+            "TRANS_CHECK_MAX_TIME_TOPIC",
+            0,
+            0,
+            0,
+            pull_sys_flag::SUBSCRIPTION,
+        ))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "TRANS_CHECK_MAX_TIME_TOPIC is readable: {r:?}");
+    let given_up = decode_records(&r.body).expect("a valid pull body");
+    assert_eq!(given_up.len(), 1);
+    assert_eq!(&given_up[0].body[..], b"orphan");
     assert_eq!(
         half_released(&broker),
         broker

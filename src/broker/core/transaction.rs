@@ -73,7 +73,9 @@ use tokio::sync::{watch, Notify};
 use super::delay::rewrite_properties;
 use super::record::{self, split_physical_offset, Decoded, NewRecord, PutError};
 use super::timer;
+use super::topics;
 use super::Core;
+use crate::remoting::body::TopicConfig;
 use crate::remoting::message::sys_flag;
 use crate::remoting::properties::{self, Routing};
 use crate::store::{GroupStore, Retention, StoreError, TopicStore};
@@ -612,6 +614,15 @@ fn move_to_check_max(core: &Core, half: &[u8], checks: u32) -> Result<(), PutErr
     let n = checks.to_string();
     let props = rewrite_properties(d.properties, &[], &[(CHECK_TIMES, &n)]);
     let rec = record::encode(&renewed(&d, d.sys_flag, &props), core.cluster_property.len())?;
+    if core.topics.get_perm(CHECK_MAX_TOPIC).is_none() {
+        // A topic of the table, read and write, as RocketMQ's `createTopicOfTranCheckMaxTime`
+        // makes it: what was given up on can be read (and queried by key) like any topic.
+        let mut c = TopicConfig::new(CHECK_MAX_TOPIC, 1, 1);
+        c.perm = topics::perm::RW;
+        if let Err(e) = core.create_topic(c) {
+            tracing::warn!(error = ?e, "{CHECK_MAX_TOPIC} cannot be registered; stored unrouted");
+        }
+    }
     let topic = core.store.ensure_topic(CHECK_MAX_TOPIC, 1)?;
     topic.set_retention(Retention {
         time: Duration::from_secs(core.config.dlq_retention_secs),

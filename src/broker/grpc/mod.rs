@@ -27,6 +27,8 @@ pub(crate) mod receipt;
 pub(crate) mod route;
 pub(crate) mod service;
 pub(crate) mod session;
+#[cfg(all(test, feature = "bench"))]
+mod session_tests;
 pub(crate) mod settings;
 pub(crate) mod status;
 
