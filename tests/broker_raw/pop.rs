@@ -579,3 +579,31 @@ async fn given_a_batch_ack_naming_more_than_4096_messages_should_refuse_it_and_a
     assert_eq!(r.code, code::INVALID_PARAMETER, "4160 set bits are refused: {r:?}");
     assert_eq!(inflight(&broker), 1, "nothing acknowledged");
 }
+
+#[tokio::test]
+async fn given_a_pop_only_group_that_popped_when_released_as_idle_should_leave_no_series_in_the_metrics(
+) {
+    // review-e77444b L6: a group released as idle kept its per-group counters, so every
+    // throwaway group stayed in the metrics (and used up the per-topic room for groups).
+    let (broker, mut conn) = pop_broker(|c| {
+        c.core.group_idle_secs = 1;
+        c.core.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
+    })
+    .await;
+    let metrics = broker.metrics_addr().expect("the endpoint is bound");
+    send_n(&mut conn, 1, 1).await;
+    let got = popped(&conn.call(pop_as("passing_group", &Pop::default())).await);
+    assert_eq!(got.len(), 1);
+    let mut ack = ack_request(&got[0]);
+    ack.ext_fields.insert("consumerGroup", "passing_group");
+    let r = conn.call(ack).await;
+    assert_eq!(r.code, code::SUCCESS, "acknowledged: {r:?}");
+    let (_, text) = super::metrics::http_get(metrics, "/metrics").await;
+    let series = |text: &str| text.lines().filter(|l| l.contains("\"passing_group\"")).count();
+    assert!(series(&text) > 0, "the group's series while it is there:\n{text}");
+    let gone = common::wait::poll(PATIENCE, Duration::from_millis(200), || async {
+        series(&super::metrics::http_get(metrics, "/metrics").await.1) == 0
+    })
+    .await;
+    assert!(gone.is_ok(), "released after group-idle-secs: no series of it left");
+}

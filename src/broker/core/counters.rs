@@ -116,11 +116,18 @@ impl OutCounters {
 pub(crate) struct TopicCounters {
     pub(crate) size: Histogram,
     pub(crate) out: RwLock<HashMap<Box<str>, OutCounters>>,
+    /// Messages delivered to groups whose counters were forgotten ([`Self::forget_group`]),
+    /// so the topic's total never goes back.
+    retired: AtomicU64,
 }
 
 impl Default for TopicCounters {
     fn default() -> Self {
-        TopicCounters { size: Histogram::new(SIZE_BOUNDS), out: RwLock::new(HashMap::new()) }
+        TopicCounters {
+            size: Histogram::new(SIZE_BOUNDS),
+            out: RwLock::new(HashMap::new()),
+            retired: AtomicU64::new(0),
+        }
     }
 }
 
@@ -145,6 +152,16 @@ impl TopicCounters {
         }
         out.entry(group.into()).or_insert_with(|| OutCounters::new(queues)).add(pulled);
     }
+
+    /// Forgets `group`'s counters (its subscription was released as idle): the per-group
+    /// series go, and the room for [`MAX_GROUPS_PER_TOPIC`] groups is not used up by groups
+    /// that came once and left (review-e77444b L6). Its messages stay in the topic's total.
+    pub(crate) fn forget_group(&self, group: &str) {
+        if let Some(c) = write(&self.out).remove(group) {
+            // Relaxed: statistics.
+            self.retired.fetch_add(c.messages.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
 }
 
 impl TopicCounters {
@@ -157,7 +174,8 @@ impl TopicCounters {
     pub(crate) fn delivered_total(&self) -> u64 {
         let out = read(&self.out);
         // Relaxed: statistics.
-        out.values().map(|o| o.messages.load(Ordering::Relaxed)).sum()
+        let live: u64 = out.values().map(|o| o.messages.load(Ordering::Relaxed)).sum();
+        live + self.retired.load(Ordering::Relaxed)
     }
 
     /// The offset after the last message a pull of `group` delivered from `queue` (0: none).
@@ -187,6 +205,18 @@ pub(crate) struct Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_a_forgotten_group_should_drop_its_counters_but_keep_the_topic_total() {
+        let t = TopicCounters::default();
+        let p = |messages| Pulled { queue: 0, next: 1, messages, bytes: 10 };
+        t.messages_out("gone", 1, p(3));
+        t.messages_out("stays", 1, p(2));
+        t.forget_group("gone");
+        assert_eq!(t.pulled_offset("gone", 0), 0, "its counters are gone");
+        assert_eq!(t.pulled_offset("stays", 0), 1, "others keep theirs");
+        assert_eq!(t.delivered_total(), 5, "the topic's total does not go back");
+    }
 
     #[test]
     fn given_observations_when_snapshotting_should_land_in_their_buckets() {

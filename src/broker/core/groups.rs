@@ -77,6 +77,9 @@ impl Core {
         let released = self.store.release_idle_groups(idle, now_ms, &mut may_release);
         for (group, topic) in &released {
             tracing::info!(%group, %topic, "POP group idle: its messages are no longer held");
+            if let Some((_, counters)) = self.topics.get_perm_counted(topic) {
+                counters.forget_group(group);
+            }
         }
         released.len()
     }
