@@ -74,8 +74,12 @@ fn endpoints_at(host: &str, port: u16) -> Endpoints {
 /// (`None`: it serves no gRPC, or did not answer).
 #[derive(Debug, Default)]
 pub(crate) struct Peers {
-    known: Mutex<HashMap<String, (Option<u16>, Instant, Duration)>>,
+    known: Mutex<HashMap<String, PeerPort>>,
 }
+
+/// A peer's gRPC port as last asked (`None`: none, or no answer), when, and how long that
+/// answer is trusted.
+type PeerPort = (Option<u16>, Instant, Duration);
 
 impl Peers {
     /// The gRPC port of the broker at `remoting`, asked at most once per [`PEER_TTL`].
