@@ -32,6 +32,8 @@ mod batch;
 mod fast;
 #[path = "broker_raw/hardening.rs"]
 mod hardening;
+#[path = "broker_raw/keep.rs"]
+mod keep;
 #[path = "broker_raw/limits.rs"]
 mod limits;
 #[path = "broker_raw/metrics.rs"]

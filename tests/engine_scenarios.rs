@@ -759,3 +759,103 @@ fn given_subscription_caps_when_groups_keep_coming_should_refuse_past_the_cap_an
     e.subscribe("g3", "A", first()).expect("a deleted topic's subscriptions free theirs");
     assert_eq!(e.groups().len(), 3);
 }
+
+/// The offsets of queue 0 of `t` still readable (a read from its first offset).
+fn readable(e: &Engine, t: &str) -> Vec<u64> {
+    let t = e.topic(t).unwrap();
+    let first = t.read(0, 0, 0, &Filter::All, |_| true).unwrap().first_offset;
+    let mut seen = Vec::new();
+    t.read(0, first, 100, &Filter::All, |m| {
+        seen.push(m.offset);
+        true
+    })
+    .unwrap();
+    seen
+}
+
+#[test]
+fn given_keep_acknowledged_when_every_group_acknowledged_should_keep_them_readable_by_offset() {
+    let e = engine_with(EngineConfig { keep_acknowledged: Duration::from_secs(3600), ..config() });
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    for i in 0..5 {
+        e.append_to("T", 0, msg(&i.to_string())).unwrap();
+    }
+    g.commit(0, 5).unwrap();
+    e.reap();
+    assert_eq!(readable(&e, "T"), vec![0, 1, 2, 3, 4], "acknowledged messages are kept");
+    let late = e.subscribe("Late", "T", first()).unwrap();
+    assert_eq!(
+        late.join().unwrap().poll(10).unwrap().len(),
+        5,
+        "a new group from the first sees them"
+    );
+    late.unsubscribe();
+    // The topic's own setting wins over the engine's: zero frees them at the next pass.
+    e.topic("T").unwrap().set_keep_acknowledged(Duration::ZERO);
+    e.reap();
+    assert_eq!(readable(&e, "T"), Vec::<u64>::new(), "without keeping, acknowledged ones go");
+    assert_eq!(e.stats().live_messages, 0);
+}
+
+#[test]
+fn given_keep_acknowledged_when_off_should_free_acknowledged_messages_at_once() {
+    let e = engine();
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    for i in 0..5 {
+        e.append_to("T", 0, msg(&i.to_string())).unwrap();
+    }
+    g.commit(0, 3).unwrap();
+    e.reap();
+    assert_eq!(readable(&e, "T"), vec![3, 4], "the default keeps nothing acknowledged");
+}
+
+#[test]
+fn given_kept_acknowledged_messages_when_the_budget_is_nearly_full_should_free_them_first() {
+    let per = 100 + NODE_SIZE as u64;
+    let e = engine_with(EngineConfig {
+        memory_budget: 10 * per,
+        keep_acknowledged: Duration::from_secs(3600),
+        ..config()
+    });
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    for i in 0..8u8 {
+        e.append_to("T", 0, Message::new(Bytes::from(vec![i; 100]))).unwrap();
+    }
+    g.commit(0, 8).unwrap();
+    e.reap();
+    assert_eq!(readable(&e, "T").len(), 8, "80 % of the budget: kept");
+    for i in 8..10u8 {
+        e.append_to("T", 0, Message::new(Bytes::from(vec![i; 100]))).unwrap();
+    }
+    e.reap();
+    assert_eq!(
+        readable(&e, "T"),
+        vec![8, 9],
+        "above 90 % of the budget the kept ones go, the unacknowledged stay"
+    );
+    for i in 10..18u8 {
+        e.append_to("T", 0, Message::new(Bytes::from(vec![i; 100])))
+            .expect("keeping acknowledged messages never refuses a send");
+    }
+}
+
+#[test]
+fn given_keep_acknowledged_when_retention_bytes_are_exceeded_should_free_the_oldest_kept() {
+    let per = 10 + NODE_SIZE as u64;
+    let e = engine_with(EngineConfig {
+        keep_acknowledged: Duration::from_secs(3600),
+        retention: Retention { time: Duration::from_secs(3600), bytes: 3 * per },
+        ..config()
+    });
+    e.create_topic("T", 1).unwrap();
+    let g = e.subscribe("G", "T", first()).unwrap();
+    for i in 0..5 {
+        e.append_to("T", 0, Message::new(Bytes::from(vec![i as u8; 10]))).unwrap();
+    }
+    g.commit(0, 5).unwrap();
+    e.reap();
+    assert_eq!(readable(&e, "T"), vec![2, 3, 4], "kept ones are bounded by the retention bytes");
+}

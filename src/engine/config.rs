@@ -56,6 +56,11 @@ impl Default for Retention {
     }
 }
 
+/// Budget use (per cent) above which acknowledged messages kept by
+/// [`EngineConfig::keep_acknowledged`] are freed at once: keeping them must never be what
+/// refuses or evicts a new message.
+pub const KEEP_YIELDS_AT_PERCENT: u64 = 90;
+
 /// Engine settings. `EngineConfig::default()` is a sane start: 1 GiB budget, `reject`, 4 MiB
 /// messages, 60 s / 64 MiB retention, a reaper thread, at most 4,096 subscriptions per topic and
 /// 65,536 in all.
@@ -69,6 +74,14 @@ pub struct EngineConfig {
     pub max_message_size: usize,
     /// Retention of messages on topics (or offsets) no group must see.
     pub retention: Retention,
+    /// How long a message every group has acknowledged is kept before the reaper frees it
+    /// (zero, the default: at once). Kept messages stay readable by offset, so a broadcasting
+    /// member or a new group that starts from the first offset still gets them, as on a
+    /// persistent broker. They count against the memory budget, are bounded per queue by
+    /// `retention.bytes`, and are the first to go: while the budget is more than
+    /// [`KEEP_YIELDS_AT_PERCENT`] % used, the reaper frees them as if nothing were kept.
+    /// A topic can have its own ([`TopicHandle::set_keep_acknowledged`](super::TopicHandle::set_keep_acknowledged)).
+    pub keep_acknowledged: Duration,
     /// Shortest pause between two reaper passes; the reaper backs off up to
     /// `reaper_max_interval` while there is nothing to reclaim.
     pub reaper_interval: Duration,
@@ -93,6 +106,7 @@ impl Default for EngineConfig {
             policy: MemoryPolicy::Reject,
             max_message_size: 4 * 1024 * 1024,
             retention: Retention::default(),
+            keep_acknowledged: Duration::ZERO,
             reaper_interval: Duration::from_millis(1),
             reaper_max_interval: Duration::from_millis(20),
             reaper_thread: true,

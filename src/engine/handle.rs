@@ -37,6 +37,20 @@ impl TopicHandle {
         self.topic.retention(self.inner.live.retention())
     }
 
+    /// Sets how long this topic keeps messages every group has acknowledged, overriding the
+    /// engine's [`EngineConfig::keep_acknowledged`](super::EngineConfig::keep_acknowledged)
+    /// (zero: freed at once). Kept messages stay readable by offset and count against the
+    /// memory budget; they are bounded per queue by the topic's retention bytes and freed
+    /// first when the budget is nearly full. Takes effect at the reaper's next pass.
+    pub fn set_keep_acknowledged(&self, keep: std::time::Duration) {
+        self.topic.set_keep_acknowledged(keep);
+    }
+
+    /// How long this topic keeps acknowledged messages (its own, or the engine's).
+    pub fn keep_acknowledged(&self) -> std::time::Duration {
+        self.topic.keep_acknowledged(self.inner.config.keep_acknowledged)
+    }
+
     /// Its number of queues.
     pub fn queue_count(&self) -> u32 {
         self.topic.queue_count()

@@ -88,7 +88,7 @@ use crossbeam_epoch::{Collector, Guard};
 use crossbeam_utils::CachePadded;
 
 pub use budget::Settings;
-pub use config::{EngineConfig, MemoryPolicy, Retention};
+pub use config::{EngineConfig, MemoryPolicy, Retention, KEEP_YIELDS_AT_PERCENT};
 pub use consumer::Consumer;
 pub use error::EngineError;
 pub use group::pop::{INFLIGHT_ENTRY_SIZE, INFLIGHT_LIMIT};

@@ -3,7 +3,7 @@
 //! topics and their graveyard, and the reaper thread.
 
 use super::topic::{Topic, TopicQueue};
-use super::{now_ms, EngineError, Inner, Retention, NODE_SIZE};
+use super::{now_ms, EngineError, Inner, Retention, KEEP_YIELDS_AT_PERCENT, NODE_SIZE};
 use crate::sync::plain::Ordering as PlainOrdering;
 use crate::sync::{lock, mutant, read, try_lock, Arc, Ordering};
 
@@ -11,15 +11,23 @@ use crate::sync::{lock, mutant, read, try_lock, Arc, Ordering};
 const REAP_BATCH: u64 = if cfg!(loom) { 4 } else { 8192 };
 
 impl Inner {
-    /// Reclaims what is reclaimable in one queue (`retention`: its topic's). Returns the
-    /// number of messages unlinked.
-    pub(super) fn reap_queue(&self, eq: &TopicQueue, retention: Retention, now: u64) -> u64 {
+    /// Reclaims what is reclaimable in one queue (`retention`: its topic's; `keep_ms`: how long
+    /// its topic keeps acknowledged messages, 0 when they go at once or the budget is nearly
+    /// full). Returns the number of messages unlinked.
+    pub(super) fn reap_queue(
+        &self,
+        eq: &TopicQueue,
+        retention: Retention,
+        keep_ms: u64,
+        now: u64,
+    ) -> u64 {
         let mut head = eq.q.lock_head();
         let guard = self.pin();
         let first = eq.q.first_offset(&guard);
         let mut holds = lock(&eq.holds);
         let mut cover = holds.coverage_from(first);
         let deadline = now.saturating_sub(retention.time.as_millis() as u64);
+        let keep_deadline = now.saturating_sub(keep_ms);
         let mut live = eq.live_bytes();
         let u = head.unlink_while(REAP_BATCH, &guard, |n| {
             let o = n.offset();
@@ -28,6 +36,7 @@ impl Inner {
                 n.timestamp() <= deadline || live > retention.bytes
             } else {
                 n.ack_count() + u32::from(mutant("reaper_off_by_one")) >= required
+                    && (keep_ms == 0 || n.timestamp() <= keep_deadline || live > retention.bytes)
             };
             if reclaim {
                 live = live.saturating_sub(n.payload().len() as u64 + NODE_SIZE as u64);
@@ -81,10 +90,20 @@ impl Inner {
         let topics: Vec<Arc<Topic>> = read(&self.topics).values().cloned().collect();
         let now = now_ms();
         let mut n = 0;
+        // Acknowledged messages are kept only while the budget has room to spare: keeping
+        // them must never be what refuses or evicts a new message. Relaxed: a counter read
+        // as a limit, as in `reserve`.
+        let budget = self.live.budget();
+        let spare = u128::from(budget) * u128::from(KEEP_YIELDS_AT_PERCENT) / 100;
+        let roomy =
+            u128::from(self.used.load(Ordering::Relaxed)) <= spare || mutant("keep_ignores_budget");
         for t in &topics {
             let retention = t.retention(self.live.retention());
+            let keep = t.keep_acknowledged(self.config.keep_acknowledged);
+            let keep_ms =
+                if roomy { u64::try_from(keep.as_millis()).unwrap_or(u64::MAX) } else { 0 };
             for eq in t.queues.iter() {
-                n += self.reap_queue(eq, retention, now);
+                n += self.reap_queue(eq, retention, keep_ms, now);
             }
         }
         n += self.sweep_graveyard();

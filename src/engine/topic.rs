@@ -192,6 +192,9 @@ pub(crate) struct Topic {
     /// protocol: plain atomics, read once per queue by each reaper pass.
     retention_ms: AtomicU64,
     retention_bytes: AtomicU64,
+    /// How long this topic keeps messages every group acknowledged, milliseconds; `u64::MAX`
+    /// means the engine's `keep_acknowledged`. A setting, read once per pass, as above.
+    keep_acknowledged_ms: AtomicU64,
 }
 
 impl Topic {
@@ -211,6 +214,7 @@ impl Topic {
             rr: AtomicU32::new(0),
             retention_ms: AtomicU64::new(u64::MAX),
             retention_bytes: AtomicU64::new(0),
+            keep_acknowledged_ms: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -221,6 +225,22 @@ impl Topic {
         // that sees the new time sees the new bytes too, or at worst one pass late).
         self.retention_bytes.store(r.bytes, Ordering::Relaxed);
         self.retention_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Overrides the engine's `keep_acknowledged` for this topic.
+    pub(crate) fn set_keep_acknowledged(&self, keep: std::time::Duration) {
+        let ms = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX - 1).min(u64::MAX - 1);
+        // Relaxed: a setting; the reaper picks it up at its next pass.
+        self.keep_acknowledged_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long this topic keeps acknowledged messages: its own if set, else `default`.
+    pub(crate) fn keep_acknowledged(&self, default: std::time::Duration) -> std::time::Duration {
+        // Relaxed: see `set_keep_acknowledged`.
+        match self.keep_acknowledged_ms.load(Ordering::Relaxed) {
+            u64::MAX => default,
+            ms => std::time::Duration::from_millis(ms),
+        }
     }
 
     /// This topic's retention: its own if set, else `default`.

@@ -130,6 +130,10 @@ impl TopicStore for MemTopic {
         self.handle.set_retention(retention);
     }
 
+    fn set_keep_acknowledged(&self, keep: std::time::Duration) {
+        self.handle.set_keep_acknowledged(keep);
+    }
+
     fn is_deleted(&self) -> bool {
         self.handle.is_deleted()
     }

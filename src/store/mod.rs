@@ -169,6 +169,9 @@ pub trait TopicStore: Send + Sync + std::fmt::Debug {
     /// Overrides how long this topic keeps records no group holds (the store's default comes
     /// from its configuration); the records still count against the memory budget.
     fn set_retention(&self, retention: Retention);
+    /// Sets how long this topic keeps records every group has acknowledged (zero: freed at
+    /// once); they stay readable by offset and count against the memory budget.
+    fn set_keep_acknowledged(&self, keep: std::time::Duration);
     /// Appends one record; returns its offset.
     ///
     /// # Errors

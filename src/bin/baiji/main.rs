@@ -129,6 +129,12 @@ struct BrokerArgs {
     /// records (default 72 h, RocketMQ's fileReservedTime); at most --retention-bytes per queue.
     #[arg(long)]
     trace_retention_secs: Option<u64>,
+    /// Seconds a topic keeps messages every group has acknowledged (default 0: freed at once),
+    /// so a late broadcasting member or a new group from the first offset still gets them, as
+    /// on a persistent broker; in the memory budget, freed first when it is 90 % used.
+    /// Per topic: [keep-acknowledged-topics] in the config file.
+    #[arg(long)]
+    keep_acknowledged_secs: Option<u64>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -367,6 +373,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.trace_retention_secs {
         c.core.trace_retention_secs = v;
+    }
+    if let Some(v) = a.keep_acknowledged_secs {
+        c.core.keep_acknowledged_secs = v;
     }
     if let Some(v) = a.default_message_request_mode {
         c.remoting.default_message_request_mode = v;

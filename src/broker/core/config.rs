@@ -55,6 +55,18 @@ pub struct CoreConfig {
     /// keeps them on disk for `fileReservedTime`, 72 h); bounded per queue by `retention_bytes`
     /// and by the memory budget.
     pub trace_retention_secs: u64,
+    /// How long a topic keeps messages every group has acknowledged, seconds (0, the default:
+    /// freed at once, as baiji always did). A persistent RocketMQ broker keeps them on disk for
+    /// `fileReservedTime` (72 h), so a broadcasting member that starts late, or a new group
+    /// reading from the first offset, still finds them; this gives the same for as long as
+    /// asked. They count against the memory budget, at most `retention_bytes` per queue, and
+    /// are freed first once the budget is 90 % used, so keeping them never refuses a send.
+    /// Applies to every topic of the topic table (not to the internal ones: delay levels,
+    /// timers, half messages).
+    pub keep_acknowledged_secs: u64,
+    /// Per topic, how long it keeps acknowledged messages, seconds, overriding
+    /// `keep_acknowledged_secs` (TOML: a table `[keep-acknowledged-topics]` of `"Topic" = secs`).
+    pub keep_acknowledged_topics: std::collections::BTreeMap<String, u64>,
     /// A client that has not sent a heartbeat for this long is dropped, seconds.
     pub client_expiry_secs: u64,
     /// A clustering group without members stops holding messages after this long, seconds
@@ -107,6 +119,8 @@ impl Default for CoreConfig {
             dlq_retention_secs: 72 * 3600,
             dlq_retention_bytes: 64 * 1024 * 1024,
             trace_retention_secs: 72 * 3600,
+            keep_acknowledged_secs: 0,
+            keep_acknowledged_topics: std::collections::BTreeMap::new(),
             client_expiry_secs: 120,
             group_idle_secs: 1800,
             max_connections: 10_000,

@@ -181,6 +181,7 @@ impl Core {
         if let Some(r) = self.own_retention(&config.topic_name) {
             t.set_retention(r);
         }
+        t.set_keep_acknowledged(self.keep_acknowledged(&config.topic_name));
         let mut config = config;
         // The store decides the real queue count (an existing topic keeps its own).
         if t.queue_count() != queues {
@@ -234,6 +235,18 @@ impl Core {
         })
     }
 
+    /// How long a topic of the topic table keeps messages every group acknowledged: its entry
+    /// in `keep_acknowledged_topics`, else `keep_acknowledged_secs` (0: freed at once).
+    pub(crate) fn keep_acknowledged(&self, topic: &str) -> std::time::Duration {
+        let secs = self
+            .config
+            .keep_acknowledged_topics
+            .get(topic)
+            .copied()
+            .unwrap_or(self.config.keep_acknowledged_secs);
+        std::time::Duration::from_secs(secs)
+    }
+
     /// The topics a RocketMQ broker creates at start for its clients (`TopicConfigManager`'s
     /// `init`), so that they are routed before any client sends: `RMQ_SYS_TRACE_TOPIC` with one
     /// queue (RocketMQ's `traceTopicEnable`; the Go client sends its first trace records
@@ -262,6 +275,7 @@ impl Core {
             if let Some(r) = self.own_retention(&t.topic_name) {
                 topic.set_retention(r);
             }
+            topic.set_keep_acknowledged(self.keep_acknowledged(&t.topic_name));
         }
         self.publish_topics();
     }

@@ -48,6 +48,7 @@ pub(crate) fn properties(core: &Core, face: &RemotingState) -> Vec<(&'static str
         ("dlqRetentionSecs", c.dlq_retention_secs.to_string()),
         ("dlqRetentionBytes", c.dlq_retention_bytes.to_string()),
         ("traceRetentionSecs", c.trace_retention_secs.to_string()),
+        ("keepAcknowledgedSecs", c.keep_acknowledged_secs.to_string()),
         ("clientExpirySecs", c.client_expiry_secs.to_string()),
         ("groupIdleSecs", c.group_idle_secs.to_string()),
         ("longPollMaxMs", r.long_poll_max_ms.to_string()),
