@@ -341,7 +341,11 @@ pub async fn start_with_store(
     #[cfg(feature = "grpc")]
     let grpc = grpc_listener.is_some().then(|| {
         // The same ACL object: one file watch, one refusal count for both faces.
-        Arc::new(grpc::GrpcState { acl: face.acl.clone(), ..grpc::GrpcState::default() })
+        Arc::new(grpc::GrpcState {
+            acl: face.acl.clone(),
+            peer_credentials: face.config.inner_client_authentication_credentials.clone(),
+            ..grpc::GrpcState::default()
+        })
     });
     #[cfg(feature = "grpc")]
     if let Some(g) = &grpc {

@@ -14,7 +14,7 @@ use super::pb::{
     self, telemetry_command, Code, EndTransactionRequest, HeartbeatRequest, Message,
     QueryRouteRequest, Resource, SendMessageRequest, Settings, SystemProperties, TelemetryCommand,
 };
-use crate::broker::security::sign::sign_content_hex;
+use crate::broker::security::sign::{sign_content_hex, Credentials};
 use crate::broker::{BrokerConfig, RunningBroker};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -241,5 +241,32 @@ async fn given_the_acl_file_changes_should_apply_the_new_rules_to_grpc() {
         assert!(std::time::Instant::now() < deadline, "the reloaded rules apply: {r:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_peer_under_acl_when_probed_for_its_grpc_port_should_answer_only_signed_by_an_admin(
+) {
+    let acl = format!("{ACL}  - accessKey: peer\n    secretKey: peer-secret\n    admin: true\n");
+    let (b, _c, _) = broker_at(&acl).await;
+    let peer = b.broker_addr().expect("a broker port").to_string();
+    let port = b.grpc_addr().map(|a| a.port());
+    assert_eq!(
+        super::route::ask_grpc_port(&peer, None).await,
+        Some(None),
+        "an unsigned probe is refused by the peer's ACL (review L4)"
+    );
+    let writer = Credentials { access_key: "writer".into(), secret_key: "writer-secret".into() };
+    assert_eq!(
+        super::route::ask_grpc_port(&peer, Some(&writer)).await,
+        Some(None),
+        "GET_BROKER_CONFIG is an admin request"
+    );
+    let admin = Credentials { access_key: "peer".into(), secret_key: "peer-secret".into() };
+    assert_eq!(
+        super::route::ask_grpc_port(&peer, Some(&admin)).await,
+        Some(port),
+        "signed with the broker's admin credentials, the probe learns the peer's gRPC port"
+    );
     b.shutdown().await;
 }

@@ -42,6 +42,7 @@ use tokio::sync::watch;
 
 use crate::broker::core::Core;
 use crate::broker::security::acl::Acl;
+use crate::broker::security::sign::Credentials;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// The generated protobuf messages and the server trait of `apache.rocketmq.v2`.
@@ -73,6 +74,10 @@ pub(crate) struct GrpcState {
     /// The broker's ACL (`acl-file`), the one object the remoting face checks with too (its
     /// reloads and refusal count are shared); `None`: every call is served.
     pub(crate) acl: Option<Arc<Acl>>,
+    /// The broker's own credentials (`inner-client-authentication-credentials`), which sign
+    /// the route's probes of peer brokers (`GET_BROKER_CONFIG`, an admin request), as they sign
+    /// the registrations with name servers; `None`: probes go unsigned.
+    pub(crate) peer_credentials: Option<Credentials>,
 }
 
 impl GrpcState {

@@ -28,6 +28,7 @@ use crate::broker::core::routes::MAX_ROUTE_QUEUES;
 use crate::broker::core::send::resolve_topic;
 use crate::broker::core::topics::{self, perm};
 use crate::broker::core::Core;
+use crate::broker::security::sign::Credentials;
 use crate::remoting::body::{JsonBody, TopicConfig, TopicRouteData};
 use crate::remoting::client::request_once;
 use crate::remoting::code::{request_code, response_code};
@@ -82,8 +83,9 @@ pub(crate) struct Peers {
 type PeerPort = (Option<u16>, Instant, Duration);
 
 impl Peers {
-    /// The gRPC port of the broker at `remoting`, asked at most once per [`PEER_TTL`].
-    async fn grpc_port(&self, remoting: &str) -> Option<u16> {
+    /// The gRPC port of the broker at `remoting`, asked at most once per [`PEER_TTL`] (signed
+    /// with `credentials` when the broker has them).
+    async fn grpc_port(&self, remoting: &str, credentials: Option<&Credentials>) -> Option<u16> {
         {
             let known = lock(&self.known);
             if let Some((port, at, ttl)) = known.get(remoting) {
@@ -92,7 +94,7 @@ impl Peers {
                 }
             }
         }
-        let (port, ttl) = match ask_grpc_port(remoting).await {
+        let (port, ttl) = match ask_grpc_port(remoting, credentials).await {
             Some(answered) => (answered, PEER_TTL),
             None => (None, PEER_RETRY),
         };
@@ -108,9 +110,17 @@ impl Peers {
 }
 
 /// `grpcServerPort` from the GET_BROKER_CONFIG answer of the broker at `remoting`: `None` when
-/// it did not answer, `Some(None)` when it answered without a gRPC port.
-async fn ask_grpc_port(remoting: &str) -> Option<Option<u16>> {
-    let req = RemotingCommand::request(request_code::GET_BROKER_CONFIG, 0);
+/// it did not answer, `Some(None)` when it answered without a gRPC port (or refused: an ACL
+/// peer refuses an unsigned or non-admin request, and says why in the log at debug).
+/// `credentials` sign the request as RocketMQ's `AclClientRPCHook` does.
+pub(crate) async fn ask_grpc_port(
+    remoting: &str,
+    credentials: Option<&Credentials>,
+) -> Option<Option<u16>> {
+    let mut req = RemotingCommand::request(request_code::GET_BROKER_CONFIG, 0);
+    if let Some(c) = credentials {
+        c.sign(&mut req);
+    }
     let resp = match request_once(remoting, req, ASK_TIMEOUT).await {
         Ok(r) => r,
         Err(e) => {
@@ -119,6 +129,7 @@ async fn ask_grpc_port(remoting: &str) -> Option<Option<u16>> {
         }
     };
     if resp.code != response_code::SUCCESS {
+        tracing::debug!(peer = remoting, code = resp.code, remark = ?resp.remark, "a peer refused the gRPC-port probe");
         return Some(None);
     }
     let Ok(text) = std::str::from_utf8(&resp.body) else { return Some(None) };
@@ -183,7 +194,8 @@ pub(crate) async fn cluster_queues(
                     tracing::warn!(%topic, queues = queues.len(), "route answer bounded; further brokers left out");
                     break;
                 }
-                let Some(port) = svc.peers.grpc_port(addr).await else { continue };
+                let creds = svc.grpc.peer_credentials.as_ref();
+                let Some(port) = svc.peers.grpc_port(addr, creds).await else { continue };
                 let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
                 let at = endpoints_at(host, port);
                 queues.extend(queues_of(
