@@ -129,8 +129,16 @@ pub mod request_code {
         INVOKE_BROKER_TO_RESET_OFFSET = 222;
         /// Topics of a cluster (name server).
         GET_TOPICS_BY_CLUSTER = 224;
+        /// Create or update several subscription groups (admin; `mqadmin updateSubGroupList`).
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST = 225;
         /// Consumer groups of a topic (admin).
         QUERY_TOPIC_CONSUME_BY_WHO = 300;
+        /// Per queue, the time span of a topic's retained messages and a group's progress.
+        QUERY_CONSUME_TIME_SPAN = 303;
+        /// The clusters and brokers a name server knows, which RocketMQ counts as system topics.
+        GET_SYSTEM_TOPIC_LIST_FROM_NS = 304;
+        /// A broker's system topics.
+        GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305;
         /// Broker asks a client for its consumer running info (broker → client).
         GET_CONSUMER_RUNNING_INFO = 307;
         /// Broker asks a client to consume one message directly (broker → client).
@@ -147,6 +155,8 @@ pub mod request_code {
         SEND_REPLY_MESSAGE_V2 = 325;
         /// Broker pushes a reply to the requesting client (broker → client).
         PUSH_REPLY_MESSAGE_TO_CLIENT = 326;
+        /// Give a broker's write permission back in the name server.
+        ADD_WRITE_PERM_OF_BROKER = 327;
         /// Read one topic's config.
         GET_TOPIC_CONFIG = 351;
         /// Read one subscription group's config (admin).
@@ -157,6 +167,8 @@ pub mod request_code {
         QUERY_ASSIGNMENT = 400;
         /// Switch a group between pull and pop mode.
         SET_MESSAGE_REQUEST_MODE = 401;
+        /// Every group's request mode (what `SET_MESSAGE_REQUEST_MODE` stored).
+        GET_ALL_MESSAGE_REQUEST_MODE = 402;
         /// Broker heartbeat to the name server (5.x).
         BROKER_HEARTBEAT = 904;
         /// Delete several subscription groups (admin; rocketmq-rust's `deleteSubGroup`), body

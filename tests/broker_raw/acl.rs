@@ -192,6 +192,7 @@ async fn given_every_request_code_unsigned_should_follow_the_permission_matrix()
         rc::GET_BROKER_CLUSTER_INFO,
         rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
         rc::GET_TOPICS_BY_CLUSTER,
+        rc::GET_SYSTEM_TOPIC_LIST_FROM_NS,
     ];
     for (code_, name) in rc::ALL {
         let mut ext = ExtFields::new();

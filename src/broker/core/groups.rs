@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::topics::{is_internal_group, is_internal_topic};
 use super::Core;
+use crate::remoting::body::{MessageQueue, QueueTimeSpan};
 use crate::sync::{read, write, RwLock};
 
 /// RocketMQ's longest group name (`Validators.CHARACTER_MAX_LENGTH`).
@@ -85,6 +86,58 @@ impl Core {
     }
 }
 
+impl Core {
+    /// `QUERY_CONSUME_TIME_SPAN`: per queue of `topic`, the store times of its oldest retained
+    /// and its newest message, of the last message `group` committed and how long the group's
+    /// next message has waited, as RocketMQ's `AdminBrokerProcessor.queryConsumeTimeSpan`
+    /// computes them (-1 for a time whose message is not retained: baiji frees a message once
+    /// every group has consumed it, so the committed message's own time is often gone; a group
+    /// that committed nothing counts from the oldest retained message). `None` for a topic this
+    /// broker does not have.
+    pub(crate) fn consume_time_span(&self, topic: &str, group: &str) -> Option<Vec<QueueTimeSpan>> {
+        self.topics.get(topic)?;
+        let t = self.store.topic(topic)?;
+        let now = crate::time::now_ms() as i64;
+        let mut spans = Vec::with_capacity(t.queue_count() as usize);
+        for q in 0..t.queue_count() {
+            let (min, max) = t.offsets(q).unwrap_or((0, 0));
+            let time_at = |o: u64| -> i64 {
+                self.store.get(t.as_ref(), q, o).map_or(-1, |(_, ts)| ts as i64)
+            };
+            let min_time = self.store.earliest_timestamp(t.as_ref(), q).map_or(-1, |ts| ts as i64);
+            let max_time = max.checked_sub(1).map_or(-1, time_at);
+            let committed = self.store.committed(group, topic, q);
+            let consume_time = match committed {
+                Some(c) if c > 0 => time_at(c - 1),
+                _ => min_time,
+            };
+            let next = committed.unwrap_or(min).max(min);
+            let delay_time = if next < max {
+                let next_time = time_at(next);
+                if next_time >= 0 {
+                    now.saturating_sub(next_time).max(0)
+                } else {
+                    0
+                }
+            } else {
+                0
+            };
+            spans.push(QueueTimeSpan {
+                message_queue: MessageQueue {
+                    topic: topic.to_owned(),
+                    broker_name: self.config.broker_name.clone(),
+                    queue_id: q as i32,
+                },
+                min_time_stamp: min_time,
+                max_time_stamp: max_time,
+                consume_time_stamp: consume_time,
+                delay_time,
+            });
+        }
+        Some(spans)
+    }
+}
+
 /// Most subscription groups an admin may create (bounds the table).
 pub(crate) const MAX_SUBSCRIPTION_GROUPS: usize = 65_536;
 
@@ -153,6 +206,9 @@ pub(crate) enum GroupConfigError {
     /// `groupName` is missing.
     #[error("groupName is missing")]
     NoName,
+    /// `groupName` is blank or longer than [`MAX_GROUP_LEN`].
+    #[error("the group name is blank or longer than {MAX_GROUP_LEN} characters")]
+    BadName,
     /// The table is full (count or bytes).
     #[error("at most {MAX_SUBSCRIPTION_GROUPS} subscription groups of {MAX_GROUP_CONFIGS_BYTES} bytes of configs in all")]
     Full,
@@ -179,7 +235,24 @@ pub(crate) fn parse_config(body: &[u8]) -> Result<(String, Map<String, Value>), 
         }
     }
     let name = kept.get("groupName").and_then(Value::as_str).ok_or(GroupConfigError::NoName)?;
+    if !valid_name(name) {
+        return Err(GroupConfigError::BadName);
+    }
     Ok((name.to_owned(), kept))
+}
+
+/// One config of a list (`UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST`), checked as
+/// [`parse_config`] checks a body of its own; returns it with the bytes it counts for.
+///
+/// # Errors
+/// [`GroupConfigError`].
+pub(crate) fn parse_config_value(
+    value: &Value,
+) -> Result<(String, Map<String, Value>, usize), GroupConfigError> {
+    let bytes =
+        serde_json::to_vec(value).map_err(|e| GroupConfigError::Malformed(e.to_string()))?;
+    let (name, config) = parse_config(&bytes)?;
+    Ok((name, config, bytes.len()))
 }
 
 /// Subscription-group configs by name, with the bytes each was sent as.
@@ -259,6 +332,42 @@ impl SubscriptionGroups {
         }
         t.bytes = bytes;
         t.configs.insert(name, (config, size));
+        Ok(())
+    }
+
+    /// Creates or replaces every config of `configs` (name, config, bytes sent), or none.
+    ///
+    /// # Errors
+    /// [`GroupConfigError::Full`] (nothing stored) when the table would hold more than
+    /// [`MAX_SUBSCRIPTION_GROUPS`] groups or [`MAX_GROUP_CONFIGS_BYTES`] of configs.
+    pub(crate) fn put_all(
+        &self,
+        configs: Vec<(String, Map<String, Value>, usize)>,
+    ) -> Result<(), GroupConfigError> {
+        let mut t = write(&self.table);
+        // The sizes each name would end with (a name given twice: its last config).
+        let mut after: BTreeMap<&str, usize> = BTreeMap::new();
+        for (name, _, size) in &configs {
+            after.insert(name, *size);
+        }
+        let mut count = t.configs.len();
+        let mut bytes = t.bytes;
+        for (name, size) in &after {
+            match t.configs.get(*name) {
+                Some((_, old)) => bytes = bytes - old + size,
+                None => {
+                    count += 1;
+                    bytes += size;
+                }
+            }
+        }
+        if count > MAX_SUBSCRIPTION_GROUPS || bytes > MAX_GROUP_CONFIGS_BYTES {
+            return Err(GroupConfigError::Full);
+        }
+        t.bytes = bytes;
+        for (name, config, size) in configs {
+            t.configs.insert(name, (config, size));
+        }
         Ok(())
     }
 

@@ -14,11 +14,14 @@
 //! carries and never removes others (see the remoting face's `namesrv` processors).
 
 use crate::sync::{read, write, RwLock};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::clients::ConnId;
-use crate::remoting::body::{BrokerData, ClusterInfo, QueueData, TopicConfig, TopicRouteData};
+use super::topics::perm;
+use crate::remoting::body::{
+    BrokerData, ClusterInfo, QueueData, TopicConfig, TopicList, TopicRouteData,
+};
 
 /// The most queues (read or write) one broker may register for one topic: the store's own
 /// bound ([`MAX_QUEUES`](crate::store::MAX_QUEUES)). A registration over the wire with more is
@@ -64,6 +67,12 @@ struct BrokerEntry {
     /// Per broker id (0: master).
     addrs: BTreeMap<u64, Registrant>,
     topics: BTreeMap<String, TopicConfig>,
+    /// The topics whose write permission an admin took away (`WIPE_WRITE_PERM_OF_BROKER`):
+    /// routed without [`perm::WRITE`] until `ADD_WRITE_PERM_OF_BROKER`, whatever the broker
+    /// registers meanwhile (as RocketMQ's name server keeps a wiped queue data while the
+    /// broker's renewals carry an unchanged data version). A topic the broker adds later is
+    /// routed with its own permission; a broker that registers anew starts unwiped.
+    wiped: BTreeSet<String>,
 }
 
 /// One broker id's registration.
@@ -134,6 +143,7 @@ impl RouteTable {
             cluster: r.cluster.clone(),
             addrs: BTreeMap::new(),
             topics: BTreeMap::new(),
+            wiped: BTreeSet::new(),
         });
         e.cluster = r.cluster;
         e.addrs.insert(
@@ -146,6 +156,8 @@ impl RouteTable {
                 e.topics.clear();
             }
             e.topics.extend(r.topics.into_iter().map(|t| (t.topic_name.clone(), t)));
+            let topics = &e.topics;
+            e.wiped.retain(|t| topics.contains_key(t));
         }
         Ok(new)
     }
@@ -192,8 +204,31 @@ impl RouteTable {
         let mut any = false;
         for e in brokers.values_mut().filter(|e| cluster.map_or(true, |c| e.cluster == c)) {
             any |= e.topics.remove(topic).is_some();
+            e.wiped.remove(topic);
         }
         any
+    }
+
+    /// `WIPE_WRITE_PERM_OF_BROKER`: routes every topic of `broker_name` without the write
+    /// permission, so producers stop sending there (the graceful drain before a restart).
+    /// Returns how many topics that broker has (RocketMQ's `wipeTopicCount`: 0 for a broker
+    /// this table does not know).
+    pub(crate) fn wipe_write_perm(&self, broker_name: &str) -> usize {
+        let mut brokers = write(&self.brokers);
+        let Some(e) = brokers.get_mut(broker_name) else { return 0 };
+        e.wiped = e.topics.keys().cloned().collect();
+        e.topics.len()
+    }
+
+    /// `ADD_WRITE_PERM_OF_BROKER`: routes every topic of `broker_name` with its write
+    /// permission again (RocketMQ makes it read-write; here each topic gets back the
+    /// permission its broker registered, which for a writable topic is the same). Returns how
+    /// many topics that broker has (`addTopicCount`).
+    pub(crate) fn add_write_perm(&self, broker_name: &str) -> usize {
+        let mut brokers = write(&self.brokers);
+        let Some(e) = brokers.get_mut(broker_name) else { return 0 };
+        e.wiped.clear();
+        e.topics.len()
     }
 
     /// Removes one broker address (and the broker when it has none left).
@@ -242,11 +277,12 @@ impl RouteTable {
         let mut route = TopicRouteData::default();
         for (name, e) in brokers.iter() {
             let Some(t) = e.topics.get(topic) else { continue };
+            let wiped = if e.wiped.contains(topic) { perm::WRITE } else { 0 };
             route.queue_datas.push(QueueData {
                 broker_name: name.clone(),
                 read_queue_nums: t.read_queue_nums,
                 write_queue_nums: t.write_queue_nums,
-                perm: t.perm,
+                perm: t.perm & !wiped,
                 topic_sys_flag: t.topic_sys_flag,
             });
             route.broker_datas.push(broker_data(name, e));
@@ -262,6 +298,42 @@ impl RouteTable {
             info.cluster_addr_table.entry(e.cluster.clone()).or_default().push(name.clone());
         }
         info
+    }
+
+    /// `GET_SYSTEM_TOPIC_LIST_FROM_NS`, as RocketMQ's `RouteInfoManager.getSystemTopicList`:
+    /// each cluster's name and its brokers' names (RocketMQ brokers create a topic of each),
+    /// with the address of one broker (its lowest id), where the caller asks for the broker's
+    /// own system topics next (`GET_SYSTEM_TOPIC_LIST_FROM_BROKER`).
+    pub(crate) fn system_topic_list(&self) -> TopicList {
+        let brokers = read(&self.brokers);
+        let mut clusters: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, e) in brokers.iter() {
+            clusters.entry(e.cluster.as_str()).or_default().push(name.as_str());
+        }
+        let mut topic_list = Vec::new();
+        for (cluster, names) in clusters {
+            topic_list.push(cluster.to_owned());
+            topic_list.extend(names.into_iter().map(str::to_owned));
+        }
+        topic_list.sort();
+        topic_list.dedup();
+        let broker_addr =
+            brokers.values().find_map(|e| e.addrs.values().next()).map(|a| a.addr.clone());
+        TopicList { topic_list, broker_addr }
+    }
+
+    /// `GET_TOPICS_BY_CLUSTER`: the topics of the brokers of `cluster` (none for an unknown
+    /// cluster, as RocketMQ answers).
+    pub(crate) fn topics_by_cluster(&self, cluster: &str) -> Vec<String> {
+        let brokers = read(&self.brokers);
+        let mut v: Vec<String> = brokers
+            .values()
+            .filter(|e| e.cluster == cluster)
+            .flat_map(|e| e.topics.keys().cloned())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
     }
 
     pub(crate) fn topic_list(&self) -> Vec<String> {
@@ -297,6 +369,22 @@ mod tests {
             conn: Some(7),
             replace_topics: false,
         }
+    }
+
+    #[test]
+    fn given_a_wiped_broker_when_it_registers_again_should_stay_read_only_until_added_back() {
+        let t = RouteTable::default();
+        let a = TopicConfig::new("A", 4, 4);
+        assert_eq!(t.register(wire("b", vec![a.clone()])), Ok(true));
+        assert_eq!(t.wipe_write_perm("b"), 1);
+        assert_eq!(t.route("A").map(|r| r.queue_datas[0].perm), Some(perm::READ));
+        let renewal = wire("b", vec![a, TopicConfig::new("B", 1, 1)]);
+        assert_eq!(t.register(renewal), Ok(false));
+        assert_eq!(t.route("A").map(|r| r.queue_datas[0].perm), Some(perm::READ), "kept");
+        assert_eq!(t.route("B").map(|r| r.queue_datas[0].perm), Some(perm::RW), "a new topic");
+        assert_eq!(t.add_write_perm("b"), 2);
+        assert_eq!(t.route("A").map(|r| r.queue_datas[0].perm), Some(perm::RW));
+        assert_eq!(t.wipe_write_perm("nobody"), 0);
     }
 
     #[test]

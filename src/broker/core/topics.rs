@@ -123,6 +123,56 @@ pub(crate) fn validate_topic(t: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The config an admin's create-or-update asks for (`UPDATE_AND_CREATE_TOPIC` and each entry
+/// of `UPDATE_AND_CREATE_TOPIC_LIST`), checked as RocketMQ checks it: a valid name, not a
+/// system topic, queue counts between 1 and [`MAX_QUEUES`](crate::store::MAX_QUEUES); the
+/// permission keeps its read, write and inherit bits.
+///
+/// # Errors
+/// The remark to answer with (`SYSTEM_ERROR`).
+pub(crate) fn admin_topic_config(
+    topic: &str,
+    read_queue_nums: i64,
+    write_queue_nums: i64,
+    perm_bits: i64,
+    topic_sys_flag: i64,
+    order: bool,
+) -> Result<TopicConfig, String> {
+    validate_topic(topic)?;
+    if is_system_topic(topic) {
+        return Err(format!(
+            "The topic[{}] is conflict with system topic.",
+            crate::remoting::error::quote(topic)
+        ));
+    }
+    let q = |n: i64| u32::try_from(n).ok().filter(|n| (1..=crate::store::MAX_QUEUES).contains(n));
+    let (Some(read), Some(write)) = (q(read_queue_nums), q(write_queue_nums)) else {
+        return Err(format!("queue counts must be between 1 and {}", crate::store::MAX_QUEUES));
+    };
+    let mut conf = TopicConfig::new(topic, read, write);
+    conf.perm = u32::try_from(perm_bits).unwrap_or(perm::RW) & (perm::RW | perm::INHERIT);
+    conf.topic_sys_flag = u32::try_from(topic_sys_flag).unwrap_or(0);
+    conf.order = order;
+    Ok(conf)
+}
+
+/// The names of this broker's system topics (`GET_SYSTEM_TOPIC_LIST_FROM_BROKER`), as
+/// RocketMQ's `TopicConfigManager.getSystemTopic` lists the ones it made: those its own tasks
+/// keep (delay levels, timers, half messages) and the system topics of its table (`TBW102`,
+/// the trace topic, reply topics), sorted.
+pub(crate) fn system_topics(table: &TopicTable, cluster: &str) -> Vec<String> {
+    let reply = reply_topic(cluster);
+    let mut v: Vec<String> = [super::delay::SCHEDULE_TOPIC, super::timer::TIMER_TOPIC]
+        .into_iter()
+        .chain([super::transaction::HALF_TOPIC])
+        .map(str::to_owned)
+        .chain(read(&table.configs).keys().filter(|t| is_system_topic(t) || **t == reply).cloned())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// The topic configs this broker serves, with a data version that changes with them.
 #[derive(Debug)]
 pub(crate) struct TopicTable {

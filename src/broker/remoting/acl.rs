@@ -78,7 +78,11 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::GET_CONSUME_STATS, Need::Admin),
     (rc::DELETE_TOPIC_IN_BROKER, Need::Admin),
     (rc::INVOKE_BROKER_TO_RESET_OFFSET, Need::Admin),
+    (rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, Need::Admin),
     (rc::QUERY_TOPIC_CONSUME_BY_WHO, Need::Admin),
+    // Reads a group's progress on a topic: SUB on both (ACL 2.0 asks GET on each).
+    (rc::QUERY_CONSUME_TIME_SPAN, Need::Consume("topic", "group")),
+    (rc::GET_SYSTEM_TOPIC_LIST_FROM_BROKER, Need::Signed),
     (rc::SEND_MESSAGE_V2, Need::Publish("b")),
     (rc::SEND_BATCH_MESSAGE, Need::Publish("b")),
     (rc::SEND_REPLY_MESSAGE, Need::Publish("topic")),
@@ -89,6 +93,7 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),
+    (rc::GET_ALL_MESSAGE_REQUEST_MODE, Need::Signed),
     // POP: topic SUB and group SUB, as for pulls. A batch ack carries its groups and topics in
     // its JSON body only: its signature here, its resources once the body is read
     // (`check_found`, review-e77444b L3).
@@ -116,7 +121,9 @@ const NAMESRV_RULES: &[(i32, Need)] = &[
     (rc::DELETE_TOPIC_IN_NAMESRV, Need::Admin),
     (rc::REGISTER_TOPIC_IN_NAMESRV, Need::Admin),
     (rc::GET_TOPICS_BY_CLUSTER, Need::Open),
+    (rc::GET_SYSTEM_TOPIC_LIST_FROM_NS, Need::Open),
     (rc::QUERY_DATA_VERSION, Need::Admin),
+    (rc::ADD_WRITE_PERM_OF_BROKER, Need::Admin),
     (rc::BROKER_HEARTBEAT, Need::Admin),
 ];
 

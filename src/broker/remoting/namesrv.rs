@@ -1,6 +1,8 @@
 //! The name server's request codes: `REGISTER_BROKER`, `UNREGISTER_BROKER`,
 //! `GET_ROUTEINFO_BY_TOPIC`, `GET_BROKER_CLUSTER_INFO`, `GET_ALL_TOPIC_LIST_FROM_NAMESERVER`,
-//! `REGISTER_TOPIC_IN_NAMESRV`, `DELETE_TOPIC_IN_NAMESRV`, over the core's route table
+//! `REGISTER_TOPIC_IN_NAMESRV`, `DELETE_TOPIC_IN_NAMESRV`, `GET_TOPICS_BY_CLUSTER`,
+//! `GET_SYSTEM_TOPIC_LIST_FROM_NS` and the graceful-drain pair `WIPE_WRITE_PERM_OF_BROKER` /
+//! `ADD_WRITE_PERM_OF_BROKER`, over the core's route table
 //! ([`RouteTable`](crate::broker::core::routes::RouteTable)).
 //!
 //! One [`RouteTable`] serves both modes: embedded (the broker writes its own topics into it
@@ -204,4 +206,75 @@ pub(crate) fn delete_topic_in_namesrv(
         }
         Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     }
+}
+
+/// `WIPE_WRITE_PERM_OF_BROKER` (205, `mqadmin wipeWritePerm`): header `brokerName`; the
+/// broker's topics are routed read-only (see
+/// [`RouteTable::wipe_write_perm`](crate::broker::core::routes::RouteTable::wipe_write_perm)),
+/// answered with response header `wipeTopicCount`.
+pub(crate) fn wipe_write_perm_of_broker(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    match req.ext_fields.required_str("brokerName") {
+        Ok(broker) => {
+            let n = core.routes.wipe_write_perm(broker);
+            tracing::info!(%broker, topics = n, "write permission of broker wiped");
+            let mut h = ExtFields::new();
+            h.insert_i64("wipeTopicCount", n as i64);
+            Reply::now(ok(&req, h))
+        }
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// `ADD_WRITE_PERM_OF_BROKER` (327, `mqadmin addWritePerm`): header `brokerName`; the
+/// broker's topics are routed writable again, answered with response header `addTopicCount`.
+pub(crate) fn add_write_perm_of_broker(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    match req.ext_fields.required_str("brokerName") {
+        Ok(broker) => {
+            let n = core.routes.add_write_perm(broker);
+            tracing::info!(%broker, topics = n, "write permission of broker added");
+            let mut h = ExtFields::new();
+            h.insert_i64("addTopicCount", n as i64);
+            Reply::now(ok(&req, h))
+        }
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// `GET_TOPICS_BY_CLUSTER` (224): header `cluster`; body a `TopicList` of the topics of that
+/// cluster's brokers.
+pub(crate) fn get_topics_by_cluster(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    match req.ext_fields.required_str("cluster") {
+        Ok(cluster) => json_reply(
+            &req,
+            &TopicList { topic_list: core.routes.topics_by_cluster(cluster), broker_addr: None },
+        ),
+        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+/// `GET_SYSTEM_TOPIC_LIST_FROM_NS` (304, the dashboard's topic page): body a `TopicList` of
+/// the cluster and broker names, with `brokerAddr` of one broker (see
+/// [`RouteTable::system_topic_list`](crate::broker::core::routes::RouteTable::system_topic_list)).
+pub(crate) fn get_system_topic_list(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    json_reply(&req, &core.routes.system_topic_list())
 }

@@ -33,6 +33,11 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::QUERY_CONSUMER_OFFSET, "QUERY_CONSUMER_OFFSET", offset::query_consumer_offset),
     (rc::UPDATE_CONSUMER_OFFSET, "UPDATE_CONSUMER_OFFSET", offset::update_consumer_offset),
     (rc::UPDATE_AND_CREATE_TOPIC, "UPDATE_AND_CREATE_TOPIC", admin::update_and_create_topic),
+    (
+        rc::UPDATE_AND_CREATE_TOPIC_LIST,
+        "UPDATE_AND_CREATE_TOPIC_LIST",
+        admin::update_and_create_topic_list,
+    ),
     (rc::GET_ALL_TOPIC_CONFIG, "GET_ALL_TOPIC_CONFIG", admin::get_all_topic_config),
     (rc::UPDATE_BROKER_CONFIG, "UPDATE_BROKER_CONFIG", config::update_broker_config),
     (rc::GET_BROKER_CONFIG, "GET_BROKER_CONFIG", config::get_broker_config),
@@ -92,14 +97,26 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         group::invoke_broker_to_reset_offset,
     ),
     (
+        rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
+        "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST",
+        group::update_and_create_subscription_group_list,
+    ),
+    (
         rc::QUERY_TOPIC_CONSUME_BY_WHO,
         "QUERY_TOPIC_CONSUME_BY_WHO",
         stats::query_topic_consume_by_who,
+    ),
+    (rc::QUERY_CONSUME_TIME_SPAN, "QUERY_CONSUME_TIME_SPAN", offset::query_consume_time_span),
+    (
+        rc::GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
+        "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",
+        admin::get_system_topic_list_from_broker,
     ),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
     (rc::SEND_REPLY_MESSAGE, "SEND_REPLY_MESSAGE", reply::send_reply_message),
     (rc::SEND_REPLY_MESSAGE_V2, "SEND_REPLY_MESSAGE_V2", reply::send_reply_message),
+    (rc::GET_TOPIC_CONFIG, "GET_TOPIC_CONFIG", admin::get_topic_config),
     (
         rc::GET_SUBSCRIPTIONGROUP_CONFIG,
         "GET_SUBSCRIPTIONGROUP_CONFIG",
@@ -108,6 +125,11 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::LITE_PULL_MESSAGE, "LITE_PULL_MESSAGE", pull::pull_message),
     (rc::QUERY_ASSIGNMENT, "QUERY_ASSIGNMENT", pop::query_assignment),
     (rc::SET_MESSAGE_REQUEST_MODE, "SET_MESSAGE_REQUEST_MODE", pop::set_message_request_mode),
+    (
+        rc::GET_ALL_MESSAGE_REQUEST_MODE,
+        "GET_ALL_MESSAGE_REQUEST_MODE",
+        pop::get_all_message_request_mode,
+    ),
     (
         rc::DELETE_SUBSCRIPTIONGROUP_LIST,
         "DELETE_SUBSCRIPTIONGROUP_LIST",
@@ -126,6 +148,11 @@ pub(crate) const NAMESRV: &[(i32, &str, Handler)] = &[
     (rc::GET_ROUTEINFO_BY_TOPIC, "GET_ROUTEINFO_BY_TOPIC", namesrv::get_route_info),
     (rc::GET_BROKER_CLUSTER_INFO, "GET_BROKER_CLUSTER_INFO", namesrv::get_broker_cluster_info),
     (
+        rc::WIPE_WRITE_PERM_OF_BROKER,
+        "WIPE_WRITE_PERM_OF_BROKER",
+        namesrv::wipe_write_perm_of_broker,
+    ),
+    (
         rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
         "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         namesrv::get_all_topic_list,
@@ -136,6 +163,13 @@ pub(crate) const NAMESRV: &[(i32, &str, Handler)] = &[
         "REGISTER_TOPIC_IN_NAMESRV",
         namesrv::register_topic_in_namesrv,
     ),
+    (rc::GET_TOPICS_BY_CLUSTER, "GET_TOPICS_BY_CLUSTER", namesrv::get_topics_by_cluster),
+    (
+        rc::GET_SYSTEM_TOPIC_LIST_FROM_NS,
+        "GET_SYSTEM_TOPIC_LIST_FROM_NS",
+        namesrv::get_system_topic_list,
+    ),
+    (rc::ADD_WRITE_PERM_OF_BROKER, "ADD_WRITE_PERM_OF_BROKER", namesrv::add_write_perm_of_broker),
 ];
 
 /// Answers one request with the processor the table names for its code.

@@ -147,5 +147,9 @@ pub struct TopicList {
 
 impl JsonBody for TopicList {}
 
+/// `GET_TOPIC_CONFIG`'s body (RocketMQ's `TopicConfigAndQueueMapping`, without a static topic's
+/// `mappingDetail`).
+impl JsonBody for TopicConfig {}
+
 #[cfg(test)]
 mod tests;

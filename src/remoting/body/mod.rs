@@ -14,6 +14,7 @@
 //! Maps use `BTreeMap` so output is deterministic; map keys that are integers (`brokerAddrs`)
 //! are written as quoted decimal strings, the standard JSON form every client accepts.
 
+mod admin;
 mod broker;
 mod heartbeat;
 mod lock;
@@ -21,6 +22,10 @@ mod pop;
 mod route;
 mod stats;
 
+pub use admin::{
+    CreateTopicListRequestBody, MessageRequestModeTable, QueryConsumeTimeSpanBody, QueueTimeSpan,
+    SubscriptionGroupList,
+};
 pub use broker::{
     ClusterInfo, DataVersion, RegisterBrokerBody, TopicConfig,
     TopicConfigAndMappingSerializeWrapper, TopicList, DEFAULT_TOPIC_FILTER_TYPE,

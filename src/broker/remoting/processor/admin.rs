@@ -1,13 +1,13 @@
-//! Topic administration: `UPDATE_AND_CREATE_TOPIC`, `DELETE_TOPIC_IN_BROKER`,
-//! `GET_ALL_TOPIC_CONFIG`.
+//! Topic administration: `UPDATE_AND_CREATE_TOPIC` and its list form, `DELETE_TOPIC_IN_BROKER`,
+//! `GET_ALL_TOPIC_CONFIG`, `GET_TOPIC_CONFIG`, `GET_SYSTEM_TOPIC_LIST_FROM_BROKER`.
 
 use crate::sync::Arc;
 
 use super::{bad_header, store_error};
-use crate::broker::core::topics::{self, perm};
+use crate::broker::core::topics;
 use crate::broker::core::Core;
 use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
-use crate::remoting::body::TopicConfig;
+use crate::remoting::body::{CreateTopicListRequestBody, JsonBody, TopicList};
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
 use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader, FromExtFields};
@@ -25,28 +25,19 @@ pub(crate) fn update_and_create_topic(
         Ok(h) => h,
         Err(e) => return bad_header(&req, &e),
     };
-    if let Err(remark) = topics::validate_topic(h.topic) {
-        return reply_error(&req, response_code::SYSTEM_ERROR, remark);
-    }
-    if topics::is_system_topic(h.topic) {
-        return reply_error(
-            &req,
-            response_code::SYSTEM_ERROR,
-            format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
-        );
-    }
-    let q = |n: i32| u32::try_from(n).ok().filter(|n| (1..=crate::store::MAX_QUEUES).contains(n));
-    let (Some(read), Some(write)) = (q(h.read_queue_nums), q(h.write_queue_nums)) else {
-        return reply_error(
-            &req,
-            response_code::SYSTEM_ERROR,
-            format!("queue counts must be between 1 and {}", crate::store::MAX_QUEUES),
-        );
+    let conf = match topics::admin_topic_config(
+        h.topic,
+        h.read_queue_nums.into(),
+        h.write_queue_nums.into(),
+        h.perm.into(),
+        h.topic_sys_flag.into(),
+        h.order,
+    ) {
+        Ok(c) => c,
+        Err(remark) => return reply_error(&req, response_code::SYSTEM_ERROR, remark),
     };
-    let mut conf = TopicConfig::new(h.topic, read, write);
-    conf.perm = u32::try_from(h.perm).unwrap_or(perm::RW) & (perm::RW | perm::INHERIT);
-    conf.topic_sys_flag = u32::try_from(h.topic_sys_flag).unwrap_or(0);
-    conf.order = h.order;
+    let read = conf.read_queue_nums;
+    let write = conf.write_queue_nums;
     match core.create_topic(conf) {
         Ok(c) if c.read_queue_nums != read.max(write) && c.read_queue_nums != read => Reply::now(
             RemotingCommand::response_to(
@@ -91,4 +82,98 @@ pub(crate) fn get_all_topic_config(
 ) -> Reply {
     let wrapper = core.topics.serialize_wrapper();
     json_reply(&req, &wrapper)
+}
+
+/// `UPDATE_AND_CREATE_TOPIC_LIST` (18, `mqadmin updateTopicList`): body
+/// `{"topicConfigList":[TopicConfig…]}`, each entry checked as `UPDATE_AND_CREATE_TOPIC`
+/// checks its header, all before any is created (a list with one bad entry creates none).
+/// Topics that exist keep their queue count, and the remark names them.
+pub(crate) fn update_and_create_topic_list(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let body = match CreateTopicListRequestBody::from_json_slice(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return reply_error(
+                &req,
+                response_code::SYSTEM_ERROR,
+                format!("bad CreateTopicListRequestBody: {e}"),
+            )
+        }
+    };
+    let mut confs = Vec::with_capacity(body.topic_config_list.len());
+    for t in &body.topic_config_list {
+        match topics::admin_topic_config(
+            &t.topic_name,
+            t.read_queue_nums.into(),
+            t.write_queue_nums.into(),
+            t.perm.into(),
+            t.topic_sys_flag.into(),
+            t.order,
+        ) {
+            Ok(mut c) => {
+                c.attributes = t.attributes.clone();
+                confs.push(c);
+            }
+            Err(remark) => return reply_error(&req, response_code::SYSTEM_ERROR, remark),
+        }
+    }
+    let mut kept = Vec::new();
+    for conf in confs {
+        let (name, read, write) =
+            (conf.topic_name.clone(), conf.read_queue_nums, conf.write_queue_nums);
+        match core.create_topic(conf) {
+            Ok(c) if c.read_queue_nums != read.max(write) && c.read_queue_nums != read => {
+                kept.push(format!("{} ({})", quote(&name), c.read_queue_nums));
+            }
+            Ok(_) => {}
+            Err(e) => return store_error(&req, &e),
+        }
+    }
+    let remark = (!kept.is_empty()).then(|| {
+        format!(
+            "topics exist with other queue counts, kept: {}; baiji cannot change the queue count of a live topic",
+            kept.join(", ")
+        )
+    });
+    Reply::now(RemotingCommand::response_to(&req, response_code::SUCCESS, remark))
+}
+
+/// `GET_TOPIC_CONFIG` (351, the dashboard's topic dialog and its "send message"): header
+/// `topic` (and `lo`, for static topics, which baiji has not); body the topic's config as
+/// RocketMQ's `TopicConfigAndQueueMapping` (a `TopicConfig`, without `mappingDetail`), or
+/// `TOPIC_NOT_EXIST`.
+pub(crate) fn get_topic_config(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let topic = match req.ext_fields.required_str("topic") {
+        Ok(t) => t,
+        Err(e) => return bad_header(&req, &e),
+    };
+    match core.topics.get(topic) {
+        Some(c) => json_reply(&req, &c),
+        None => reply_error(
+            &req,
+            response_code::TOPIC_NOT_EXIST,
+            format!("No topic in this broker. topic: {topic}"),
+        ),
+    }
+}
+
+/// `GET_SYSTEM_TOPIC_LIST_FROM_BROKER` (305): body a `TopicList` of this broker's system
+/// topics (see [`topics::system_topics`]).
+pub(crate) fn get_system_topic_list_from_broker(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let topic_list = topics::system_topics(&core.topics, &core.config.cluster_name);
+    json_reply(&req, &TopicList { topic_list, broker_addr: None })
 }

@@ -1,4 +1,5 @@
-//! Subscription groups and offset resets: `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` (200),
+//! Subscription groups and offset resets: `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` (200) and its
+//! list form (225),
 //! `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` (201), `DELETE_SUBSCRIPTIONGROUP` (207) and its list
 //! form (5003),
 //! `GET_SUBSCRIPTIONGROUP_CONFIG` (352) and `INVOKE_BROKER_TO_RESET_OFFSET` (222), which moves
@@ -13,12 +14,11 @@
 use crate::sync::Arc;
 
 use super::bad_header;
-use crate::broker::core::groups::parse_config;
-use crate::broker::core::groups::valid_name;
+use crate::broker::core::groups::{parse_config, parse_config_value};
 use crate::broker::core::topics::is_internal_group;
 use crate::broker::core::Core;
 use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
-use crate::remoting::body::{JsonBody, MessageQueue, ResetOffsetBody};
+use crate::remoting::body::{JsonBody, MessageQueue, ResetOffsetBody, SubscriptionGroupList};
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
 
@@ -33,14 +33,39 @@ pub(crate) fn update_and_create_subscription_group(
         Ok(c) => c,
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     };
-    if !valid_name(&name) {
-        return reply_error(
-            &req,
-            response_code::SYSTEM_ERROR,
-            format!("the group name is blank or longer than {} characters", super::MAX_GROUP_LEN),
-        );
-    }
     if let Err(e) = core.groups.put(name, config, req.body.len()) {
+        return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
+    }
+    Reply::now(ok(&req, Default::default()))
+}
+
+/// `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST` (225, `mqadmin updateSubGroupList`): body
+/// `{"groupConfigList":[SubscriptionGroupConfig…]}`, each config checked and bounded as
+/// `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` checks its body; all are stored or none.
+pub(crate) fn update_and_create_subscription_group_list(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let list = match SubscriptionGroupList::from_json_slice(&req.body) {
+        Ok(l) => l,
+        Err(e) => {
+            return reply_error(
+                &req,
+                response_code::SYSTEM_ERROR,
+                format!("bad SubscriptionGroupList: {e}"),
+            )
+        }
+    };
+    let mut configs = Vec::with_capacity(list.group_config_list.len());
+    for value in &list.group_config_list {
+        match parse_config_value(value) {
+            Ok(c) => configs.push(c),
+            Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
+        }
+    }
+    if let Err(e) = core.groups.put_all(configs) {
         return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
     }
     Reply::now(ok(&req, Default::default()))

@@ -1,13 +1,14 @@
 //! Offsets and queue metadata: `QUERY_CONSUMER_OFFSET`, `UPDATE_CONSUMER_OFFSET`,
 //! `GET_MAX_OFFSET`, `GET_MIN_OFFSET`, `SEARCH_OFFSET_BY_TIMESTAMP`,
-//! `GET_EARLIEST_MSG_STORETIME`.
+//! `GET_EARLIEST_MSG_STORETIME`, `QUERY_CONSUME_TIME_SPAN`.
 
 use crate::sync::Arc;
 
 use super::{bad_header, check_offset_group, queue_id, store_error};
 use crate::broker::core::topics;
 use crate::broker::core::Core;
-use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
+use crate::remoting::body::QueryConsumeTimeSpanBody;
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
 use crate::remoting::header::{
@@ -195,4 +196,28 @@ pub(crate) fn get_earliest_msg_storetime(
         &req,
         GetEarliestMsgStoretimeResponseHeader { timestamp: ts as i64 }.to_ext_fields(),
     ))
+}
+
+/// `QUERY_CONSUME_TIME_SPAN` (303): header `topic` and `group`; body
+/// `{"consumeTimeSpanSet":[QueueTimeSpan…]}`, one per queue (see
+/// [`Core::consume_time_span`]), or `TOPIC_NOT_EXIST`.
+pub(crate) fn query_consume_time_span(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let (topic, group) =
+        match (req.ext_fields.required_str("topic"), req.ext_fields.required_str("group")) {
+            (Ok(t), Ok(g)) => (t, g),
+            (Err(e), _) | (_, Err(e)) => return bad_header(&req, &e),
+        };
+    match core.consume_time_span(topic, group) {
+        Some(spans) => json_reply(&req, &QueryConsumeTimeSpanBody { consume_time_span_set: spans }),
+        None => reply_error(
+            &req,
+            response_code::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist", quote(topic)),
+        ),
+    }
 }

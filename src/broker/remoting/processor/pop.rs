@@ -46,8 +46,8 @@ use crate::broker::core::Core;
 use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
     BatchAckMessageRequestBody, JsonBody, MessageModel, MessageQueue, MessageQueueAssignment,
-    MessageRequestMode, QueryAssignmentRequestBody, QueryAssignmentResponseBody,
-    SetMessageRequestModeRequestBody,
+    MessageRequestMode, MessageRequestModeTable, QueryAssignmentRequestBody,
+    QueryAssignmentResponseBody, SetMessageRequestModeRequestBody,
 };
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
@@ -72,25 +72,41 @@ const MAX_BATCH_ACKS: usize = 4096;
 /// remember).
 const MAX_MODES: usize = 65_536;
 
-/// `SET_MESSAGE_REQUEST_MODE` data: the mode of each `(topic, group)` that set one.
+/// `SET_MESSAGE_REQUEST_MODE` data: what each `(topic, group)` that set a mode sent.
 #[derive(Debug, Default)]
 pub(crate) struct RequestModes {
-    modes: std::sync::Mutex<std::collections::HashMap<(String, String), MessageRequestMode>>,
+    modes: std::sync::Mutex<
+        std::collections::HashMap<(String, String), SetMessageRequestModeRequestBody>,
+    >,
 }
 
 impl RequestModes {
     fn get(&self, topic: &str, group: &str) -> Option<MessageRequestMode> {
         let m = lock(&self.modes);
-        m.get(&(topic.to_owned(), group.to_owned())).cloned()
+        m.get(&(topic.to_owned(), group.to_owned())).map(|b| b.mode.clone())
     }
 
-    fn set(&self, topic: String, group: String, mode: MessageRequestMode) -> bool {
+    fn set(&self, body: SetMessageRequestModeRequestBody) -> bool {
         let mut m = lock(&self.modes);
-        if m.len() >= MAX_MODES && !m.contains_key(&(topic.clone(), group.clone())) {
+        let key = (body.topic.clone(), body.consumer_group.clone());
+        if m.len() >= MAX_MODES && !m.contains_key(&key) {
             return false;
         }
-        m.insert((topic, group), mode);
+        m.insert(key, body);
         true
+    }
+
+    /// Every stored mode, per topic and group (`GET_ALL_MESSAGE_REQUEST_MODE`).
+    fn all(&self) -> MessageRequestModeTable {
+        let mut table = MessageRequestModeTable::default();
+        for ((topic, group), body) in lock(&self.modes).iter() {
+            table
+                .message_request_mode_map
+                .entry(topic.clone())
+                .or_default()
+                .insert(group.clone(), body.clone());
+        }
+        table
     }
 }
 
@@ -649,10 +665,22 @@ pub(crate) fn set_message_request_mode(
             "mode must be PULL or POP".into(),
         );
     }
-    if !face.request_modes.set(body.topic, body.consumer_group, body.mode) {
+    if !face.request_modes.set(body) {
         return reply_error(&req, response_code::SYSTEM_BUSY, "too many request modes set".into());
     }
     Reply::now(ok(&req, ExtFields::new()))
+}
+
+/// `GET_ALL_MESSAGE_REQUEST_MODE` (402): body RocketMQ's `MessageRequestModeManager` JSON,
+/// `{"messageRequestModeMap":{topic:{group:{topic,consumerGroup,mode,popShareQueueNum}}}}`,
+/// of what `SET_MESSAGE_REQUEST_MODE` stored (`{}` when nothing was).
+pub(crate) fn get_all_message_request_mode(
+    _core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    json_reply(&req, &face.request_modes.all())
 }
 
 #[cfg(test)]
