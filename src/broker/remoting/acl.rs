@@ -79,6 +79,10 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::DELETE_TOPIC_IN_BROKER, Need::Admin),
     (rc::INVOKE_BROKER_TO_RESET_OFFSET, Need::Admin),
     (rc::QUERY_TOPIC_CONSUME_BY_WHO, Need::Admin),
+    // Admin tools' consumer relays, as the connection and progress views beside them (a thread
+    // dump of the client; a message consumed again).
+    (rc::GET_CONSUMER_RUNNING_INFO, Need::Admin),
+    (rc::CONSUME_MESSAGE_DIRECTLY, Need::Admin),
     (rc::SEND_MESSAGE_V2, Need::Publish("b")),
     (rc::SEND_BATCH_MESSAGE, Need::Publish("b")),
     (rc::SEND_REPLY_MESSAGE, Need::Publish("topic")),

@@ -5,7 +5,7 @@ use crate::sync::Arc;
 
 use super::namesrv;
 use super::processor::{
-    admin, client, config, group, lock, offset, pop, pull, query, reply, retry, send, stats,
+    admin, client, config, group, lock, offset, pop, pull, query, relay, reply, retry, send, stats,
     transaction,
 };
 use crate::broker::core::Core;
@@ -96,6 +96,8 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         "QUERY_TOPIC_CONSUME_BY_WHO",
         stats::query_topic_consume_by_who,
     ),
+    (rc::GET_CONSUMER_RUNNING_INFO, "GET_CONSUMER_RUNNING_INFO", relay::get_consumer_running_info),
+    (rc::CONSUME_MESSAGE_DIRECTLY, "CONSUME_MESSAGE_DIRECTLY", relay::consume_message_directly),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
     (rc::SEND_REPLY_MESSAGE, "SEND_REPLY_MESSAGE", reply::send_reply_message),
