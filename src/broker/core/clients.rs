@@ -252,7 +252,8 @@ impl ClientRegistry {
     }
 
     /// Sets the face reached for consumers not registered here (once; later calls change
-    /// nothing).
+    /// nothing). Only the gRPC face sets one.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
     pub(crate) fn set_relay(&self, relay: Arc<dyn ConsumerRelay>) {
         let _ = self.relay.set(relay);
     }
