@@ -20,5 +20,7 @@ mod connections;
 mod consumer;
 #[path = "grpc_clients/producer.rs"]
 mod producer;
+#[path = "grpc_clients/relay.rs"]
+mod relay;
 #[path = "grpc_clients/support.rs"]
 mod support;

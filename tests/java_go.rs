@@ -434,3 +434,175 @@ async fn given_traced_go_clients_when_messages_flow_should_find_their_traces_by_
     assert_traced(&query, &ids, &format!("\nthe Go client's stderr: {}", run.stderr));
     broker.shutdown().await;
 }
+
+/// What the admin side of [`relay`] got: the answers to 307 and 309, or why there were none.
+#[derive(Debug)]
+struct Relayed {
+    running_info: Result<baiji::remoting::RemotingCommand, String>,
+    consumed: Result<baiji::remoting::RemotingCommand, String>,
+}
+
+/// Writes the stop file when dropped, so that the client's scenario ends on every path.
+struct StopOnDrop(std::path::PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, b"stop");
+    }
+}
+
+/// mqadmin's side of [`relay`]: once the client wrote `ready` (its client id and a message id),
+/// asks the broker for the client's running info (307, jstack) and to have it consume that
+/// message directly (309), as `DefaultMQAdminExtImpl` sends them.
+async fn admin_relays(
+    broker: &baiji::broker::RunningBroker,
+    group: &str,
+    ready: &std::path::Path,
+    stop: std::path::PathBuf,
+) -> Relayed {
+    use baiji::remoting::code::request_code as rc;
+    use baiji::remoting::{ExtFields, RemotingCommand};
+    let _stop = StopOnDrop(stop);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let ready: Value = loop {
+        if let Some(v) = std::fs::read(ready).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+            break v;
+        }
+        if std::time::Instant::now() > deadline {
+            let e = "the client never wrote its ready file".to_string();
+            return Relayed { running_info: Err(e.clone()), consumed: Err(e) };
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let addr = broker.broker_addr().expect("a broker address");
+    let within = std::time::Duration::from_secs(20);
+    let mut conn = match baiji::remoting::client::Connection::connect(addr, within).await {
+        Ok(c) => c,
+        Err(e) => {
+            return Relayed { running_info: Err(e.to_string()), consumed: Err(e.to_string()) }
+        }
+    };
+    // The Go program cannot tell its client id: it is the one the group's connection list shows.
+    let client_id = match ready["clientId"].as_str() {
+        Some(id) => id.to_string(),
+        None => {
+            let mut ext = ExtFields::new();
+            ext.insert("consumerGroup", group);
+            let req =
+                RemotingCommand::request(rc::GET_CONSUMER_CONNECTION_LIST, 0).with_ext_fields(ext);
+            let list = conn.call_within(req, within).await.ok();
+            let body: Value =
+                list.and_then(|r| serde_json::from_slice(&r.body).ok()).unwrap_or_default();
+            text(&body["connectionSet"][0], "clientId").to_string()
+        }
+    };
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", group);
+    ext.insert("clientId", &client_id);
+    ext.insert_bool("jstackEnable", true);
+    let req = RemotingCommand::request(rc::GET_CONSUMER_RUNNING_INFO, 0).with_ext_fields(ext);
+    let running_info = conn.call_within(req, within).await.map_err(|e| e.to_string());
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", group);
+    ext.insert("clientId", &client_id);
+    ext.insert("msgId", text(&ready, "msgId"));
+    let req = RemotingCommand::request(rc::CONSUME_MESSAGE_DIRECTLY, 0).with_ext_fields(ext);
+    let consumed = conn.call_within(req, within).await.map_err(|e| e.to_string());
+    Relayed { running_info, consumed }
+}
+
+/// Creates `topic` and subscribes a group that never consumes to it (its heartbeat's connection,
+/// returned, stays open): baiji frees a message once every group consumed it, and 309 needs the
+/// message still stored after the client consumed it.
+async fn hold(
+    broker: &baiji::broker::RunningBroker,
+    topic: &str,
+) -> baiji::remoting::client::Connection {
+    use baiji::remoting::code::request_code as rc;
+    use baiji::remoting::header::{CreateTopicRequestHeader, ToExtFields};
+    use baiji::remoting::{ExtFields, RemotingCommand};
+    let addr = broker.broker_addr().expect("a broker address");
+    let within = std::time::Duration::from_secs(20);
+    let mut conn =
+        baiji::remoting::client::Connection::connect(addr, within).await.expect("a connection");
+    let h = CreateTopicRequestHeader::read_write(topic, 4);
+    let req =
+        RemotingCommand::request(rc::UPDATE_AND_CREATE_TOPIC, 0).with_ext_fields(h.to_ext_fields());
+    let r = conn.call_within(req, within).await.expect("the topic is created");
+    assert_eq!(r.code, 0, "{r:?}");
+    let body = format!(
+        r#"{{"clientID":"127.0.0.1@holder","producerDataSet":[],"consumerDataSet":[{{"groupName":"holder_of_{topic}","consumeType":"CONSUME_ACTIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{{"topic":"{topic}","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}}],"unitMode":false}}]}}"#
+    );
+    let req = RemotingCommand::request(rc::HEART_BEAT, 0)
+        .with_ext_fields(ExtFields::new())
+        .with_body(body.into_bytes());
+    let r = conn.call_within(req, within).await.expect("the heartbeat is answered");
+    assert_eq!(r.code, 0, "{r:?}");
+    conn
+}
+
+/// mqadmin's `consumerStatus -s` and the dashboard's "resend to consumer" on a live consumer of
+/// the real client: the broker relays 307 and 309 to it and answers with what it said (its
+/// thread dump, marked by `stack_mark`; `success` as its `consumeResult` after its listener got
+/// the message again).
+async fn relay(client: Client, stack_mark: &str, success: Value) {
+    let Some(shared) = harness::shared_clients() else { return };
+    let broker = support::start_broker(|_| {}).await;
+    let topic = support::unique(&format!("{client:?}_relay"));
+    let group = support::unique(&format!("{client:?}_relay_g"));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&topic);
+    // Names repeat from one run to the next: an earlier run's files must not be taken as this one's.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory for the files the client and test share");
+    let (ready, stop) = (dir.join("ready"), dir.join("stop"));
+    let extra = [
+        ("ready", ready.display().to_string()),
+        ("stop", stop.display().to_string()),
+        ("wait", "60000".to_string()),
+    ];
+    let _holder = hold(&broker, &topic).await;
+    let t = Target { broker: &broker, topic: &topic, group: &group };
+    let (run, relayed) = tokio::join!(
+        harness::run(client, &shared, "relay", &t, &extra),
+        admin_relays(&broker, &group, &ready, stop)
+    );
+    run.assert_clean();
+    let info =
+        relayed.running_info.unwrap_or_else(|e| panic!("307 is answered: {e}\n{}", run.problems()));
+    assert_eq!(info.code, 0, "the client's running info comes back: {info:?}\n{}", run.problems());
+    // Both clients write map keys that are objects (`mqTable`), and Go writes `jstack` without
+    // escaping it: not JSON a parser takes, so the text is checked.
+    let body = String::from_utf8_lossy(&info.body);
+    assert!(
+        body.contains("\"jstack\"") && body.contains(stack_mark),
+        "jstackEnable: the client's own thread dump, which mentions {stack_mark:?}: {body}"
+    );
+    assert!(
+        body.contains("subscriptionSet"),
+        "the client's ConsumerRunningInfo as it wrote it: {body}"
+    );
+    let consumed =
+        relayed.consumed.unwrap_or_else(|e| panic!("309 is answered: {e}\n{}", run.problems()));
+    assert_eq!(consumed.code, 0, "the client consumed the message directly: {consumed:?}");
+    let result: Value = serde_json::from_slice(&consumed.body)
+        .unwrap_or_else(|e| panic!("a ConsumeMessageDirectlyResult JSON body: {e}: {consumed:?}"));
+    assert_eq!(result["consumeResult"], success, "what the client's listener said: {result}");
+    assert_eq!(
+        counts(&run, "c1").get("relay-0"),
+        Some(&2),
+        "the listener got the message once by pulling and once more from 309\n{}",
+        run.problems()
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn given_a_live_java_consumer_when_mqadmin_asks_307_and_309_should_relay_its_answers() {
+    relay(Client::Java, "TID:", Value::from("CR_SUCCESS")).await;
+}
+
+#[tokio::test]
+async fn given_a_live_go_consumer_when_mqadmin_asks_307_and_309_should_relay_its_answers() {
+    // Go's `ConsumeResult` is a number: 0, `ConsumeSuccess`.
+    relay(Client::Go, "goroutine ", Value::from(0)).await;
+}

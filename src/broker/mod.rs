@@ -350,6 +350,8 @@ pub async fn start_with_store(
     #[cfg(feature = "grpc")]
     if let Some(g) = &grpc {
         core.transactions.register(Arc::new(grpc::producer::GrpcProducers(Arc::clone(g))));
+        let relay = grpc::relay::GrpcConsumers { grpc: Arc::clone(g), store_host: core.store_host };
+        core.clients.set_relay(Arc::new(relay));
     }
     core.open();
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -94,6 +94,8 @@ func main() {
 	group := fs.String("group", "", "consumer group (producer groups derive from it)")
 	wait := fs.Int("wait", 20000, "longest wait for what the scenario expects, ms")
 	linger := fs.Int("linger", 1500, "listening time after what is expected arrived, ms")
+	ready := fs.String("ready", "", "relay: the file that gets the message id once consumed")
+	stop := fs.String("stop", "", "relay: the file whose existence ends the scenario")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		emitError("flags", err)
 		status = 2
@@ -127,6 +129,8 @@ func main() {
 		err = s.request()
 	case "trace":
 		err = s.trace()
+	case "relay":
+		err = s.relay(*ready, *stop)
 	default:
 		err = fmt.Errorf("unknown scenario %s", os.Args[1])
 	}
@@ -542,6 +546,38 @@ var everything = consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}
 
 // started is the set-up most scenarios share: producer "p" (with popts) started, the topic
 // created, push consumer "c1" (selector, copts) started.
+// relay: one message sent and consumed by push consumer c1, which then stays up until the file
+// `stop` exists (at most `wait`), so that the harness can ask the broker about it meanwhile
+// (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, relayed to this client). The file
+// `ready` gets the message's offsetMsgId (`{"msgId":..}`) once it was consumed.
+func (s *scenario) relay(ready, stop string) error {
+	p, err := s.started(nil, everything)
+	if err != nil {
+		return err
+	}
+	body := "relay-0"
+	r, err := p.SendSync(context.Background(), s.message(body, "", ""))
+	if err != nil {
+		return err
+	}
+	s.sent("sync", r, body, 0)
+	s.awaitSeen("c1", []string{body})
+	data, err := json.Marshal(map[string]string{"msgId": r.OffsetMsgID})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(ready+".tmp", data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(ready+".tmp", ready); err != nil {
+		return err
+	}
+	if !waitFor(s.wait, func() bool { _, err := os.Stat(stop); return err == nil }) {
+		timeout("the stop file " + stop)
+	}
+	return nil
+}
+
 func (s *scenario) started(popts []producer.Option, selector consumer.MessageSelector, copts ...consumer.Option) (sender, error) {
 	p, err := s.producer("p", popts)
 	if err != nil {

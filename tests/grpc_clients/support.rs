@@ -179,6 +179,11 @@ impl Drop for Running {
 /// Starts `script` of `sdk` with `args` and returns once it printed a line of kind `started`
 /// (at most [`PATIENCE`]); the process keeps running until the returned value is dropped.
 pub(crate) async fn start(sdk: Sdk, script: &str, args: Vec<String>) -> Running {
+    start_with_line(sdk, script, args).await.0
+}
+
+/// [`start`], with the `started` line the process printed.
+pub(crate) async fn start_with_line(sdk: Sdk, script: &str, args: Vec<String>) -> (Running, Value) {
     let mut cmd = sdk.command(script);
     cmd.args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let what = format!("{sdk:?} {script} {args:?}");
@@ -191,10 +196,13 @@ pub(crate) async fn start(sdk: Sdk, script: &str, args: Vec<String>) -> Running 
             .lines()
             .map_while(Result::ok)
             .find(|l| l.contains("\"started\""));
-        let _ = tx.send(started.is_some());
+        let _ = tx.send(started);
     });
     match tokio::time::timeout(PATIENCE, rx).await {
-        Ok(Ok(true)) => running,
+        Ok(Ok(Some(line))) => {
+            let v = serde_json::from_str(&line).unwrap_or(Value::Null);
+            (running, v)
+        }
         other => panic!("{what} did not start within {PATIENCE:?}: {other:?}"),
     }
 }

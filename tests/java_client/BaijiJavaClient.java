@@ -11,6 +11,7 @@
 //   checked   a transaction check-back the listener answered (body, answer)
 //   reply     what DefaultMQProducer.request() returned (body, correlation id)
 //   trace     the trace records the trace query path found for one message id (types)
+//   (relay: the consumer's client id and a message id go to the file `ready` names instead)
 //   timeout   a wait that ended before what it waited for happened (what)
 //   error     an exception a client call threw (op, error, the cause chain, top frames)
 //   done      the scenario finished (always the last line)
@@ -144,6 +145,9 @@ public final class BaijiJavaClient {
             case "trace-query":
                 traceQuery();
                 break;
+            case "relay":
+                relay();
+                break;
             default:
                 throw new IllegalArgumentException("unknown scenario " + scenario);
         }
@@ -248,6 +252,36 @@ public final class BaijiJavaClient {
             error("send batch", e);
         }
         awaitSeen("c1", bodies);
+    }
+
+    /**
+     * One message sent and consumed by push consumer c1, which then stays up until the file
+     * `stop` names exists (at most `wait` ms), so that the harness can ask the broker about it
+     * meanwhile: GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY, which the broker relays
+     * to this client's ClientRemotingProcessor. The file `ready` names gets the consumer's client
+     * id and the message's offsetMsgId (`{"clientId":..,"msgId":..}`) once it was consumed.
+     */
+    void relay() throws Exception {
+        DefaultMQProducer p = producer(new DefaultMQProducer(group + "_p"));
+        start(p);
+        createTopic(p);
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        concurrently(c, "c1", "*");
+        start(c);
+        String body = "relay-0";
+        SendResult r = p.send(message(body, null, null));
+        sent("sync", r, body, 0);
+        awaitSeen("c1", java.util.Collections.singletonList(body));
+        JSONObject ready = new JSONObject(true);
+        ready.put("clientId", c.buildMQClientId());
+        ready.put("msgId", r.getOffsetMsgId());
+        java.nio.file.Path tmp = java.nio.file.Paths.get(require(opts, "ready") + ".tmp");
+        java.nio.file.Files.write(tmp, ready.toJSONString().getBytes(StandardCharsets.UTF_8));
+        java.nio.file.Files.move(tmp, java.nio.file.Paths.get(require(opts, "ready")));
+        java.io.File stop = new java.io.File(require(opts, "stop"));
+        if (!waitFor(stop::exists, waitMs)) {
+            timeout("the stop file " + stop);
+        }
     }
 
     /** A push consumer with `selector`; messages with every combination of tag and properties. */

@@ -143,7 +143,7 @@ async function push(a) {
     },
   });
   await consumer.startup();
-  emit({ kind: 'started' });
+  emit({ kind: 'started', clientId: consumer.clientId });
   await Promise.race([finished, new Promise(resolve => setTimeout(resolve, a.seconds * 1000))]);
   await consumer.shutdown();
   emit({ kind: 'done', succeeded: ok.size });

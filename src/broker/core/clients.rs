@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use thiserror::Error;
 use tokio::sync::watch;
 
 use super::filter::SqlFilter;
@@ -32,6 +33,103 @@ pub(crate) type ConnId = u64;
 pub(crate) trait ClientNotify: Send + Sync {
     /// The members of `group` changed; `conns` are the connections of those that remain.
     fn members_changed(&self, group: &str, conns: &[ConnId]);
+}
+
+/// How long a broker → client call waits for the client's answer (RocketMQ's
+/// `Broker2Client.callClient`: 10 s).
+pub(crate) const CALL_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What an admin tool asks one consumer through the broker (RocketMQ's
+/// `AdminBrokerProcessor.callConsumer`), relayed by the face the consumer is connected to.
+#[derive(Debug, Clone)]
+pub(crate) enum ConsumerCall {
+    /// `GET_CONSUMER_RUNNING_INFO`: how the client runs, with its threads' stacks if `jstack`.
+    RunningInfo {
+        /// Whether the stacks are asked for (`jstackEnable`).
+        jstack: bool,
+    },
+    /// `CONSUME_MESSAGE_DIRECTLY`: consume this stored message now.
+    ConsumeDirectly(DirectMessage),
+}
+
+/// A stored message a consumer is asked to consume directly, and where it is stored.
+#[derive(Debug, Clone)]
+pub(crate) struct DirectMessage {
+    /// The stored record.
+    pub(crate) record: bytes::Bytes,
+    /// Its topic.
+    pub(crate) topic: String,
+    /// Its queue.
+    pub(crate) queue: u32,
+    /// Its offset in that queue.
+    pub(crate) offset: u64,
+    /// When it was stored, ms since the epoch.
+    pub(crate) store_timestamp: u64,
+}
+
+/// How a consumer consumed a message it was handed directly (RocketMQ's `CMResult`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConsumeResult {
+    /// `CR_SUCCESS`.
+    Success,
+    /// `CR_LATER`.
+    Later,
+    /// `CR_RETURN_NULL`.
+    ReturnNull,
+}
+
+impl ConsumeResult {
+    /// RocketMQ's name of it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ConsumeResult::Success => "CR_SUCCESS",
+            ConsumeResult::Later => "CR_LATER",
+            ConsumeResult::ReturnNull => "CR_RETURN_NULL",
+        }
+    }
+}
+
+/// A relayed consumer's answer, in the terms the admin codes report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConsumerAnswer {
+    /// To [`ConsumerCall::RunningInfo`]: what the client told (its threads' stacks).
+    RunningInfo {
+        /// The stacks, if the client sent them.
+        jstack: Option<String>,
+    },
+    /// To [`ConsumerCall::ConsumeDirectly`]: how it consumed the message (`None`: it did not
+    /// say, as RocketMQ's proxy leaves `consumeResult` unset for other answers).
+    Consumed(Option<ConsumeResult>),
+}
+
+/// Why a relayed call got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub(crate) enum RelayError {
+    /// The client's stream is closed, or it does not read it.
+    #[error("the client's stream is closed or not reading")]
+    Unreachable,
+    /// No answer came within the time allowed.
+    #[error("the client did not answer within {0:?}")]
+    TimedOut(Duration),
+    /// The client refused (RocketMQ's proxy: `NO_PERMISSION`, "forbidden to verify message").
+    #[error("forbidden to verify message")]
+    Forbidden,
+    /// The client answered with an error (RocketMQ's proxy: `SYSTEM_ERROR`, "verify message
+    /// failed").
+    #[error("verify message failed")]
+    Failed,
+}
+
+/// A relayed call in flight.
+pub(crate) type RelayFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ConsumerAnswer, RelayError>> + Send>>;
+
+/// A face whose consumers the registry does not hold (the gRPC face's sessions), reached for
+/// [`ConsumerCall`]s that arrive on another face (mqadmin and the dashboard speak remoting).
+pub(crate) trait ConsumerRelay: Send + Sync {
+    /// Sends `call` to client `client_id` if it is this face's consumer of `group`; `None` when
+    /// it is not (the caller answers "not online"). The future waits for the answer.
+    fn call(&self, group: &str, client_id: &str, call: ConsumerCall) -> Option<RelayFuture>;
 }
 
 /// The engine filter for a broker-side tag matcher.
@@ -118,6 +216,8 @@ pub(crate) struct ClientRegistry {
     inner: RwLock<Registry>,
     /// Told of membership changes (see [`ClientNotify`]); set once the face starts.
     notify: OnceLock<Arc<dyn ClientNotify>>,
+    /// The face whose consumers are not registered here (see [`ConsumerRelay`]).
+    relay: OnceLock<Arc<dyn ConsumerRelay>>,
 }
 
 impl std::fmt::Debug for ClientRegistry {
@@ -149,6 +249,26 @@ impl ClientRegistry {
     /// Sets the face told of membership changes (once; later calls change nothing).
     pub(crate) fn set_notify(&self, notify: Arc<dyn ClientNotify>) {
         let _ = self.notify.set(notify);
+    }
+
+    /// Sets the face reached for consumers not registered here (once; later calls change
+    /// nothing). Only the gRPC face sets one.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn set_relay(&self, relay: Arc<dyn ConsumerRelay>) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// The face reached for consumers not registered here, if one is set.
+    pub(crate) fn relay(&self) -> Option<&Arc<dyn ConsumerRelay>> {
+        self.relay.get()
+    }
+
+    /// The connection of client `client_id` in consumer group `group` and the version its
+    /// heartbeat carried, while it is open (RocketMQ's `ConsumerManager.findChannel`).
+    pub(crate) fn consumer_channel(&self, group: &str, client_id: &str) -> Option<(ConnId, i32)> {
+        let r = self.read();
+        let conn = r.groups.get(group)?.members.get(client_id)?.conn;
+        r.conns.get(&conn).map(|c| (conn, c.version))
     }
 
     /// A connection opened (from `peer`).

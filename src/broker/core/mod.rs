@@ -7,7 +7,8 @@
 //! its own state; the core names neither. It answers in its own error enums
 //! ([`send::SendError`], [`pop::PopError`], …), which each face maps to its own codes, and it
 //! reaches back to the faces only through the traits they register: [`ProducerCheck`]
-//! (transaction checks) and [`ClientNotify`] (membership changes of a group's connections).
+//! (transaction checks), [`ClientNotify`] (membership changes of a group's connections) and
+//! [`ConsumerRelay`] (admin tools' calls to a consumer of the other face).
 //!
 //! # One door for state changes
 //!
@@ -20,6 +21,7 @@
 //!
 //! [`ProducerCheck`]: transaction::ProducerCheck
 //! [`ClientNotify`]: clients::ClientNotify
+//! [`ConsumerRelay`]: clients::ConsumerRelay
 
 pub(crate) mod clients;
 pub(crate) mod config;

@@ -14,6 +14,7 @@
 //! - [`producer`]: SendMessage (through the remoting send path) and EndTransaction;
 //! - [`consumer`]: the receive side;
 //! - [`convert`]: stored messages ⇄ v2 `Message`;
+//! - [`relay`]: the admin tools' consumer relays (thread stacks, consume directly);
 //! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
 
 pub(crate) mod acl;
@@ -24,6 +25,7 @@ pub(crate) mod consumer;
 pub(crate) mod convert;
 pub(crate) mod producer;
 pub(crate) mod receipt;
+pub(crate) mod relay;
 pub(crate) mod route;
 pub(crate) mod service;
 pub(crate) mod session;
@@ -67,6 +69,8 @@ pub(crate) struct GrpcState {
     pub(crate) sessions: session::Sessions,
     /// `auto_renew` deliveries of gRPC consumers, renewed per client id.
     pub(crate) renewals: receipt::Renewals,
+    /// Admin tools' calls relayed to its consumers, waiting for their answers.
+    pub(crate) relays: relay::Relays,
     /// Connections closed on accept because `max-connections` were open.
     pub(crate) connections_refused: AtomicU64,
     /// Connections closed because their TLS handshake failed or did not finish in time.

@@ -292,6 +292,17 @@ async fn read_telemetry(
                 }
             }
             Some(other) => {
+                let other = match other {
+                    c @ (telemetry_command::Command::ThreadStackTrace(_)
+                    | telemetry_command::Command::VerifyMessageResult(_)
+                    | telemetry_command::Command::VerifyMessageCommand(_)) => {
+                        if svc.grpc.relays.answered(session.client_id(), cmd.status, c) {
+                            continue;
+                        }
+                        None
+                    }
+                    c => Some(c),
+                };
                 tracing::debug!(client = session.client_id(), command = ?other, "telemetry from client");
             }
             None => {}

@@ -83,6 +83,10 @@ const BROKER_RULES: &[(i32, Need)] = &[
     // Reads a group's progress on a topic: SUB on both (ACL 2.0 asks GET on each).
     (rc::QUERY_CONSUME_TIME_SPAN, Need::Consume("topic", "group")),
     (rc::GET_SYSTEM_TOPIC_LIST_FROM_BROKER, Need::Signed),
+    // Admin tools' consumer relays, as the connection and progress views beside them (a thread
+    // dump of the client; a message consumed again).
+    (rc::GET_CONSUMER_RUNNING_INFO, Need::Admin),
+    (rc::CONSUME_MESSAGE_DIRECTLY, Need::Admin),
     (rc::SEND_MESSAGE_V2, Need::Publish("b")),
     (rc::SEND_BATCH_MESSAGE, Need::Publish("b")),
     (rc::SEND_REPLY_MESSAGE, Need::Publish("topic")),

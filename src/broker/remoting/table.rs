@@ -5,7 +5,7 @@ use crate::sync::Arc;
 
 use super::namesrv;
 use super::processor::{
-    admin, client, config, group, lock, offset, pop, pull, query, reply, retry, send, stats,
+    admin, client, config, group, lock, offset, pop, pull, query, relay, reply, retry, send, stats,
     transaction,
 };
 use crate::broker::core::Core;
@@ -112,6 +112,8 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",
         admin::get_system_topic_list_from_broker,
     ),
+    (rc::GET_CONSUMER_RUNNING_INFO, "GET_CONSUMER_RUNNING_INFO", relay::get_consumer_running_info),
+    (rc::CONSUME_MESSAGE_DIRECTLY, "CONSUME_MESSAGE_DIRECTLY", relay::consume_message_directly),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
     (rc::SEND_REPLY_MESSAGE, "SEND_REPLY_MESSAGE", reply::send_reply_message),
