@@ -87,6 +87,7 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Need::Admin),
     (rc::DELETE_SUBSCRIPTIONGROUP_LIST, Need::Admin),
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::RECALL_MESSAGE, Need::Publish("topic")),
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),
     // POP: topic SUB and group SUB, as for pulls. A batch ack carries its groups and topics in
