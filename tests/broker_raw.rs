@@ -40,6 +40,8 @@ mod metrics;
 mod poison;
 #[path = "broker_raw/pop.rs"]
 mod pop;
+#[path = "broker_raw/recall.rs"]
+mod recall;
 #[path = "broker_raw/reply.rs"]
 mod reply;
 #[path = "broker_raw/sql92.rs"]
