@@ -171,6 +171,8 @@ async fn given_bad_recalls_should_answer_rocketmqs_refusals_and_keep_the_message
 #[tokio::test]
 async fn given_messages_that_are_no_timers_when_sent_should_answer_no_recall_handle() {
     let (_broker, mut conn) = broker_with_topic(TOPIC).await;
+    let timer = send_timer(&mut conn, "timer", epoch_ms() + 3_600_000).await;
+    assert!(!timer.is_empty(), "a timer message's answer has one");
     for (body, pairs) in [
         ("normal", vec![]),
         ("level", vec![("DELAY", "3".to_string())]),
