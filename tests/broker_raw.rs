@@ -44,6 +44,8 @@ mod metrics;
 mod poison;
 #[path = "broker_raw/pop.rs"]
 mod pop;
+#[path = "broker_raw/recall.rs"]
+mod recall;
 #[path = "broker_raw/relay.rs"]
 mod relay;
 #[path = "broker_raw/reply.rs"]

@@ -163,6 +163,9 @@ pub mod request_code {
         GET_SUBSCRIPTIONGROUP_CONFIG = 352;
         /// Pull for the lite pull consumer (same semantics as `PULL_MESSAGE`).
         LITE_PULL_MESSAGE = 361;
+        /// Recall a timer message before it is due, by the handle its send answer carried
+        /// (RocketMQ 5.3.2).
+        RECALL_MESSAGE = 370;
         /// Server-side queue assignment (only with client rebalance disabled).
         QUERY_ASSIGNMENT = 400;
         /// Switch a group between pull and pop mode.

@@ -169,6 +169,15 @@ async fn given_topic_and_group_perms_should_allow_and_refuse_per_the_matrix() {
         &c.call(signed(pull_request("g_denied", "AclOk", 0, 0, 0, 0), AK, SK)).await,
         "No default permission for group:g_denied",
     );
+    // A recall (370): topic PUB. Past the ACL, a bad handle is the processor's refusal.
+    let recall = |t: &str| {
+        let mut ext = ExtFields::new();
+        ext.insert("topic", t);
+        ext.insert("recallHandle", "bad");
+        signed(request(rc::RECALL_MESSAGE, ext), AK, SK)
+    };
+    assert_eq!(c.call(recall("AclPubOnly")).await.code, code::ILLEGAL_OPERATION);
+    assert_refused(&c.call(recall("AclDenied")).await, "No default permission for topic:AclDenied");
     // Admin codes: refused to a normal account, served to the admin.
     assert_refused(
         &c.call(signed(create_topic_request("Made", 4), AK, SK)).await,

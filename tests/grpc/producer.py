@@ -91,6 +91,24 @@ def delay(endpoint, topic, secs):
     p.shutdown()
 
 
+def recall(endpoint, topic, secs):
+    """Two delay messages due in `secs` s, the first recalled with its receipt's handle; then
+    a recall with a malformed handle, which the SDK raises."""
+    p = producer(endpoint, topic)
+    due = int(time.time()) + int(secs)
+    for body, at in (("py-recalled", due), ("py-kept", due + 1)):
+        r = p.send(message(topic, body, deliver_at=at))
+        emit(kind="sent", message_id=r.message_id, body=body, recall_handle=r.recall_handle)
+        if body == "py-recalled":
+            emit(kind="recalled", message_id=p.recall_message(topic, r.recall_handle))
+    try:
+        p.recall_message(topic, "not-a-handle")
+        emit(kind="refused", error=None)
+    except Exception as e:  # the SDK's ClientException: "<code>, <message>"
+        emit(kind="refused", error=str(e))
+    p.shutdown()
+
+
 def tx(endpoint, topic):
     p = producer(endpoint, topic, Checker())
     for body, decide in (("py-tx-commit", "commit"), ("py-tx-rollback", "rollback")):
@@ -207,7 +225,7 @@ def route_code(p, endpoint, topic):
     return r.status.code
 
 
-MODES = {"acl_send": acl_send, "hold": hold, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "tx": tx, "orphan": orphan, "raw": raw}
+MODES = {"acl_send": acl_send, "hold": hold, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "recall": recall, "tx": tx, "orphan": orphan, "raw": raw}
 
 if __name__ == "__main__":
     try:

@@ -129,6 +129,34 @@ async fn delayed_messages_arrive_no_earlier_than_due(sdk: Sdk) {
     b.running.shutdown().await;
 }
 
+async fn a_recalled_delay_message_never_arrives(sdk: Sdk) {
+    let b = start_broker(|_| {}).await;
+    let topic = unique("GrpcRecall");
+    create_topic(&b, &topic, QUEUES).await;
+    let lines = run(sdk, sdk.producer_script(), args(&["recall", &b.grpc, &topic, "4"])).await;
+    let sent = of_kind(&lines, "sent");
+    assert_eq!(sent.len(), 2, "two delay messages sent: {lines:#?}");
+    for line in &sent {
+        // It was always empty: the SDKs' `recall_handle` / `recallHandle` came back blank.
+        assert!(!s(line, "recall_handle").is_empty(), "the send receipt carries a handle: {line}");
+    }
+    let recalled = of_kind(&lines, "recalled");
+    assert_eq!(recalled.len(), 1, "the recall succeeded: {lines:#?}");
+    assert_eq!(s(recalled[0], "message_id"), s(sent[0], "message_id"), "it names the message");
+    let refused = of_kind(&lines, "refused");
+    let error = refused.first().map(|l| &l["error"]);
+    assert!(
+        error.and_then(Value::as_str).is_some_and(|e| e.contains("recall handle is invalid")),
+        "a malformed handle is refused with the broker's remark: {lines:#?}"
+    );
+    // Timers are delivered in due order: once the later one is in, the recalled one's time
+    // has passed.
+    let msgs = pull_until(&b, &topic, QUEUES, "the kept message arrives", |m| !m.is_empty()).await;
+    let bodies: Vec<String> = msgs.iter().map(body).collect();
+    assert_eq!(bodies, [format!("{}-kept", sdk.prefix())], "the recalled message never arrives");
+    b.running.shutdown().await;
+}
+
 async fn transactions_deliver_the_committed_and_drop_the_rolled_back(sdk: Sdk) {
     let b = start_broker(|_| {}).await;
     let topic = unique("GrpcTx");
@@ -222,6 +250,16 @@ async fn given_a_python_delay_message_when_sent_should_arrive_no_earlier_than_du
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_node_delay_message_when_sent_should_arrive_no_earlier_than_due() {
     delayed_messages_arrive_no_earlier_than_due(Sdk::Node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_python_delay_message_when_recalled_with_its_receipts_handle_should_never_arrive() {
+    a_recalled_delay_message_never_arrives(Sdk::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_node_delay_message_when_recalled_with_its_receipts_handle_should_never_arrive() {
+    a_recalled_delay_message_never_arrives(Sdk::Node).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,27 @@ const modes = {
     emit({ kind: 'sent', message_id: r.messageId, body: 'node-delay', due_ms: due.getTime() });
     await p.shutdown();
   },
+  // Two delay messages due in `secs` s, the first recalled with its receipt's handle; then a
+  // recall with a malformed handle, which the SDK rejects with the broker's status.
+  async recall(endpoint, topic, secs) {
+    const p = await producer(endpoint, topic);
+    const due = Date.now() + Number(secs) * 1000;
+    for (const [ body, at ] of [[ 'node-recalled', due ], [ 'node-kept', due + 1000 ]]) {
+      const r = await p.send({ topic, body: Buffer.from(body), deliveryTimestamp: new Date(at) });
+      emit({ kind: 'sent', message_id: r.messageId, body, recall_handle: r.recallHandle });
+      if (body === 'node-recalled') {
+        const receipt = await p.recallMessage(topic, r.recallHandle);
+        emit({ kind: 'recalled', message_id: receipt.messageId });
+      }
+    }
+    try {
+      await p.recallMessage(topic, 'not-a-handle');
+      emit({ kind: 'refused', error: null });
+    } catch (err) {
+      emit({ kind: 'refused', error: String(err && err.message || err) });
+    }
+    await p.shutdown();
+  },
   async tx(endpoint, topic) {
     const p = await producer(endpoint, topic, checker());
     for (const [ body, decide ] of [[ 'node-tx-commit', 'commit' ], [ 'node-tx-rollback', 'rollback' ]]) {

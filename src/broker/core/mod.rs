@@ -32,6 +32,7 @@ pub(crate) mod groups;
 pub(crate) mod locks;
 pub(crate) mod pop;
 pub(crate) mod rates;
+pub(crate) mod recall;
 pub(crate) mod record;
 pub(crate) mod retry;
 pub(crate) mod routes;

@@ -331,6 +331,8 @@ pub(crate) struct Stored {
     pub(crate) uniq_key: String,
     /// Whether it is a half (transactional) message; its transaction id is `uniq_key`.
     pub(crate) half: bool,
+    /// The recall handle of a timer message ([`recall`](super::recall)); `None` for any other.
+    pub(crate) recall_handle: Option<String>,
 }
 
 /// Counts a send refused for lack of memory (the one place it is counted).
@@ -398,12 +400,20 @@ fn store_one(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
         timer::store(core, wait, &topic, queue, &rec, routing.tags_code())?
     };
     counters.message_in(m.body.len());
+    // As `SendMessageProcessor`: a timer message, unless it is a retry, can be recalled.
+    let recall_handle = match wait {
+        Wait::Until(due) if !topic.name().starts_with(RETRY_PREFIX) => {
+            Some(super::recall::handle_for(core, topic.name(), due, &uniq))
+        }
+        _ => None,
+    };
     Ok(Stored {
         msg_id: encode_offset_msg_id(core.store_host, physical_offset(uid, stored_queue, offset)),
         queue_id: queue,
         queue_offset: offset,
         uniq_key: uniq.into_owned(),
         half,
+        recall_handle,
     })
 }
 

@@ -8,9 +8,10 @@
 //! [`delay::deliver_record`]); what differs is the order. Delay levels are due in store order
 //! per level, so the schedule only looks at 18 queue heads. Timers are due in any order, so:
 //!
-//! - **Which message is next** comes from a min-heap of `(due, queue, offset)` entries, one per
-//!   waiting message (24 bytes each, kept outside the store): popping the next due one is
-//!   O(log n), and nothing ever scans the waiting messages.
+//! - **Which message is next** comes from an ordered set of `(due, queue, offset)` entries,
+//!   one per waiting message (24 bytes each with a hash of its topic and id, kept outside the
+//!   store): popping the next due one is O(log n), and nothing ever scans the waiting
+//!   messages. A recall ([`recall`]) finds its message among those due at its handle's time.
 //! - **Releasing the stored copies.** The store releases a queue's messages by a group's
 //!   committed offset, in offset order only, so a message delivered ahead of an earlier-stored
 //!   one that is still waiting stays in memory until that one goes too. To bound this, the
@@ -27,8 +28,8 @@
 
 use crate::sync::{Arc, Mutex};
 use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BTreeSet;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -129,7 +130,8 @@ pub(crate) fn wait_of(
     u64::try_from(due).map(Wait::Until).map_err(|_| illegal())
 }
 
-/// One waiting timer message: when it is due and where it waits.
+/// One waiting timer message: when it is due and where it waits. Ordered by due time, then
+/// place (`key` never decides: a place holds one message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Entry {
     /// Due time, epoch milliseconds.
@@ -138,17 +140,29 @@ pub(crate) struct Entry {
     pub(crate) queue: u32,
     /// Its offset there.
     pub(crate) offset: u64,
+    /// [`key_of`] its real topic and `UNIQ_KEY`: a recall reads only the records it may name.
+    pub(crate) key: u32,
+}
+
+/// The 32-bit key of a timer message's real topic and `UNIQ_KEY` ([`Entry::key`]).
+pub(crate) fn key_of(topic: &str, uniq_key: &str) -> u32 {
+    let mut bytes = Vec::with_capacity(topic.len() + 1 + uniq_key.len());
+    bytes.extend_from_slice(topic.as_bytes());
+    bytes.push(1);
+    bytes.extend_from_slice(uniq_key.as_bytes());
+    crate::hash::fnv1a_64(&bytes) as u32
 }
 
 /// The waiting timer messages by due time, and, per queue of the timer topic, how far the
 /// delivered ones can be released.
 ///
-/// Invariants: every entry is in the heap until [`pop_due`](Self::pop_due) hands it out (and
-/// back in only if [`insert`](Self::insert)ed again); per queue, `next` only grows, and `done`
-/// holds exactly the offsets reported done that are above `next`.
+/// Invariants: every entry is in `waiting` until [`pop_due`](Self::pop_due) hands it out or
+/// [`remove`](Self::remove) takes it (and back in only if [`insert`](Self::insert)ed again);
+/// per queue, `next` only grows, and `done` holds exactly the offsets reported done that are
+/// above `next`.
 #[derive(Debug)]
 pub(crate) struct TimerIndex {
-    heap: BinaryHeap<Reverse<Entry>>,
+    waiting: BTreeSet<Entry>,
     release: Vec<Release>,
 }
 
@@ -163,7 +177,7 @@ impl TimerIndex {
     /// An empty index over queues whose first offsets are `starts`.
     pub(crate) fn new(starts: impl IntoIterator<Item = u64>) -> Self {
         TimerIndex {
-            heap: BinaryHeap::new(),
+            waiting: BTreeSet::new(),
             release: starts
                 .into_iter()
                 .map(|next| Release { next, done: BTreeSet::new() })
@@ -173,12 +187,12 @@ impl TimerIndex {
 
     /// Adds a waiting message.
     pub(crate) fn insert(&mut self, e: Entry) {
-        self.heap.push(Reverse(e));
+        self.waiting.insert(e);
     }
 
     /// The earliest due time, if any message waits.
     pub(crate) fn next_due(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse(e)| e.due)
+        self.waiting.first().map(|e| e.due)
     }
 
     /// Removes and returns the earliest message if it is due at `now`.
@@ -186,12 +200,27 @@ impl TimerIndex {
         if self.next_due()? > now {
             return None;
         }
-        self.heap.pop().map(|Reverse(e)| e)
+        self.waiting.pop_first()
     }
 
     /// Messages waiting.
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.waiting.len()
+    }
+
+    /// The waiting messages due within `due` whose key is `key`.
+    pub(crate) fn candidates(&self, due: RangeInclusive<u64>, key: u32) -> Vec<Entry> {
+        let lo = Entry { due: *due.start(), queue: 0, offset: 0, key: 0 };
+        let hi = Entry { due: *due.end(), queue: u32::MAX, offset: u64::MAX, key: u32::MAX };
+        if lo > hi {
+            return Vec::new();
+        }
+        self.waiting.range(lo..=hi).filter(|e| e.key == key).copied().collect()
+    }
+
+    /// Takes a waiting message out (never handed out then); false when it no longer waits.
+    pub(crate) fn remove(&mut self, e: &Entry) -> bool {
+        self.waiting.remove(e)
     }
 
     /// Records that the message at `offset` of `queue` is delivered (or gone). Returns the
@@ -337,9 +366,11 @@ pub(crate) fn schedule(
         Parked { real_topic, real_queue, add: &add, reserve: DELIVERY_RESERVE },
         rec,
     )?;
+    let uniq = properties::find(rec.properties, properties::UNIQ_KEY).unwrap_or_default();
+    let key = key_of(real_topic, uniq);
     let first = with_state(core, |st| {
         let first = st.index.next_due().map_or(true, |next| due < next);
-        st.index.insert(Entry { due, queue, offset });
+        st.index.insert(Entry { due, queue, offset, key });
         first
     })?;
     if first {
@@ -362,6 +393,48 @@ fn deliver(core: &Core, topic: &dyn TopicStore, e: Entry) -> Result<bool, StoreE
         &[properties::REAL_TOPIC, properties::REAL_QID],
         &[(properties::TIMER_DEQUEUE_MS, &now)],
     )
+}
+
+/// Takes the waiting timer message of `real_topic` with `uniq_key`, due within `due`, out of
+/// the index: it is never delivered, and its stored copy is released as a delivered one is.
+/// False when none waits so (delivered, recalled already, never sent, or evicted); one the
+/// delivery task has taken out already is delivered.
+pub(crate) fn recall(
+    core: &Core,
+    real_topic: &str,
+    uniq_key: &str,
+    due: RangeInclusive<u64>,
+) -> bool {
+    let key = key_of(real_topic, uniq_key);
+    let (topic, candidates) = {
+        let g = lock(&core.timers.state);
+        let Some(st) = g.as_ref() else { return false };
+        (Arc::clone(&st.topic), st.index.candidates(due, key))
+    };
+    // The records are read without the lock (as the delivery task reads them); the entry
+    // is taken out only if it still waits.
+    let names = |e: &Entry| {
+        let Some((stored, _)) = core.store.get(topic.as_ref(), e.queue, e.offset) else {
+            return false;
+        };
+        super::record::decode(&stored).is_some_and(|d| {
+            properties::find(d.properties, properties::REAL_TOPIC) == Some(real_topic)
+                && properties::find(d.properties, properties::UNIQ_KEY) == Some(uniq_key)
+        })
+    };
+    let Some(e) = candidates.into_iter().find(names) else { return false };
+    let (commit, holder) = {
+        let mut g = lock(&core.timers.state);
+        let Some(st) = g.as_mut() else { return false };
+        if !st.index.remove(&e) {
+            return false;
+        }
+        (st.index.done(e.queue, e.offset), Arc::clone(&st.holder))
+    };
+    if let Some(c) = commit {
+        let _ = holder.commit(e.queue, c);
+    }
+    true
 }
 
 /// Delivers timer messages when due until shutdown.
@@ -553,7 +626,7 @@ mod tests {
                     _ => next(&mut seed) % (MAX * 1000),
                 };
                 let q = band(&bounds, delay) as usize;
-                let e = Entry { due: now + delay, queue: q as u32, offset: next_offset[q] };
+                let e = Entry { due: now + delay, queue: q as u32, offset: next_offset[q], key: 0 };
                 next_offset[q] += 1;
                 idx.insert(e);
                 assert!(waiting.insert(e));
@@ -581,6 +654,31 @@ mod tests {
             committed, next_offset,
             "every stored offset is released, exactly up to the end"
         );
+    }
+
+    #[test]
+    fn given_waiting_entries_when_one_is_taken_out_should_find_it_by_time_and_key_and_never_hand_it_out(
+    ) {
+        let mut idx = TimerIndex::new([0]);
+        let a = Entry { due: 10, queue: 0, offset: 0, key: 7 };
+        let b = Entry { due: 10, queue: 0, offset: 1, key: 8 };
+        let c = Entry { due: 12, queue: 0, offset: 2, key: 7 };
+        for e in [c, b, a] {
+            idx.insert(e);
+        }
+        assert_eq!(idx.candidates(9..=10, 7), vec![a], "by due time and key");
+        assert_eq!(idx.candidates(10..=12, 7), vec![a, c]);
+        assert_eq!(idx.candidates(11..=11, 7), vec![]);
+        #[allow(clippy::reversed_empty_ranges)]
+        let backwards = idx.candidates(12..=10, 7);
+        assert_eq!(backwards, vec![], "an empty range finds nothing");
+        assert!(idx.remove(&a));
+        assert!(!idx.remove(&a), "taken out once");
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.done(0, 0), Some(1), "its offset is released like a delivered one");
+        assert_eq!(idx.pop_due(100), Some(b), "never handed out");
+        assert_eq!(idx.pop_due(100), Some(c));
+        assert_eq!(idx.pop_due(100), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! | SendMessage | each message's topic `PUB` |
 //! | ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, QueryAssignment | group `SUB`, topic `SUB` |
 //! | EndTransaction | topic `PUB` |
+//! | RecallMessage | topic `PUB` |
 //! | NotifyClientTermination | its group `SUB`, when it names one |
 //! | Telemetry `Settings` | publishing: each topic `PUB`; subscription: group and each topic `SUB`; one of the two required |
 //!
@@ -46,7 +47,7 @@ use super::pb::{
     self, telemetry_command, AckMessageRequest, ChangeInvisibleDurationRequest, ClientType, Code,
     EndTransactionRequest, ForwardMessageToDeadLetterQueueRequest, HeartbeatRequest,
     NotifyClientTerminationRequest, QueryAssignmentRequest, QueryRouteRequest,
-    ReceiveMessageRequest, SendMessageRequest, TelemetryCommand,
+    RecallMessageRequest, ReceiveMessageRequest, SendMessageRequest, TelemetryCommand,
 };
 use super::status::status;
 use crate::broker::security::acl::{Acl, Refusal, Resource, SignedRequest, ANY, PUB, SUB};
@@ -288,6 +289,13 @@ impl Needs for EndTransactionRequest {
     }
 }
 
+impl Needs for RecallMessageRequest {
+    const RPC: &'static str = "RecallMessage";
+    fn needs(&self) -> Result<Vec<(Resource<'_>, u8)>, String> {
+        Ok(topic(self.topic.as_ref(), PUB).into_iter().collect())
+    }
+}
+
 impl Needs for NotifyClientTerminationRequest {
     const RPC: &'static str = "NotifyClientTermination";
     fn needs(&self) -> Result<Vec<(Resource<'_>, u8)>, String> {
@@ -348,6 +356,8 @@ mod tests {
         assert_eq!(ack.needs(), Ok(vec![g("G"), t("T", SUB)]));
         let end = EndTransactionRequest { topic: r("T"), ..Default::default() };
         assert_eq!(end.needs(), Ok(vec![t("T", PUB)]));
+        let recall = RecallMessageRequest { topic: r("T"), ..Default::default() };
+        assert_eq!(recall.needs(), Ok(vec![t("T", PUB)]));
         let producer = HeartbeatRequest { group: None, client_type: ClientType::Producer as i32 };
         assert_eq!(producer.needs(), Ok(vec![]), "a producer's heartbeat needs nothing");
         let consumer =

@@ -1,5 +1,5 @@
-//! The producer RPCs: SendMessage and EndTransaction (`rocketmq5-grpc-pop-transactions.md`
-//! 1.5 and 1.9).
+//! The producer RPCs: SendMessage, EndTransaction and RecallMessage
+//! (`rocketmq5-grpc-pop-transactions.md` 1.5 and 1.9).
 //!
 //! `SendMessage` turns each v2 `Message` into the properties a remoting producer would have
 //! sent (`UNIQ_KEY` = the client's message id, `TAGS`, `KEYS`, `__SHARDINGKEY`,
@@ -21,13 +21,14 @@ use tonic::Request;
 use super::convert::{duration_ms, is_system_key, timestamp_ms, TRACE_CONTEXT};
 use super::pb::{
     self, Code, Encoding, EndTransactionRequest, EndTransactionResponse, MessageType,
-    SendMessageRequest, SendMessageResponse, SendResultEntry, TransactionResolution,
-    TransactionSource,
+    RecallMessageRequest, RecallMessageResponse, SendMessageRequest, SendMessageResponse,
+    SendResultEntry, TransactionResolution, TransactionSource,
 };
 use super::service::Messaging;
 use super::session::Session;
-use super::status::{end_status, ok, send_status, status};
+use super::status::{end_status, ok, recall_status, send_status, status};
 use super::GrpcState;
+use crate::broker::core::recall::recall;
 use crate::broker::core::send::{store_message, Incoming, QueueChoice};
 use crate::broker::core::topics;
 use crate::broker::core::transaction::{
@@ -257,7 +258,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
             message_id: stored.uniq_key.clone(),
             transaction_id: if stored.half { stored.uniq_key } else { String::new() },
             offset: i64::try_from(stored.queue_offset).unwrap_or(i64::MAX),
-            recall_handle: String::new(),
+            recall_handle: stored.recall_handle.unwrap_or_default(),
         },
         Err(e) => failed(send_status(&e)),
     }
@@ -323,6 +324,29 @@ pub(crate) fn end_transaction(
                 format!("no undecided transaction {}", req.transaction_id),
             ))
         }
+    }
+}
+
+/// `RecallMessage`: takes a timer message back before it is due, by the handle its send
+/// receipt carried ([`recall`]); OK with the message id, or the proxy's refusal
+/// ([`recall_status`]).
+pub(crate) fn recall_message(
+    svc: &Messaging,
+    request: Request<RecallMessageRequest>,
+) -> RecallMessageResponse {
+    let answer =
+        |s: pb::Status, message_id: String| RecallMessageResponse { status: Some(s), message_id };
+    if let Err(s) = svc.session(&request) {
+        return answer(s, String::new());
+    }
+    let req = request.into_inner();
+    let topic = req.topic.as_ref().map(|t| t.name.as_str()).unwrap_or_default();
+    if let Err(remark) = topics::validate_topic(topic) {
+        return answer(refuse(Code::IllegalTopic, remark), String::new());
+    }
+    match recall(&svc.core, topic, &req.recall_handle) {
+        Ok(r) => answer(ok(), r.msg_id),
+        Err(e) => answer(recall_status(&e), String::new()),
     }
 }
 

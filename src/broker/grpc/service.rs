@@ -1,8 +1,8 @@
 //! The `MessagingService` implementation: routes, heartbeats, sessions and Telemetry here, the
 //! producer RPCs in [`producer`](super::producer), the consumer RPCs in
 //! [`consumer`](super::consumer). RPCs not listed (PullMessage, UpdateOffset, GetOffset,
-//! QueryOffset, RecallMessage, SyncLiteSubscription) keep the generated default: gRPC
-//! `UNIMPLEMENTED`, as Apache's proxy answers for the same ones.
+//! QueryOffset, SyncLiteSubscription) keep the generated default: gRPC `UNIMPLEMENTED`, as
+//! Apache's proxy answers for the same ones.
 
 use crate::sync::Arc;
 use std::net::SocketAddr;
@@ -19,8 +19,9 @@ use super::pb::{
     EndTransactionResponse, ForwardMessageToDeadLetterQueueRequest,
     ForwardMessageToDeadLetterQueueResponse, HeartbeatRequest, HeartbeatResponse,
     NotifyClientTerminationRequest, NotifyClientTerminationResponse, QueryAssignmentRequest,
-    QueryAssignmentResponse, QueryRouteRequest, QueryRouteResponse, ReceiveMessageRequest,
-    ReceiveMessageResponse, SendMessageRequest, SendMessageResponse, TelemetryCommand,
+    QueryAssignmentResponse, QueryRouteRequest, QueryRouteResponse, RecallMessageRequest,
+    RecallMessageResponse, ReceiveMessageRequest, ReceiveMessageResponse, SendMessageRequest,
+    SendMessageResponse, TelemetryCommand,
 };
 use super::session::{self, Session, SessionRefused, TelemetryItem, TELEMETRY_CHANNEL};
 use super::status::{ok, status};
@@ -175,6 +176,17 @@ impl MessagingService for Messaging {
             return Ok(Response::new(EndTransactionResponse { status: Some(s) }));
         }
         Ok(Response::new(producer::end_transaction(self, request)))
+    }
+
+    async fn recall_message(
+        &self,
+        request: Request<RecallMessageRequest>,
+    ) -> Result<Response<RecallMessageResponse>, tonic::Status> {
+        if let Err(s) = self.admit(&request) {
+            let refused = RecallMessageResponse { status: Some(s), message_id: String::new() };
+            return Ok(Response::new(refused));
+        }
+        Ok(Response::new(producer::recall_message(self, request)))
     }
 
     async fn telemetry(

@@ -6,6 +6,7 @@
 //! with one of these.
 
 use super::pb::{Code, Status};
+use crate::broker::core::recall::RecallError;
 use crate::broker::core::send::SendError;
 use crate::broker::core::transaction::EndError;
 use crate::store::StoreError;
@@ -48,6 +49,21 @@ pub(crate) fn send_status(e: &SendError) -> Status {
         SendError::IllegalTimer(_) => Code::IllegalDeliveryTime,
         SendError::UnknownTopic(_) => Code::TopicNotFound,
         SendError::Store(e) => store_code(e),
+    };
+    status(code, e.to_string())
+}
+
+/// The status of a refused `RecallMessage`, as the proxy answers it: the broker's refusals
+/// (`ILLEGAL_OPERATION`) and a handle the proxy cannot decode are INTERNAL_SERVER_ERROR
+/// (`ResponseBuilder`'s default, `ProducerProcessor.recallMessage`), an unknown topic
+/// TOPIC_NOT_FOUND; the message is the broker's remark.
+pub(crate) fn recall_status(e: &RecallError) -> Status {
+    let code = match e {
+        RecallError::UnknownTopic(_) => Code::TopicNotFound,
+        RecallError::InvalidHandle
+        | RecallError::TopicMismatch
+        | RecallError::OtherBroker
+        | RecallError::TimestampInvalid => Code::InternalServerError,
     };
     status(code, e.to_string())
 }

@@ -95,6 +95,7 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Need::Admin),
     (rc::DELETE_SUBSCRIPTIONGROUP_LIST, Need::Admin),
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
+    (rc::RECALL_MESSAGE, Need::Publish("topic")),
     (rc::QUERY_ASSIGNMENT, Need::Signed),
     (rc::SET_MESSAGE_REQUEST_MODE, Need::Signed),
     (rc::GET_ALL_MESSAGE_REQUEST_MODE, Need::Signed),

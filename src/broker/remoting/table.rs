@@ -125,6 +125,7 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         group::get_subscription_group_config,
     ),
     (rc::LITE_PULL_MESSAGE, "LITE_PULL_MESSAGE", pull::pull_message),
+    (rc::RECALL_MESSAGE, "RECALL_MESSAGE", super::processor::recall::recall_message),
     (rc::QUERY_ASSIGNMENT, "QUERY_ASSIGNMENT", pop::query_assignment),
     (rc::SET_MESSAGE_REQUEST_MODE, "SET_MESSAGE_REQUEST_MODE", pop::set_message_request_mode),
     (

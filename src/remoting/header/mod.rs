@@ -146,7 +146,8 @@ pub use pop::{
 pub use pull::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
 pub use query::{QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader};
 pub use send::{
-    SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, DEFAULT_MSG_REGION,
+    RecallMessageRequestHeader, RecallMessageResponseHeader, SendHeaderVersion,
+    SendMessageRequestHeader, SendMessageResponseHeader, DEFAULT_MSG_REGION,
 };
 pub use transaction::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 

@@ -181,6 +181,8 @@ pub struct SendMessageResponseHeader {
     pub transaction_id: Option<String>,
     /// Unique id of a batch.
     pub batch_uniq_id: Option<String>,
+    /// `recallHandle`: the handle a timer message is recalled with (RocketMQ 5.3.2).
+    pub recall_handle: Option<String>,
 }
 
 impl FromExtFields<'_> for SendMessageResponseHeader {
@@ -191,6 +193,7 @@ impl FromExtFields<'_> for SendMessageResponseHeader {
             queue_offset: ext.required_i64("queueOffset")?,
             transaction_id: ext.optional_str("transactionId").map(str::to_owned),
             batch_uniq_id: ext.optional_str("batchUniqId").map(str::to_owned),
+            recall_handle: ext.optional_str("recallHandle").map(str::to_owned),
         })
     }
 }
@@ -202,8 +205,32 @@ impl ToExtFields for SendMessageResponseHeader {
         ext.insert_i64("queueOffset", self.queue_offset);
         put_opt_str(ext, "transactionId", self.transaction_id.as_deref());
         put_opt_str(ext, "batchUniqId", self.batch_uniq_id.as_deref());
+        put_opt_str(ext, "recallHandle", self.recall_handle.as_deref());
         ext.insert("MSG_REGION", DEFAULT_MSG_REGION);
         ext.insert("TRACE_ON", "true");
+    }
+}
+
+ext_header! {
+    /// RECALL_MESSAGE (370) request (`RecallMessageRequestHeader`, RocketMQ 5.3.2): recall a
+    /// timer message before it is due. Java clients also send `bname` (ignored).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct RecallMessageRequestHeader<'a> {
+        /// `producerGroup` (nullable).
+        pub producer_group: Option<&'a str> = "producerGroup",
+        /// `topic` (required): the message's topic.
+        pub topic: &'a str = "topic",
+        /// `recallHandle` (required): from the send answer.
+        pub recall_handle: &'a str = "recallHandle",
+    }
+}
+
+ext_header! {
+    /// RECALL_MESSAGE response (`RecallMessageResponseHeader`).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct RecallMessageResponseHeader {
+        /// `msgId`: the recalled message's `UNIQ_KEY`.
+        pub msg_id: String = "msgId",
     }
 }
 

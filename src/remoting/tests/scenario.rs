@@ -118,6 +118,7 @@ fn given_rust_client_send_when_broker_replies_should_satisfy_the_strict_client()
         queue_offset: 0,
         transaction_id: None,
         batch_uniq_id: None,
+        recall_handle: None,
     };
     let response = RemotingCommand::response_to(&request, response_code::SUCCESS, None)
         .with_ext_fields(response_header.to_ext_fields());

@@ -9,6 +9,7 @@ pub(crate) mod offset;
 pub(crate) mod pop;
 pub(crate) mod pull;
 pub(crate) mod query;
+pub(crate) mod recall;
 pub(crate) mod relay;
 pub(crate) mod reply;
 pub(crate) mod retry;

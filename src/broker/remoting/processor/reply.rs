@@ -131,6 +131,7 @@ fn store(
             queue_offset: stored.queue_offset as i64,
             transaction_id: None,
             batch_uniq_id: None,
+            recall_handle: None,
         }),
         Err(e @ SendError::Store(_)) => {
             tracing::warn!(peer = %ctx.peer, topic = h.topic, error = %e, "a reply is pushed without being stored");
@@ -140,6 +141,7 @@ fn store(
                 queue_offset: 0,
                 transaction_id: None,
                 batch_uniq_id: None,
+                recall_handle: None,
             })
         }
         Err(e) => Err(send_error(req, &e)),

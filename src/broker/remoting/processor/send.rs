@@ -115,6 +115,7 @@ fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
                 queue_offset: stored.queue_offset as i64,
                 transaction_id: stored.half.then_some(stored.uniq_key),
                 batch_uniq_id: None,
+                recall_handle: stored.recall_handle,
             };
             Reply::now(ok(req, resp.to_ext_fields()))
         }
@@ -212,6 +213,7 @@ fn send_batch(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
                 queue_offset: stored.first_offset as i64,
                 transaction_id: None,
                 batch_uniq_id: None,
+                recall_handle: None,
             };
             Reply::now(ok(req, resp.to_ext_fields()))
         }

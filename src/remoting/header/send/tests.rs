@@ -75,6 +75,7 @@ fn given_send_response_when_encoding_should_carry_region_and_trace() {
             queue_offset: 0,
             transaction_id: None,
             batch_uniq_id: Some("B".into()),
+            recall_handle: None,
         }
     );
     assert_eq!(ext.get("MSG_REGION"), Some(DEFAULT_MSG_REGION));
