@@ -255,6 +255,22 @@ async fn given_two_go_broadcasting_members_when_messages_are_sent_should_each_ge
     broadcast(Client::Go).await;
 }
 
+/// A broadcasting member that starts after the first one read every message still gets them
+/// all from the first offset when the broker keeps acknowledged messages
+/// (`keep-acknowledged-secs`); by default they are freed at once and it finds none (README,
+/// "What differs from a persistent broker").
+#[tokio::test]
+async fn given_kept_acknowledged_messages_when_a_java_broadcasting_member_starts_late_should_get_all(
+) {
+    let keep = |c: &mut BrokerConfig| c.core.keep_acknowledged_secs = 600;
+    let Some(run) = scenario(Client::Java, "late_broadcast", keep, &[]).await else { return };
+    run.assert_clean();
+    let bodies = sent_ok(&run, 8);
+    for member in ["c1", "c2"] {
+        assert_each_once(&run, member, &bodies, "every broadcasting member gets every message");
+    }
+}
+
 /// A transaction listener that commits or rolls back at once, or answers UNKNOW and decides on
 /// check-back: exactly the committed messages are delivered, and only the undecided ones are
 /// checked. The broker checks a half message 2 s old every 500 ms (RocketMQ's

@@ -133,6 +133,9 @@ public final class BaijiJavaClient {
             case "broadcast":
                 broadcast();
                 break;
+            case "late_broadcast":
+                lateBroadcast();
+                break;
             case "transaction":
                 transaction();
                 break;
@@ -393,6 +396,43 @@ public final class BaijiJavaClient {
             }
         }
         awaitSeen("c1", bodies);
+        awaitSeen("c2", bodies);
+    }
+
+    /**
+     * A broadcasting member that starts only after the first one has read (and so acknowledged)
+     * every message: from the first offset, it must still get them all, as on a persistent
+     * broker (baiji with keep-acknowledged-secs).
+     */
+    void lateBroadcast() throws Exception {
+        DefaultMQProducer p = producer(new DefaultMQProducer(group + "_p"));
+        start(p);
+        createTopic(p);
+        DefaultMQPushConsumer first = new DefaultMQPushConsumer(group);
+        first.setMessageModel(MessageModel.BROADCASTING);
+        concurrently(first, "c1", "*");
+        start(first);
+        boolean ready = waitFor(() -> first.getDefaultMQPushConsumerImpl().getRebalanceImpl()
+            .getProcessQueueTable().keySet().stream()
+            .filter(mq -> mq.getTopic().equals(topic)).count() == QUEUES, waitMs);
+        if (!ready) {
+            timeout("the first broadcasting member pulls all " + QUEUES + " queues");
+        }
+        List<String> bodies = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            String body = "late-" + i;
+            bodies.add(body);
+            try {
+                sent("sync", p.send(message(body, null, null)), body, 0);
+            } catch (Exception e) {
+                error("send " + body, e);
+            }
+        }
+        awaitSeen("c1", bodies);
+        DefaultMQPushConsumer late = new DefaultMQPushConsumer(group);
+        late.setMessageModel(MessageModel.BROADCASTING);
+        concurrently(late, "c2", "*");
+        start(late);
         awaitSeen("c2", bodies);
     }
 
