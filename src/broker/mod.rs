@@ -334,7 +334,9 @@ pub async fn start_with_store(
     let mut core = Core::new(core_config, store, store_host);
     core.grpc_endpoint = grpc_endpoint;
     let core = Arc::new(core);
-    let face = Arc::new(RemotingState::new(remoting_config, security_config, acl));
+    let mut face = RemotingState::new(remoting_config, security_config, acl);
+    face.fast_port = fast_addr.map(|a| a.port());
+    let face = Arc::new(face);
     core.clients.set_notify(Arc::clone(&face) as _);
     core.transactions
         .register(Arc::new(remoting::processor::transaction::RemotingProducers(Arc::clone(&face))));

@@ -142,3 +142,26 @@ async fn given_fast_listen_port_0_or_a_port_when_the_broker_starts_should_disabl
     assert_eq!(r.code, code::SUCCESS, "served on the port asked for: {r:?}");
     broker.shutdown().await;
 }
+
+/// `fastListenPort` of a GET_BROKER_CONFIG answer asked on the broker port.
+async fn reported_fast_port(broker: &RunningBroker) -> String {
+    let mut conn = Conn::open(broker_addr(broker)).await;
+    let r = conn.call(request(rc::GET_BROKER_CONFIG, ExtFields::new())).await;
+    assert_eq!(r.code, code::SUCCESS, "the config is answered: {r:?}");
+    let text = String::from_utf8(r.body.to_vec()).expect("a UTF-8 properties text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("fastListenPort="))
+        .unwrap_or_else(|| panic!("fastListenPort is reported: {text}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn given_the_fast_port_on_or_off_when_asked_for_the_broker_config_should_report_it() {
+    let broker = start_broker(|_| {}).await;
+    let fast = broker.fast_addr().map(|a| a.port().to_string()).unwrap_or_default();
+    assert_eq!(reported_fast_port(&broker).await, fast, "the port the fast listener has");
+    broker.shutdown().await;
+    let broker = start_broker(|c| c.remoting.fast_listen_port = Some(0)).await;
+    assert_eq!(reported_fast_port(&broker).await, "", "off: empty");
+    broker.shutdown().await;
+}

@@ -130,6 +130,9 @@ pub(crate) struct RemotingState {
     /// `rocketmq_rpc_latency` (the metrics endpoint).
     pub(crate) rpc: rpc::RpcLatency,
     pub(crate) counters: Counters,
+    /// The fast (VIP) port as bound at start (`None`: turned off, or its port was taken);
+    /// `GET_BROKER_CONFIG` reports it as `fastListenPort`.
+    pub(crate) fast_port: Option<u16>,
     next_opaque: AtomicU32,
     /// The outgoing channel of every open connection, for the requests the broker sends on
     /// its own (`NOTIFY_CONSUMER_IDS_CHANGED`, `CHECK_TRANSACTION_STATE`,
@@ -194,6 +197,7 @@ impl RemotingState {
             request_modes: processor::pop::RequestModes::default(),
             rpc: rpc::RpcLatency::default(),
             counters: Counters::default(),
+            fast_port: None,
             next_opaque: AtomicU32::new(1),
             links: RwLock::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),

@@ -33,6 +33,9 @@ pub(crate) fn properties(core: &Core, face: &RemotingState) -> Vec<(&'static str
         ("brokerRole", "ASYNC_MASTER".into()),
         ("brokerIP1", core.store_host.ip().to_string()),
         ("listenPort", core.store_host.port().to_string()),
+        // Where clients with the VIP channel call (RocketMQ derives it, listenPort - 2, and has
+        // no key for it; empty when the fast port is off).
+        ("fastListenPort", opt(face.fast_port.map(|p| p.to_string()))),
         ("namesrvAddr", opt(c.namesrv_addr.clone())),
         ("namesrvListen", opt(r.namesrv_listen.map(|a| a.to_string()))),
         ("metricsListen", opt(c.metrics_listen.map(|a| a.to_string()))),
