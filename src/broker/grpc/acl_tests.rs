@@ -270,3 +270,37 @@ async fn given_a_peer_under_acl_when_probed_for_its_grpc_port_should_answer_only
     );
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_peer_whose_port_speaks_only_tls_when_probed_should_ask_again_over_tls() {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let dir = acl_file("").parent().unwrap().to_path_buf();
+    std::fs::write(dir.join("peer.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.join("peer.key"), made.signing_key.serialize_pem()).unwrap();
+    let mut config = BrokerConfig::default();
+    config.remoting.listen = "127.0.0.1:0".parse().unwrap();
+    config.remoting.namesrv_listen = None;
+    config.remoting.fast_listen_port = Some(0);
+    config.grpc.grpc_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.security.tls_mode = crate::broker::security::config::TlsMode::Enforcing;
+    config.security.tls_cert = Some(dir.join("peer.pem"));
+    config.security.tls_key = Some(dir.join("peer.key"));
+    let b = crate::broker::start(config).await.unwrap();
+    let peer = b.broker_addr().expect("a broker port").to_string();
+    let plain = crate::remoting::client::request_once(
+        peer.as_str(),
+        crate::remoting::RemotingCommand::request(
+            crate::remoting::code::request_code::GET_BROKER_CONFIG,
+            0,
+        ),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(plain.is_err(), "the peer's port refuses plaintext: {plain:?}");
+    assert_eq!(
+        super::route::ask_grpc_port(&peer, None).await,
+        Some(b.grpc_addr().map(|a| a.port())),
+        "the probe learns the gRPC port over TLS (review L4)"
+    );
+    b.shutdown().await;
+}

@@ -28,9 +28,10 @@ use crate::broker::core::routes::MAX_ROUTE_QUEUES;
 use crate::broker::core::send::resolve_topic;
 use crate::broker::core::topics::{self, perm};
 use crate::broker::core::Core;
+use crate::broker::security::peer::request_once_tls;
 use crate::broker::security::sign::Credentials;
 use crate::remoting::body::{JsonBody, TopicConfig, TopicRouteData};
-use crate::remoting::client::request_once;
+use crate::remoting::client::{request_once, ClientError};
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::header::{GetRouteInfoRequestHeader, ToExtFields};
 use crate::remoting::RemotingCommand;
@@ -121,8 +122,19 @@ pub(crate) async fn ask_grpc_port(
     if let Some(c) = credentials {
         c.sign(&mut req);
     }
-    let resp = match request_once(remoting, req, ASK_TIMEOUT).await {
+    let resp = match request_once(remoting, req.clone(), ASK_TIMEOUT).await {
         Ok(r) => r,
+        // Connected, then closed or garbled: a peer whose port speaks TLS only
+        // (`--tls-mode enforcing`). Ask again over TLS (review L4).
+        Err(ClientError::Closed | ClientError::Io(_) | ClientError::Decode(_)) => {
+            match request_once_tls(remoting, req, ASK_TIMEOUT).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(peer = remoting, error = %e, "a peer's gRPC port: no answer over TLS");
+                    return None;
+                }
+            }
+        }
         Err(e) => {
             tracing::debug!(peer = remoting, error = %e, "a peer's gRPC port: no answer");
             return None;
