@@ -346,6 +346,7 @@ pub async fn start_with_store(
     #[cfg(feature = "grpc")]
     if let Some(g) = &grpc {
         core.transactions.register(Arc::new(grpc::producer::GrpcProducers(Arc::clone(g))));
+        core.clients.set_directory(Arc::new(grpc::directory::GrpcClients(Arc::clone(g))));
     }
     core.open();
     let (shutdown, shutdown_rx) = watch::channel(false);

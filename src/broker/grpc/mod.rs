@@ -14,6 +14,7 @@
 //! - [`producer`]: SendMessage (through the remoting send path) and EndTransaction;
 //! - [`consumer`]: the receive side;
 //! - [`convert`]: stored messages ⇄ v2 `Message`;
+//! - [`directory`]: the sessions as the core's admin views list clients;
 //! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
 
 pub(crate) mod acl;
@@ -22,6 +23,7 @@ mod acl_tests;
 pub(crate) mod conn;
 pub(crate) mod consumer;
 pub(crate) mod convert;
+pub(crate) mod directory;
 pub(crate) mod producer;
 pub(crate) mod receipt;
 pub(crate) mod route;
