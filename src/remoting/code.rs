@@ -137,6 +137,10 @@ pub mod request_code {
         CONSUME_MESSAGE_DIRECTLY = 309;
         /// Send one message, V2 header (short field names `a`..`n`).
         SEND_MESSAGE_V2 = 310;
+        /// One stats item's minute, hour and day figures (admin; the dashboard's collector).
+        VIEW_BROKER_STATS_DATA = 315;
+        /// Every group's consume stats on this broker (admin `brokerConsumeStats`).
+        GET_BROKER_CONSUME_STATS = 317;
         /// Send a batch of messages (V2 header, batch body).
         SEND_BATCH_MESSAGE = 320;
         /// Broker asks the name server for its data version before re-registering.
@@ -147,6 +151,8 @@ pub mod request_code {
         SEND_REPLY_MESSAGE_V2 = 325;
         /// Broker pushes a reply to the requesting client (broker → client).
         PUSH_REPLY_MESSAGE_TO_CLIENT = 326;
+        /// Every producer group's clients (admin `producer`).
+        GET_ALL_PRODUCER_INFO = 328;
         /// Read one topic's config.
         GET_TOPIC_CONFIG = 351;
         /// Read one subscription group's config (admin).

@@ -80,9 +80,13 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::INVOKE_BROKER_TO_RESET_OFFSET, Need::Admin),
     (rc::QUERY_TOPIC_CONSUME_BY_WHO, Need::Admin),
     (rc::SEND_MESSAGE_V2, Need::Publish("b")),
+    // Cluster reads (RocketMQ's `@RocketMQAction(resource = CLUSTER, action = GET)`).
+    (rc::VIEW_BROKER_STATS_DATA, Need::Admin),
+    (rc::GET_BROKER_CONSUME_STATS, Need::Admin),
     (rc::SEND_BATCH_MESSAGE, Need::Publish("b")),
     (rc::SEND_REPLY_MESSAGE, Need::Publish("topic")),
     (rc::SEND_REPLY_MESSAGE_V2, Need::Publish("b")),
+    (rc::GET_ALL_PRODUCER_INFO, Need::Admin),
     (rc::GET_TOPIC_CONFIG, Need::Signed),
     (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Need::Admin),
     (rc::DELETE_SUBSCRIPTIONGROUP_LIST, Need::Admin),

@@ -97,9 +97,12 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         stats::query_topic_consume_by_who,
     ),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
+    (rc::VIEW_BROKER_STATS_DATA, "VIEW_BROKER_STATS_DATA", stats::view_broker_stats_data),
+    (rc::GET_BROKER_CONSUME_STATS, "GET_BROKER_CONSUME_STATS", stats::get_broker_consume_stats),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
     (rc::SEND_REPLY_MESSAGE, "SEND_REPLY_MESSAGE", reply::send_reply_message),
     (rc::SEND_REPLY_MESSAGE_V2, "SEND_REPLY_MESSAGE_V2", reply::send_reply_message),
+    (rc::GET_ALL_PRODUCER_INFO, "GET_ALL_PRODUCER_INFO", stats::get_all_producer_info),
     (
         rc::GET_SUBSCRIPTIONGROUP_CONFIG,
         "GET_SUBSCRIPTIONGROUP_CONFIG",
