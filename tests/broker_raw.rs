@@ -26,6 +26,8 @@ mod common;
 mod acl;
 #[path = "broker_raw/admin.rs"]
 mod admin;
+#[path = "broker_raw/admin_stats.rs"]
+mod admin_stats;
 #[path = "broker_raw/batch.rs"]
 mod batch;
 #[path = "broker_raw/fast.rs"]
