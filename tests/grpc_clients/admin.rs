@@ -17,7 +17,7 @@ use crate::support::{create_topic, start, start_broker, unique, Broker, Sdk, PAT
 async fn ask(b: &Broker, code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
     let mut ext = ExtFields::new();
     for (k, v) in fields {
-        ext.insert(*k, *v);
+        ext.insert(k, v);
     }
     let req = RemotingCommand::request(code, 0).with_ext_fields(ext);
     request_once(b.remoting, req, PATIENCE).await.expect("the broker answers")
