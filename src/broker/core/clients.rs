@@ -92,6 +92,7 @@ impl FaceClient {
 /// One producer client as `GET_ALL_PRODUCER_INFO` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProducerClient {
+    /// Id, address, language and version.
     pub(crate) conn: ClientConn,
     /// When it was last heard from, ms since the Unix epoch.
     pub(crate) last_seen_ms: u64,
