@@ -28,6 +28,8 @@ mod acl;
 mod admin;
 #[path = "broker_raw/admin_lists.rs"]
 mod admin_lists;
+#[path = "broker_raw/admin_stats.rs"]
+mod admin_stats;
 #[path = "broker_raw/batch.rs"]
 mod batch;
 #[path = "broker_raw/fast.rs"]

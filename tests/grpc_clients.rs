@@ -12,6 +12,8 @@ mod common;
 
 #[path = "grpc_clients/acl.rs"]
 mod acl;
+#[path = "grpc_clients/admin.rs"]
+mod admin;
 #[path = "grpc_clients/cluster.rs"]
 mod cluster;
 #[path = "grpc_clients/connections.rs"]

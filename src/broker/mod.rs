@@ -354,6 +354,7 @@ pub async fn start_with_store(
         core.transactions.register(Arc::new(grpc::producer::GrpcProducers(Arc::clone(g))));
         let relay = grpc::relay::GrpcConsumers { grpc: Arc::clone(g), store_host: core.store_host };
         core.clients.set_relay(Arc::new(relay));
+        core.clients.set_directory(Arc::new(grpc::directory::GrpcClients(Arc::clone(g))));
     }
     core.open();
     let (shutdown, shutdown_rx) = watch::channel(false);

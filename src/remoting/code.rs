@@ -145,6 +145,10 @@ pub mod request_code {
         CONSUME_MESSAGE_DIRECTLY = 309;
         /// Send one message, V2 header (short field names `a`..`n`).
         SEND_MESSAGE_V2 = 310;
+        /// One stats item's minute, hour and day figures (admin; the dashboard's collector).
+        VIEW_BROKER_STATS_DATA = 315;
+        /// Every group's consume stats on this broker (admin `brokerConsumeStats`).
+        GET_BROKER_CONSUME_STATS = 317;
         /// Send a batch of messages (V2 header, batch body).
         SEND_BATCH_MESSAGE = 320;
         /// Broker asks the name server for its data version before re-registering.
@@ -157,6 +161,8 @@ pub mod request_code {
         PUSH_REPLY_MESSAGE_TO_CLIENT = 326;
         /// Give a broker's write permission back in the name server.
         ADD_WRITE_PERM_OF_BROKER = 327;
+        /// Every producer group's clients (admin `producer`).
+        GET_ALL_PRODUCER_INFO = 328;
         /// Read one topic's config.
         GET_TOPIC_CONFIG = 351;
         /// Read one subscription group's config (admin).

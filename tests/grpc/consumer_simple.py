@@ -115,6 +115,11 @@ def main():
                 emit(kind="done", code=None)
             except Exception as e:  # noqa: BLE001
                 emit(kind="done", code=code_of(e), error=str(e))
+        elif a.mode == "hold":
+            # Receives once (its Settings are then in force), says so, and stays until killed.
+            consumer.receive(1, a.invisible)
+            emit(kind="started")
+            time.sleep(a.linger)
         elif a.mode == "acl-receive":
             try:
                 got = consumer.receive(1, a.invisible)

@@ -197,6 +197,18 @@ def hold(endpoint, topic, secs):
     p.shutdown()
 
 
+def hold_until(endpoint, topic, stop_file):
+    """Starts a producer, says so, and shuts it down (NotifyClientTermination) once
+    `stop_file` exists."""
+    p = producer(endpoint, topic)
+    p.send(message(topic, "py-hold"))
+    emit(kind="started")
+    while not os.path.exists(stop_file):
+        time.sleep(0.1)
+    p.shutdown()
+    emit(kind="done")
+
+
 def acl_send(endpoint, topic, ak, sk):
     """Sends one message signed as account `ak` with secret `sk` (the SDK's MQv2-HMAC-SHA1
     metadata): prints `sent`, or `refused` with the code the broker answered."""
@@ -225,7 +237,7 @@ def route_code(p, endpoint, topic):
     return r.status.code
 
 
-MODES = {"acl_send": acl_send, "hold": hold, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "recall": recall, "tx": tx, "orphan": orphan, "raw": raw}
+MODES = {"acl_send": acl_send, "hold": hold, "hold_until": hold_until, "normal": normal, "tls_normal": tls_normal, "fifo": fifo, "delay": delay, "recall": recall, "tx": tx, "orphan": orphan, "raw": raw}
 
 if __name__ == "__main__":
     try:

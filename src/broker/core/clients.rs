@@ -6,6 +6,12 @@
 //! every change sends `NOTIFY_CONSUMER_IDS_CHANGED` to the group's remaining members.
 //! Clustering groups also hold messages in the store (until they commit); broadcasting members
 //! each get a store member whose read position acknowledges for them.
+//!
+//! A face whose clients are not connections of this registry (the gRPC face's sessions) lists
+//! them through a [`ClientDirectory`]: the admin views (connection lists, consume stats, the
+//! group views, the producer table, metrics) show them beside the remoting clients, for as long
+//! as that face keeps them. They take no part in the remoting rules (rebalance notifications,
+//! `GET_CONSUMER_LIST_BY_GROUP`, store holds): they pop, and the face keeps their state.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
@@ -89,6 +95,55 @@ impl ConsumeResult {
     }
 }
 
+/// A face that keeps clients of its own (the gRPC face's sessions), asked for them whenever an
+/// admin view lists clients; a client it no longer keeps (closed, expired) is no longer listed.
+pub(crate) trait ClientDirectory: Send + Sync {
+    /// Every client the face keeps now.
+    fn clients(&self) -> Vec<FaceClient>;
+}
+
+/// What a face's client is, as the admin views list it (Apache's proxy registers gRPC clients
+/// with its broker the same way: producers in one producer group per topic they publish to,
+/// consumers in their group with their subscriptions).
+#[derive(Debug, Clone)]
+pub(crate) enum FaceRole {
+    /// A producer, in the producer groups named.
+    Producer(Vec<String>),
+    /// A member of consumer group `group`.
+    Consumer {
+        /// The consumer group.
+        group: String,
+        /// How it consumes.
+        consume_type: ConsumeType,
+        /// Its subscriptions.
+        subscriptions: Vec<SubscriptionData>,
+    },
+    /// Neither yet (no Settings).
+    Unknown,
+}
+
+/// One client of a face.
+#[derive(Debug, Clone)]
+pub(crate) struct FaceClient {
+    /// Id, address, language and version.
+    pub(crate) conn: ClientConn,
+    /// When it was last heard from, ms since the Unix epoch.
+    pub(crate) last_seen_ms: u64,
+    /// What it is.
+    pub(crate) role: FaceRole,
+}
+
+impl FaceClient {
+    fn consumer_of(&self, group: &str) -> Option<(&ConsumeType, &[SubscriptionData])> {
+        match &self.role {
+            FaceRole::Consumer { group: g, consume_type, subscriptions } if g == group => {
+                Some((consume_type, subscriptions.as_slice()))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A relayed consumer's answer, in the terms the admin codes report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ConsumerAnswer {
@@ -130,6 +185,15 @@ pub(crate) trait ConsumerRelay: Send + Sync {
     /// Sends `call` to client `client_id` if it is this face's consumer of `group`; `None` when
     /// it is not (the caller answers "not online"). The future waits for the answer.
     fn call(&self, group: &str, client_id: &str, call: ConsumerCall) -> Option<RelayFuture>;
+}
+
+/// One producer client as `GET_ALL_PRODUCER_INFO` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProducerClient {
+    /// Id, address, language and version.
+    pub(crate) conn: ClientConn,
+    /// When it was last heard from, ms since the Unix epoch.
+    pub(crate) last_seen_ms: u64,
 }
 
 /// The engine filter for a broker-side tag matcher.
@@ -218,6 +282,8 @@ pub(crate) struct ClientRegistry {
     notify: OnceLock<Arc<dyn ClientNotify>>,
     /// The face whose consumers are not registered here (see [`ConsumerRelay`]).
     relay: OnceLock<Arc<dyn ConsumerRelay>>,
+    /// The other face's clients (see [`ClientDirectory`]); set once that face starts.
+    directory: OnceLock<Arc<dyn ClientDirectory>>,
 }
 
 impl std::fmt::Debug for ClientRegistry {
@@ -271,6 +337,17 @@ impl ClientRegistry {
         r.conns.get(&conn).map(|c| (conn, c.version))
     }
 
+    /// Sets the face whose own clients the admin views list too (once; later calls change
+    /// nothing).
+    pub(crate) fn set_directory(&self, directory: Arc<dyn ClientDirectory>) {
+        let _ = self.directory.set(directory);
+    }
+
+    /// The other face's clients now (none without one).
+    pub(crate) fn face_clients(&self) -> Vec<FaceClient> {
+        self.directory.get().map(|d| d.clients()).unwrap_or_default()
+    }
+
     /// A connection opened (from `peer`).
     pub(crate) fn open(&self, id: ConnId, peer: std::net::SocketAddr) {
         let conn = Conn { peer, language: LanguageCode::Java, version: 0, requester: None };
@@ -294,34 +371,115 @@ impl ClientRegistry {
         })
     }
 
-    /// A consumer group's live members and subscriptions (`GET_CONSUMER_CONNECTION_LIST`);
-    /// `None` when no heartbeat made the group known.
+    /// A consumer group's live members and subscriptions (`GET_CONSUMER_CONNECTION_LIST`),
+    /// the other face's members included; `None` when neither a heartbeat nor a member of the
+    /// other face made the group known. A group of the other face's clients only is shown as
+    /// Apache's proxy registers them: clustering, from the last offset.
     pub(crate) fn group_view(&self, group: &str) -> Option<GroupView> {
+        let face: Vec<FaceClient> =
+            self.face_clients().into_iter().filter(|c| c.consumer_of(group).is_some()).collect();
         let r = self.read();
-        let g = r.groups.get(group)?;
-        let mut subscriptions: Vec<SubscriptionData> =
-            g.subscriptions.values().map(|s| s.data.clone()).collect();
-        subscriptions.sort_by(|a, b| a.topic.cmp(&b.topic));
-        Some(GroupView {
-            conns: g
-                .members
-                .iter()
-                .filter_map(|(id, m)| Self::client_conn(&r, id, m.conn))
-                .collect(),
-            subscriptions,
-            consume_type: g.consume_type.clone(),
-            model: g.model.clone(),
-            from_where: g.from_where.clone(),
-        })
+        let mut view = match r.groups.get(group) {
+            Some(g) => GroupView {
+                conns: g
+                    .members
+                    .iter()
+                    .filter_map(|(id, m)| Self::client_conn(&r, id, m.conn))
+                    .collect(),
+                subscriptions: g.subscriptions.values().map(|s| s.data.clone()).collect(),
+                consume_type: g.consume_type.clone(),
+                model: g.model.clone(),
+                from_where: g.from_where.clone(),
+            },
+            None => {
+                let first = face.first()?.consumer_of(group)?;
+                GroupView {
+                    conns: Vec::new(),
+                    subscriptions: Vec::new(),
+                    consume_type: first.0.clone(),
+                    model: MessageModel::Clustering,
+                    from_where: ConsumeFromWhere::ConsumeFromLastOffset,
+                }
+            }
+        };
+        drop(r);
+        for c in &face {
+            if let Some((_, subs)) = c.consumer_of(group) {
+                for sd in subs {
+                    if !view.subscriptions.iter().any(|s| s.topic == sd.topic) {
+                        view.subscriptions.push(sd.clone());
+                    }
+                }
+                view.conns.push(c.conn.clone());
+            }
+        }
+        view.subscriptions.sort_by(|a, b| a.topic.cmp(&b.topic));
+        Some(view)
     }
 
-    /// A producer group's live clients (`GET_PRODUCER_CONNECTION_LIST`).
+    /// A producer group's live clients (`GET_PRODUCER_CONNECTION_LIST`), the other face's
+    /// included.
     pub(crate) fn producer_conns(&self, group: &str) -> Vec<ClientConn> {
-        let r = self.read();
-        r.producers
-            .get(group)
-            .map(|m| m.iter().filter_map(|(id, (c, _))| Self::client_conn(&r, id, *c)).collect())
-            .unwrap_or_default()
+        let mut conns: Vec<ClientConn> = {
+            let r = self.read();
+            r.producers
+                .get(group)
+                .map(|m| {
+                    m.iter().filter_map(|(id, (c, _))| Self::client_conn(&r, id, *c)).collect()
+                })
+                .unwrap_or_default()
+        };
+        for c in self.face_clients() {
+            if matches!(&c.role, FaceRole::Producer(groups) if groups.iter().any(|g| g == group)) {
+                conns.push(c.conn);
+            }
+        }
+        conns
+    }
+
+    /// Every producer group with its live clients, the other face's included
+    /// (`GET_ALL_PRODUCER_INFO`).
+    pub(crate) fn producer_table(&self) -> BTreeMap<String, Vec<ProducerClient>> {
+        let now = Instant::now();
+        let now_ms = crate::time::now_ms();
+        let mut table: BTreeMap<String, Vec<ProducerClient>> = BTreeMap::new();
+        {
+            let r = self.read();
+            for (group, members) in &r.producers {
+                for (id, (c, seen)) in members {
+                    if let Some(conn) = Self::client_conn(&r, id, *c) {
+                        let ago = now.saturating_duration_since(*seen).as_millis() as u64;
+                        let last_seen_ms = now_ms.saturating_sub(ago);
+                        table
+                            .entry(group.clone())
+                            .or_default()
+                            .push(ProducerClient { conn, last_seen_ms });
+                    }
+                }
+            }
+        }
+        for c in self.face_clients() {
+            if let FaceRole::Producer(groups) = &c.role {
+                for g in groups {
+                    let p = ProducerClient { conn: c.conn.clone(), last_seen_ms: c.last_seen_ms };
+                    table.entry(g.clone()).or_default().push(p);
+                }
+            }
+        }
+        table
+    }
+
+    /// Every consumer group a heartbeat made known or a client of the other face is a member
+    /// of, sorted.
+    pub(crate) fn consumer_groups(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.read().groups.keys().cloned().collect();
+        v.extend(self.face_clients().into_iter().filter_map(|c| match c.role {
+            FaceRole::Consumer { group, .. } => Some(group),
+            _ => None,
+        }));
+        v.sort();
+        v.dedup();
+        v
     }
 
     /// The connections of a consumer group's live members (one per connection).
@@ -329,28 +487,44 @@ impl ClientRegistry {
         member_conns(&self.read(), group)
     }
 
-    /// Topics a consumer group subscribes to (its heartbeats' subscriptions).
+    /// Topics a consumer group subscribes to (its heartbeats' subscriptions and those of its
+    /// members of the other face), sorted.
     pub(crate) fn topics_of(&self, group: &str) -> Vec<String> {
-        let r = self.read();
-        let mut v: Vec<String> = r
+        let mut v: Vec<String> = self
+            .read()
             .groups
             .get(group)
             .map(|g| g.subscriptions.keys().cloned().collect())
             .unwrap_or_default();
+        for c in self.face_clients() {
+            if let Some((_, subs)) = c.consumer_of(group) {
+                v.extend(subs.iter().map(|s| s.topic.clone()));
+            }
+        }
         v.sort();
+        v.dedup();
         v
     }
 
-    /// Consumer groups subscribed to `topic` (`QUERY_TOPIC_CONSUME_BY_WHO`).
+    /// Consumer groups subscribed to `topic` (`QUERY_TOPIC_CONSUME_BY_WHO`), the other face's
+    /// included, sorted.
     pub(crate) fn groups_of_topic(&self, topic: &str) -> Vec<String> {
-        let r = self.read();
-        let mut v: Vec<String> = r
+        let mut v: Vec<String> = self
+            .read()
             .groups
             .iter()
             .filter(|(_, g)| g.subscriptions.contains_key(topic))
             .map(|(n, _)| n.clone())
             .collect();
+        for c in self.face_clients() {
+            if let FaceRole::Consumer { group, subscriptions, .. } = c.role {
+                if subscriptions.iter().any(|s| s.topic == topic) {
+                    v.push(group);
+                }
+            }
+        }
         v.sort();
+        v.dedup();
         v
     }
 
@@ -617,18 +791,29 @@ impl ClientRegistry {
         self.read().groups.get(group).map(|g| g.model.clone())
     }
 
-    /// Every consumer group with its number of member clients, by name (metrics).
+    /// Every consumer group with its number of member clients, the other face's included, by
+    /// name (metrics).
     pub(crate) fn consumer_group_members(&self) -> Vec<(String, usize)> {
-        let mut v: Vec<(String, usize)> =
+        let mut members: BTreeMap<String, usize> =
             self.read().groups.iter().map(|(name, g)| (name.clone(), g.members.len())).collect();
-        v.sort();
-        v
+        for c in self.face_clients() {
+            if let FaceRole::Consumer { group, .. } = c.role {
+                *members.entry(group).or_default() += 1;
+            }
+        }
+        members.into_iter().collect()
     }
 
-    /// Distinct producer clients registered by heartbeats (metrics).
+    /// Distinct producer clients registered by heartbeats or kept by the other face (metrics).
     pub(crate) fn producer_client_count(&self) -> usize {
-        let r = self.read();
-        let mut ids: Vec<&String> = r.producers.values().flat_map(|g| g.keys()).collect();
+        let mut ids: Vec<String> =
+            self.read().producers.values().flat_map(|g| g.keys().cloned()).collect();
+        ids.extend(
+            self.face_clients()
+                .into_iter()
+                .filter(|c| matches!(c.role, FaceRole::Producer(_)))
+                .map(|c| c.conn.client_id),
+        );
         ids.sort_unstable();
         ids.dedup();
         ids.len()

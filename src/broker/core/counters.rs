@@ -65,6 +65,8 @@ impl Histogram {
 pub(crate) struct OutCounters {
     pub(crate) messages: AtomicU64,
     pub(crate) bytes: AtomicU64,
+    /// Pulls and pops that delivered at least one message (RocketMQ's `GROUP_GET_NUMS` times).
+    pub(crate) pulls: AtomicU64,
     /// Per queue, the offset after the last message a pull of the group delivered (0: none):
     /// what RocketMQ calls the pulled offset, for in-flight and queueing latency.
     pulled: Box<[AtomicU64]>,
@@ -75,6 +77,7 @@ impl OutCounters {
         OutCounters {
             messages: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            pulls: AtomicU64::new(0),
             pulled: (0..queues).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -104,6 +107,9 @@ impl OutCounters {
         // Relaxed: statistics; each counter is read on its own by the renderer.
         self.messages.fetch_add(p.messages as u64, Ordering::Relaxed);
         self.bytes.fetch_add(p.bytes as u64, Ordering::Relaxed);
+        if p.messages > 0 {
+            self.pulls.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(o) = self.pulled.get(p.queue as usize) {
             o.fetch_max(p.next, Ordering::Relaxed);
         }
@@ -116,6 +122,9 @@ impl OutCounters {
 pub(crate) struct TopicCounters {
     pub(crate) size: Histogram,
     pub(crate) out: RwLock<HashMap<Box<str>, OutCounters>>,
+    /// Send requests stored (one per message, one per batch: RocketMQ's `TOPIC_PUT_NUMS`
+    /// times).
+    pub(crate) puts: AtomicU64,
     /// Messages delivered to groups whose counters were forgotten ([`Self::forget_group`]),
     /// so the topic's total never goes back.
     retired: AtomicU64,
@@ -126,6 +135,7 @@ impl Default for TopicCounters {
         TopicCounters {
             size: Histogram::new(SIZE_BOUNDS),
             out: RwLock::new(HashMap::new()),
+            puts: AtomicU64::new(0),
             retired: AtomicU64::new(0),
         }
     }
@@ -135,6 +145,12 @@ impl TopicCounters {
     /// A stored message whose body has `body_len` bytes.
     pub(crate) fn message_in(&self, body_len: usize) {
         self.size.observe(body_len as u64);
+    }
+
+    /// One send request stored its message or batch.
+    pub(crate) fn put_request(&self) {
+        // Relaxed: a statistic.
+        self.puts.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One pull delivered `pulled.messages` messages of `pulled.bytes` bytes of queue

@@ -407,6 +407,7 @@ fn store_one(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
         }
         _ => None,
     };
+    counters.put_request();
     Ok(Stored {
         msg_id: encode_offset_msg_id(core.store_host, physical_offset(uid, stored_queue, offset)),
         queue_id: queue,
@@ -488,6 +489,7 @@ fn store_all(core: &Core, b: &Batch<'_>) -> Result<StoredBatch, SendError> {
     for e in b.entries {
         counters.message_in(e.body.len());
     }
+    counters.put_request();
     let msg_ids = (first..first + n)
         .map(|o| encode_offset_msg_id(core.store_host, physical_offset(topic.uid(), queue, o)))
         .collect();

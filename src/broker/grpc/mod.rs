@@ -15,6 +15,7 @@
 //! - [`consumer`]: the receive side;
 //! - [`convert`]: stored messages ⇄ v2 `Message`;
 //! - [`relay`]: the admin tools' consumer relays (thread stacks, consume directly);
+//! - [`directory`]: the sessions as the core's admin views list clients;
 //! - [`conn`]: the listener's connections (`max-connections`, `TCP_NODELAY`).
 
 pub(crate) mod acl;
@@ -23,6 +24,7 @@ mod acl_tests;
 pub(crate) mod conn;
 pub(crate) mod consumer;
 pub(crate) mod convert;
+pub(crate) mod directory;
 pub(crate) mod producer;
 pub(crate) mod receipt;
 pub(crate) mod relay;

@@ -61,7 +61,18 @@ impl Messaging {
             Some(id) => {
                 let cap = self.core.config.max_connections.max(1);
                 let peer = request.remote_addr();
-                self.grpc.sessions.get_or_create_within(&id, cap, peer).map_err(|why| {
+                let session = self.grpc.sessions.get_or_create_within(&id, cap, peer);
+                if let Ok(s) = &session {
+                    let mut st = s.state();
+                    if st.sdk.is_none() {
+                        let md = request.metadata();
+                        st.sdk = Some((
+                            session::header(md, session::LANGUAGE_HEADER).unwrap_or_default(),
+                            session::header(md, session::CLIENT_VERSION_HEADER).unwrap_or_default(),
+                        ));
+                    }
+                }
+                session.map_err(|why| {
                     let text = match why {
                         SessionRefused::Full => {
                             format!("this broker serves at most {cap} gRPC clients at once")

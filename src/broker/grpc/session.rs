@@ -22,6 +22,13 @@ use super::pb::{settings::PubSub, ClientType, Settings, TelemetryCommand};
 /// The header every request of a 5.x client carries.
 pub(crate) const CLIENT_ID_HEADER: &str = "x-mq-client-id";
 
+/// The header naming the SDK's language (`JAVA`, `GOLANG`, `PYTHON`, …: the proto's
+/// `Language` names).
+pub(crate) const LANGUAGE_HEADER: &str = "x-mq-language";
+
+/// The header carrying the SDK's version (`5.0.7`, …).
+pub(crate) const CLIENT_VERSION_HEADER: &str = "x-mq-client-version";
+
 /// Commands waiting to be written to one client's Telemetry stream; more are dropped.
 pub(crate) const TELEMETRY_CHANNEL: usize = 64;
 
@@ -36,6 +43,11 @@ pub(crate) fn client_id(metadata: &tonic::metadata::MetadataMap) -> Option<Strin
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
+}
+
+/// The value of header `name`, if it is text.
+pub(crate) fn header(metadata: &tonic::metadata::MetadataMap, name: &str) -> Option<String> {
+    metadata.get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned())
 }
 
 /// All sessions of one broker.
@@ -209,6 +221,8 @@ pub(crate) struct SessionState {
     next_stream: u64,
     /// When the client was last heard from.
     pub(crate) last_seen: Instant,
+    /// The SDK's language and version headers, as its first request sent them.
+    pub(crate) sdk: Option<(String, String)>,
 }
 
 impl Session {
@@ -222,6 +236,7 @@ impl Session {
                 telemetry: None,
                 next_stream: 0,
                 last_seen: Instant::now(),
+                sdk: None,
             }),
         }
     }
@@ -229,6 +244,11 @@ impl Session {
     /// The client id.
     pub(crate) fn client_id(&self) -> &str {
         &self.client_id
+    }
+
+    /// The address of the connection that created the session.
+    pub(crate) fn origin(&self) -> Option<SocketAddr> {
+        self.origin
     }
 
     /// The session's state, locked.

@@ -88,9 +88,13 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::GET_CONSUMER_RUNNING_INFO, Need::Admin),
     (rc::CONSUME_MESSAGE_DIRECTLY, Need::Admin),
     (rc::SEND_MESSAGE_V2, Need::Publish("b")),
+    // Cluster reads (RocketMQ's `@RocketMQAction(resource = CLUSTER, action = GET)`).
+    (rc::VIEW_BROKER_STATS_DATA, Need::Admin),
+    (rc::GET_BROKER_CONSUME_STATS, Need::Admin),
     (rc::SEND_BATCH_MESSAGE, Need::Publish("b")),
     (rc::SEND_REPLY_MESSAGE, Need::Publish("topic")),
     (rc::SEND_REPLY_MESSAGE_V2, Need::Publish("b")),
+    (rc::GET_ALL_PRODUCER_INFO, Need::Admin),
     (rc::GET_TOPIC_CONFIG, Need::Signed),
     (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Need::Admin),
     (rc::DELETE_SUBSCRIPTIONGROUP_LIST, Need::Admin),

@@ -115,9 +115,12 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
     (rc::GET_CONSUMER_RUNNING_INFO, "GET_CONSUMER_RUNNING_INFO", relay::get_consumer_running_info),
     (rc::CONSUME_MESSAGE_DIRECTLY, "CONSUME_MESSAGE_DIRECTLY", relay::consume_message_directly),
     (rc::SEND_MESSAGE_V2, "SEND_MESSAGE_V2", send::send_message),
+    (rc::VIEW_BROKER_STATS_DATA, "VIEW_BROKER_STATS_DATA", stats::view_broker_stats_data),
+    (rc::GET_BROKER_CONSUME_STATS, "GET_BROKER_CONSUME_STATS", stats::get_broker_consume_stats),
     (rc::SEND_BATCH_MESSAGE, "SEND_BATCH_MESSAGE", send::send_batch_message),
     (rc::SEND_REPLY_MESSAGE, "SEND_REPLY_MESSAGE", reply::send_reply_message),
     (rc::SEND_REPLY_MESSAGE_V2, "SEND_REPLY_MESSAGE_V2", reply::send_reply_message),
+    (rc::GET_ALL_PRODUCER_INFO, "GET_ALL_PRODUCER_INFO", stats::get_all_producer_info),
     (rc::GET_TOPIC_CONFIG, "GET_TOPIC_CONFIG", admin::get_topic_config),
     (
         rc::GET_SUBSCRIPTIONGROUP_CONFIG,

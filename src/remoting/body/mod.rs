@@ -44,8 +44,9 @@ pub use pop::{
 };
 pub use route::{BrokerData, QueueData, TopicRouteData, MASTER_ID};
 pub use stats::{
-    Connection, ConsumeStats, ConsumerConnection, GroupList, KvTable, OffsetWrapper,
-    ProducerConnection, ResetOffsetBody, TopicOffset, TopicStatsTable,
+    BrokerStatsData, BrokerStatsItem, Connection, ConsumeStats, ConsumeStatsList,
+    ConsumerConnection, GroupList, KvTable, OffsetWrapper, ProducerConnection, ProducerInfo,
+    ProducerTableInfo, ResetOffsetBody, TopicOffset, TopicStatsTable,
 };
 
 use bytes::Bytes;

@@ -1,6 +1,8 @@
 //! Admin bodies: GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), the connection lists
 //! (203, 204), GET_BROKER_RUNTIME_INFO's `KVTable` (28), the reset-offset table (220, 222),
-//! QUERY_TOPIC_CONSUME_BY_WHO's `GroupList` (300) and the subscription-group wrapper (201).
+//! QUERY_TOPIC_CONSUME_BY_WHO's `GroupList` (300), the subscription-group wrapper (201),
+//! VIEW_BROKER_STATS_DATA's `BrokerStatsData` (315), GET_BROKER_CONSUME_STATS's
+//! `ConsumeStatsList` (317) and GET_ALL_PRODUCER_INFO's `ProducerTableInfo` (328).
 //!
 //! Java keys these maps by a `MessageQueue` object, which fastjson writes as a bare object key
 //! (not valid JSON). baiji writes the standard-JSON equivalent rocketmq-rust's admin tools read
@@ -168,6 +170,89 @@ pub struct GroupList {
 impl JsonBody for GroupList {}
 
 impl JsonBody for ConsumeStats {}
+
+/// One window of a stats item (RocketMQ's `BrokerStatsItem`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerStatsItem {
+    /// What the item counted over the window.
+    #[serde(default)]
+    pub sum: u64,
+    /// `sum` per second over the window.
+    #[serde(default)]
+    pub tps: f64,
+    /// `sum` per counted call (messages per send or pull).
+    #[serde(default)]
+    pub avgpt: f64,
+}
+
+/// VIEW_BROKER_STATS_DATA response body (RocketMQ's `BrokerStatsData`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerStatsData {
+    /// The last minute.
+    #[serde(default)]
+    pub stats_minute: BrokerStatsItem,
+    /// The last hour.
+    #[serde(default)]
+    pub stats_hour: BrokerStatsItem,
+    /// The last day.
+    #[serde(default)]
+    pub stats_day: BrokerStatsItem,
+}
+
+impl JsonBody for BrokerStatsData {}
+
+/// GET_BROKER_CONSUME_STATS response body (RocketMQ's `ConsumeStatsList`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumeStatsList {
+    /// One single-entry map per group: group → its stats per topic.
+    #[serde(default)]
+    pub consume_stats_list: Vec<BTreeMap<String, Vec<ConsumeStats>>>,
+    /// The broker's address.
+    #[serde(default)]
+    pub broker_addr: String,
+    /// Messages not yet consumed, over every group and queue.
+    #[serde(default)]
+    pub total_diff: i64,
+    /// Messages pulled but not committed, over every group and queue.
+    #[serde(default)]
+    pub total_inflight_diff: i64,
+}
+
+impl JsonBody for ConsumeStatsList {}
+
+/// One producer client (RocketMQ's `ProducerInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerInfo {
+    /// The client id.
+    #[serde(default)]
+    pub client_id: String,
+    /// The client's address as Netty prints it (`/ip:port`).
+    #[serde(default, rename = "remoteIP")]
+    pub remote_ip: String,
+    /// Language name (`JAVA`, `PYTHON`, ...).
+    #[serde(default)]
+    pub language: String,
+    /// The client's version code.
+    #[serde(default)]
+    pub version: i32,
+    /// When the client was last heard from, ms since the Unix epoch.
+    #[serde(default)]
+    pub last_update_timestamp: i64,
+}
+
+/// GET_ALL_PRODUCER_INFO response body (RocketMQ's `ProducerTableInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProducerTableInfo {
+    /// Producer group → its clients.
+    #[serde(default)]
+    pub data: BTreeMap<String, Vec<ProducerInfo>>,
+}
+
+impl JsonBody for ProducerTableInfo {}
 
 /// (De)serialises `Vec<(MessageQueue, V)>` as an object keyed by each queue's JSON text.
 mod mq_key_map {

@@ -1,7 +1,11 @@
 //! Admin reads, answered as RocketMQ's `AdminBrokerProcessor` answers them:
 //! `GET_BROKER_RUNTIME_INFO` (28), `GET_TOPIC_STATS_INFO` (202), `GET_CONSUMER_CONNECTION_LIST`
 //! (203), `GET_PRODUCER_CONNECTION_LIST` (204), `GET_CONSUME_STATS` (208),
-//! `QUERY_TOPIC_CONSUME_BY_WHO` (300).
+//! `QUERY_TOPIC_CONSUME_BY_WHO` (300), `VIEW_BROKER_STATS_DATA` (315),
+//! `GET_BROKER_CONSUME_STATS` (317), `GET_ALL_PRODUCER_INFO` (328).
+//!
+//! The client lists name the gRPC face's clients too (the core's registry lists them beside
+//! the remoting ones, [`crate::broker::core::clients::ClientDirectory`]).
 //!
 //! Where a persistent broker reports its disk, baiji reports its memory: the commit log's
 //! capacity and free space are the memory budget and what is left of it, its disk ratio is
@@ -10,11 +14,13 @@
 use crate::sync::Arc;
 
 use super::bad_header;
+use crate::broker::core::rates::{StatsName, StatsWindow};
 use crate::broker::core::Core;
 use crate::broker::remoting::{json_reply, reply_error, ConnCtx, RemotingState, Reply};
 use crate::remoting::body::{
-    Connection, ConsumeStats, ConsumerConnection, GroupList, KvTable, MessageQueue, OffsetWrapper,
-    ProducerConnection, TopicOffset, TopicStatsTable,
+    BrokerStatsData, BrokerStatsItem, Connection, ConsumeStats, ConsumeStatsList,
+    ConsumerConnection, GroupList, KvTable, MessageQueue, OffsetWrapper, ProducerConnection,
+    ProducerInfo, ProducerTableInfo, TopicOffset, TopicStatsTable,
 };
 use crate::remoting::code::response_code;
 use crate::remoting::{RemotingCommand, BROKER_VERSION};
@@ -254,6 +260,31 @@ pub(crate) fn topics_of_group(core: &Core, group: &str) -> Vec<String> {
     topics
 }
 
+/// Each queue of `topic` with `group`'s progress on it: the queue's max offset, the group's
+/// committed offset, its pulled offset and the store time of the last message it committed.
+fn queue_progress(core: &Core, group: &str, topic: &str) -> Vec<(MessageQueue, OffsetWrapper)> {
+    let Some(t) = core.store.topic(topic) else { return Vec::new() };
+    let counters = core.topics.get_perm_counted(topic).map(|(_, c)| c);
+    (0..t.queue_count())
+        .map(|q| {
+            let (_, max) = t.offsets(q).unwrap_or((0, 0));
+            let committed = core.store.committed(group, topic, q).unwrap_or(0);
+            let pulled = counters.as_ref().map_or(0, |c| c.pulled_offset(group, q as usize));
+            let last = match committed.checked_sub(1) {
+                Some(o) => core.store.get(t.as_ref(), q, o).map_or(0, |(_, ts)| ts),
+                None => 0,
+            };
+            let progress = OffsetWrapper {
+                broker_offset: max as i64,
+                consumer_offset: committed as i64,
+                pull_offset: committed.max(pulled) as i64,
+                last_timestamp: last as i64,
+            };
+            (queue(core, topic, q), progress)
+        })
+        .collect()
+}
+
 /// `GET_CONSUME_STATS` (208): per queue of each topic the group consumes, the queue's max
 /// offset, the group's committed offset, its pulled offset and the store time of the last
 /// message it committed.
@@ -283,26 +314,7 @@ pub(crate) fn get_consume_stats(
     let mut held = 0;
     let mut dropped = 0;
     for topic in &topics {
-        let Some(t) = core.store.topic(topic) else { continue };
-        let counters = core.topics.get_perm_counted(topic).map(|(_, c)| c);
-        for q in 0..t.queue_count() {
-            let (_, max) = t.offsets(q).unwrap_or((0, 0));
-            let committed = core.store.committed(group, topic, q).unwrap_or(0);
-            let pulled = counters.as_ref().map_or(0, |c| c.pulled_offset(group, q as usize));
-            let last = match committed.checked_sub(1) {
-                Some(o) => core.store.get(t.as_ref(), q, o).map_or(0, |(_, ts)| ts),
-                None => 0,
-            };
-            stats.offset_table.push((
-                queue(core, topic, q),
-                OffsetWrapper {
-                    broker_offset: max as i64,
-                    consumer_offset: committed as i64,
-                    pull_offset: committed.max(pulled) as i64,
-                    last_timestamp: last as i64,
-                },
-            ));
-        }
+        stats.offset_table.extend(queue_progress(core, group, topic));
         for f in figures.iter().filter(|f| f.group == group && f.topic == *topic) {
             held += f.held_bytes;
             dropped += f.dropped;
@@ -332,6 +344,121 @@ pub(crate) fn query_topic_consume_by_who(
     groups.sort();
     groups.dedup();
     json_reply(&req, &GroupList { group_list: groups })
+}
+
+fn stats_item(w: StatsWindow) -> BrokerStatsItem {
+    BrokerStatsItem { sum: w.sum, tps: w.tps, avgpt: w.avgpt }
+}
+
+/// `VIEW_BROKER_STATS_DATA` (315): one stats item's last minute, hour and day
+/// (`TOPIC_PUT_NUMS`/`_SIZE` by topic, `GROUP_GET_NUMS`/`_SIZE` by `topic@group`,
+/// `BROKER_PUT_NUMS`/`BROKER_GET_NUMS` by cluster name); RocketMQ's `SYSTEM_ERROR` for an item
+/// that does not exist (nothing counted yet, or a stats name baiji does not count).
+pub(crate) fn view_broker_stats_data(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let (name, key) =
+        match (req.ext_fields.required_str("statsName"), req.ext_fields.required_str("statsKey")) {
+            (Ok(n), Ok(k)) => (n, k),
+            (Err(e), _) | (_, Err(e)) => return bad_header(&req, &e),
+        };
+    let windows = StatsName::parse(name)
+        .and_then(|n| core.rates.stats_item(core, n, key, crate::time::now_ms()));
+    let Some([minute, hour, day]) = windows else {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("The stats <{name}> <{key}> not exist"),
+        );
+    };
+    let body = BrokerStatsData {
+        stats_minute: stats_item(minute),
+        stats_hour: stats_item(hour),
+        stats_day: stats_item(day),
+    };
+    json_reply(&req, &body)
+}
+
+/// `GET_BROKER_CONSUME_STATS` (317): for every consumer group the broker knows (admin-created,
+/// heartbeating, holding messages, gRPC), one `ConsumeStats` per topic it consumes (only
+/// ordered topics with `isOrder=true`), with the group's minute delivery rate, and the
+/// broker's total lag.
+pub(crate) fn get_broker_consume_stats(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let order_only = match req.ext_fields.optional_bool("isOrder") {
+        Ok(o) => o.unwrap_or(false),
+        Err(e) => return bad_header(&req, &e),
+    };
+    let mut groups: Vec<String> = core.groups.all().into_keys().collect();
+    groups.extend(core.clients.consumer_groups());
+    groups.extend(core.store.group_figures().into_iter().map(|f| f.group));
+    groups.retain(|g| !crate::broker::core::topics::is_internal_group(g));
+    groups.sort();
+    groups.dedup();
+    let now = crate::time::now_ms();
+    let mut body = ConsumeStatsList {
+        broker_addr: core.store_host.to_string(),
+        ..ConsumeStatsList::default()
+    };
+    for group in groups {
+        let mut list = Vec::new();
+        for topic in topics_of_group(core, &group) {
+            let Some(config) = core.topics.get(&topic) else { continue };
+            if order_only && !config.order {
+                continue;
+            }
+            let offset_table = queue_progress(core, &group, &topic);
+            for (_, o) in &offset_table {
+                body.total_diff += o.broker_offset - o.consumer_offset;
+                body.total_inflight_diff += o.pull_offset - o.consumer_offset;
+            }
+            let key = format!("{topic}@{group}");
+            let consume_tps = core
+                .rates
+                .stats_item(core, StatsName::GroupGetNums, &key, now)
+                .map_or(0.0, |[minute, _, _]| minute.tps);
+            list.push(ConsumeStats { offset_table, consume_tps, ..ConsumeStats::default() });
+        }
+        body.consume_stats_list.push(std::iter::once((group, list)).collect());
+    }
+    json_reply(&req, &body)
+}
+
+/// `GET_ALL_PRODUCER_INFO` (328): every producer group with its live clients, remoting and
+/// gRPC (a gRPC producer in one group per topic it publishes to, as Apache's proxy registers
+/// it); addresses as Netty prints them (`/ip:port`).
+pub(crate) fn get_all_producer_info(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    let data = core
+        .clients
+        .producer_table()
+        .into_iter()
+        .map(|(group, clients)| {
+            let infos = clients
+                .into_iter()
+                .map(|p| ProducerInfo {
+                    client_id: p.conn.client_id,
+                    remote_ip: format!("/{}", p.conn.addr),
+                    language: p.conn.language.name().to_string(),
+                    version: p.conn.version,
+                    last_update_timestamp: p.last_seen_ms as i64,
+                })
+                .collect();
+            (group, infos)
+        })
+        .collect();
+    json_reply(&req, &ProducerTableInfo { data })
 }
 
 #[cfg(test)]
