@@ -153,6 +153,41 @@ check deleteSubGroup "success|SUCCESS|Success|delete subscription group" "the su
 run sendMsgStatus broker sendMsgStatus -b baiji-a -s 128 -c 5
 check sendMsgStatus "SEND_OK|SendOk|rt" "sends through the broker are timed"
 
+# The list forms (18, 225), the drain pair (205/327), the stats and producer views (315, 317,
+# 328) and the consumer relay (307).
+cat >"$WORK/topics.json" <<'JSON'
+[{"topicName":"CliListA","readQueueNums":2,"writeQueueNums":2,"perm":6,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false,"attributes":{}},
+ {"topicName":"CliListB","readQueueNums":1,"writeQueueNums":1,"perm":6,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false,"attributes":{}}]
+JSON
+run updateTopicList topic updateTopicList -c DefaultCluster -f "$WORK/topics.json"
+run topicListAfter topic topicList
+check topicListAfter "CliListA" "updateTopicList created the first topic"
+check topicListAfter "CliListB" "and the second"
+cat >"$WORK/groups.json" <<'JSON'
+[{"groupName":"cli_list_g1","consumeEnable":true,"consumeBroadcastEnable":true,"retryQueueNums":1,"retryMaxTimes":16,"brokerId":0,"whichBrokerWhenConsumeSlowly":1},
+ {"groupName":"cli_list_g2","consumeEnable":true,"consumeBroadcastEnable":true,"retryQueueNums":1,"retryMaxTimes":16,"brokerId":0,"whichBrokerWhenConsumeSlowly":1}]
+JSON
+run updateSubGroupList consumer updateSubGroupList -c DefaultCluster -f "$WORK/groups.json"
+run getConsumerConfig consumer getConsumerConfig -g cli_list_g2
+check getConsumerConfig "cli_list_g2" "updateSubGroupList created the groups"
+
+run wipeWritePerm nameserver wipeWritePerm -n "$NS" -b baiji-a -y
+check wipeWritePerm "wipe write perm of broker\[baiji-a\] in name server\[$NS\] OK, [1-9][0-9]*" "the broker's topics lose write permission"
+run topicRouteWiped topic topicRoute -t CliTopic
+check topicRouteWiped '"perm": *4|perm.*4' "routed read-only after the wipe"
+run addWritePerm nameserver addWritePerm -n "$NS" -b baiji-a -y
+check addWritePerm "add write perm of broker\[baiji-a\] in name server\[$NS\] OK, [1-9][0-9]*" "and get it back"
+run topicRouteAdded topic topicRoute -t CliTopic
+check topicRouteAdded '"perm": *6|perm.*6' "routed read-write again"
+
+run statsAll stats statsAll -n "$NS" -t CliTopic
+check statsAll "CliTopic" "the topic's put and get rates"
+# Not checked here, with what the tool 1.0.0 does against them (the raw-frame tests in
+# tests/broker_raw/admin_stats.rs and relay.rs, and tests/java_go.rs with the real Java and Go
+# consumers, check the answers in RocketMQ's JSON): `producer producer` fails with
+# "Serialization failed" (its ProducerInfo reads snake_case fields, client_id, where RocketMQ's
+# broker writes clientId); `broker brokerConsumeStats` printed no row and `consumer
+# consumerStatus` nothing against baiji's own bench consumer (not yet looked into).
 run deleteTopic topic deleteTopic -c DefaultCluster -t CliTopic
 check deleteTopic "success|SUCCESS|Success|delete topic" "the topic is deleted"
 
