@@ -218,16 +218,7 @@ pub(crate) fn wipe_write_perm_of_broker(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    match req.ext_fields.required_str("brokerName") {
-        Ok(broker) => {
-            let n = core.routes.wipe_write_perm(broker);
-            tracing::info!(%broker, topics = n, "write permission of broker wiped");
-            let mut h = ExtFields::new();
-            h.insert_i64("wipeTopicCount", n as i64);
-            Reply::now(ok(&req, h))
-        }
-        Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
-    }
+    change_write_perm(req, "wipeTopicCount", "wiped", |b| core.routes.wipe_write_perm(b))
 }
 
 /// `ADD_WRITE_PERM_OF_BROKER` (327, `mqadmin addWritePerm`): header `brokerName`; the
@@ -238,12 +229,23 @@ pub(crate) fn add_write_perm_of_broker(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
+    change_write_perm(req, "addTopicCount", "added", |b| core.routes.add_write_perm(b))
+}
+
+/// The drain pair's one shape: `change` applied to the header's `brokerName`, the number of
+/// topics it changed answered under `count_key`.
+fn change_write_perm(
+    req: RemotingCommand,
+    count_key: &str,
+    done: &str,
+    change: impl FnOnce(&str) -> usize,
+) -> Reply {
     match req.ext_fields.required_str("brokerName") {
         Ok(broker) => {
-            let n = core.routes.add_write_perm(broker);
-            tracing::info!(%broker, topics = n, "write permission of broker added");
+            let n = change(broker);
+            tracing::info!(%broker, topics = n, "write permission of broker {done}");
             let mut h = ExtFields::new();
-            h.insert_i64("addTopicCount", n as i64);
+            h.insert_i64(count_key, i64::try_from(n).unwrap_or(i64::MAX));
             Reply::now(ok(&req, h))
         }
         Err(e) => reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),

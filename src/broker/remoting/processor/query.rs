@@ -53,8 +53,23 @@ pub(crate) fn view_message_by_id(
     if let Some(refused) = acl::check_found(face.acl.as_deref(), ctx, &req, needs, internal) {
         return refused;
     }
-    let Some((rec, ts)) = core.store.get(topic.as_ref(), queue, offset) else { return not_found() };
-    let mut body = BytesMut::new();
+    match encoded_at(core, topic.as_ref(), uid, queue, offset) {
+        Some((_, _, body)) => Reply::now(ok(&req, Default::default()).with_body(body)),
+        None => not_found(),
+    }
+}
+
+/// The message stored at `offset` of queue `queue` of `topic` (uid `uid`): its record, store
+/// time, and its encoding as `VIEW_MESSAGE_BY_ID` answers it (RocketMQ's
+/// `selectOneMessageByOffset` bytes); `None` when it is no longer stored.
+pub(super) fn encoded_at(
+    core: &Core,
+    topic: &dyn crate::store::TopicStore,
+    uid: u32,
+    queue: u32,
+    offset: u64,
+) -> Option<(Bytes, u64, Bytes)> {
+    let (rec, ts) = core.store.get(topic, queue, offset)?;
     let at = Placement {
         topic: topic.name(),
         topic_uid: uid,
@@ -63,9 +78,10 @@ pub(crate) fn view_message_by_id(
         store_timestamp: ts,
         store_host: core.store_host,
     };
+    let mut body = BytesMut::new();
     match record::write_out(&rec, &at, &core.cluster_property, &mut body) {
-        Ok(n) if n > 0 => Reply::now(ok(&req, Default::default()).with_body(body.freeze())),
-        _ => not_found(),
+        Ok(n) if n > 0 => Some((rec, ts, body.freeze())),
+        _ => None,
     }
 }
 

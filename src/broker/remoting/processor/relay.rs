@@ -26,7 +26,7 @@ use super::bad_header;
 use crate::broker::core::clients::{
     ConsumerAnswer, ConsumerCall, DirectMessage, RelayError, CALL_CLIENT_TIMEOUT,
 };
-use crate::broker::core::record::{self, split_physical_offset, Placement};
+use crate::broker::core::record::split_physical_offset;
 use crate::broker::core::Core;
 use crate::broker::remoting::{reply_error, CallError, ConnCtx, RemotingState, Reply};
 use crate::remoting::code::response_code;
@@ -95,28 +95,11 @@ fn look_up(core: &Core, msg_id: &str) -> Option<(DirectMessage, bytes::Bytes)> {
     let phys = decode_offset_msg_id(msg_id).ok()?.commit_log_offset;
     let (uid, queue, offset) = split_physical_offset(phys)?;
     let topic = core.store.topic_by_uid(uid)?;
-    let (rec, ts) = core.store.get(topic.as_ref(), queue, offset)?;
-    let at = Placement {
-        topic: topic.name(),
-        topic_uid: uid,
-        queue,
-        offset,
-        store_timestamp: ts,
-        store_host: core.store_host,
-    };
-    let mut body = bytes::BytesMut::new();
-    match record::write_out(&rec, &at, &core.cluster_property, &mut body) {
-        Ok(n) if n > 0 => {}
-        _ => return None,
-    }
-    let message = DirectMessage {
-        record: rec.clone(),
-        topic: topic.name().to_string(),
-        queue,
-        offset,
-        store_timestamp: ts,
-    };
-    Some((message, body.freeze()))
+    let (record, store_timestamp, body) =
+        super::query::encoded_at(core, topic.as_ref(), uid, queue, offset)?;
+    let message =
+        DirectMessage { record, topic: topic.name().to_string(), queue, offset, store_timestamp };
+    Some((message, body))
 }
 
 /// RocketMQ's `callConsumer`: the request goes to the consumer's connection (or, for a
