@@ -196,7 +196,6 @@ impl Driver for RawDriver {
         member: usize,
     ) -> BenchResult<RawConsumer> {
         let b = self.broker()?;
-        let mux = Arc::new(Mux::connect(&b.addr).await?);
         let group_name = w.group_name(group);
         let client_id = format!("127.0.0.1@bench-{}-g{group}-m{member}", std::process::id());
         let sub_version = i64::try_from(
@@ -206,6 +205,17 @@ impl Driver for RawDriver {
                 .unwrap_or(0),
         )
         .unwrap_or(0);
+        let subscription = SubscriptionData {
+            class_filter_mode: false,
+            topic: w.topic.clone(),
+            sub_string: "*".into(),
+            tags_set: Vec::new(),
+            code_set: Vec::new(),
+            sub_version,
+            expression_type: ExpressionType::Tag,
+        };
+        let info = running_info(&self.namesrv, &subscription, sub_version)?;
+        let mux = Arc::new(Mux::connect_as(&b.addr, Some((group_name.clone(), info))).await?);
         let hb = HeartbeatData {
             client_id: client_id.clone(),
             producer_data_set: Vec::new(),
@@ -214,15 +224,7 @@ impl Driver for RawDriver {
                 consume_type: ConsumeType::ConsumePassively,
                 message_model: MessageModel::Clustering,
                 consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
-                subscription_data_set: vec![SubscriptionData {
-                    class_filter_mode: false,
-                    topic: w.topic.clone(),
-                    sub_string: "*".into(),
-                    tags_set: Vec::new(),
-                    code_set: Vec::new(),
-                    sub_version,
-                    expression_type: ExpressionType::Tag,
-                }],
+                subscription_data_set: vec![subscription],
                 unit_mode: false,
             }],
             heartbeat_fingerprint: 0,
@@ -601,6 +603,48 @@ fn client_err(e: ClientError) -> BenchError {
     }
 }
 
+/// The bench client's answer to a broker → client request: the running info of its group
+/// (see [`Mux::connect_as`]); anything else (NOTIFY_CONSUMER_IDS_CHANGED, …) is refused.
+fn answer(cmd: &RemotingCommand, running_info: &Option<(String, Bytes)>) -> RemotingCommand {
+    if let (rc::GET_CONSUMER_RUNNING_INFO, Some((group, body))) = (cmd.code, running_info) {
+        let asked = cmd.ext_fields.get("consumerGroup");
+        if asked == Some(group.as_str()) {
+            return RemotingCommand::response_to(cmd, response_code::SUCCESS, None)
+                .with_body(body.clone());
+        }
+        let remark =
+            format!("The Consumer Group <{}> not exist in this consumer", asked.unwrap_or(""));
+        return RemotingCommand::response_to(cmd, response_code::SYSTEM_ERROR, Some(remark));
+    }
+    RemotingCommand::response_to(
+        cmd,
+        response_code::REQUEST_CODE_NOT_SUPPORTED,
+        Some("bench client".into()),
+    )
+}
+
+/// The body of the bench consumer's answer to `GET_CONSUMER_RUNNING_INFO`: RocketMQ's
+/// `ConsumerRunningInfo` with the properties a pull consumer reports and its subscription. It
+/// keeps no process queues or consume statistics to report, so `mqTable` and `statusTable`
+/// are empty (as a consumer's are before its first rebalance).
+fn running_info(namesrv: &str, sub: &SubscriptionData, started_ms: i64) -> BenchResult<Bytes> {
+    let sub = serde_json::to_value(sub).map_err(|e| header_err("running info", e))?;
+    let body = serde_json::json!({
+        "properties": {
+            "PROP_NAMESERVER_ADDR": namesrv,
+            "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            "PROP_CONSUMEORDERLY": "false",
+            "PROP_CLIENT_VERSION": concat!("baiji-bench-", env!("CARGO_PKG_VERSION")),
+            "PROP_CONSUMER_START_TIMESTAMP": started_ms.to_string(),
+        },
+        "subscriptionSet": [sub],
+        "mqTable": {},
+        "statusTable": {},
+        "userConsumerInfo": {},
+    });
+    serde_json::to_vec(&body).map(Bytes::from).map_err(|e| header_err("running info", e))
+}
+
 /// A connection with one request in flight: write, then read until the answer.
 #[derive(Debug)]
 pub(crate) struct Direct(Connection);
@@ -622,17 +666,21 @@ pub(crate) struct Mux(Pipeline);
 
 impl Mux {
     pub(crate) async fn connect(addr: &str) -> BenchResult<Self> {
+        Self::connect_as(addr, None).await
+    }
+
+    /// As [`Mux::connect`]; with `running_info` = (group, body), a consumer's connection that
+    /// answers the broker's `GET_CONSUMER_RUNNING_INFO` (307, relayed from mqadmin's
+    /// `consumerStatus` and the dashboard's client view) for that group with `body`, as a
+    /// RocketMQ consumer does.
+    pub(crate) async fn connect_as(
+        addr: &str,
+        running_info: Option<(String, Bytes)>,
+    ) -> BenchResult<Self> {
         let options =
             PipelineOptions::default().connect_timeout(RPC_TIMEOUT).call_timeout(RPC_TIMEOUT);
-        // A broker → client request (NOTIFY_CONSUMER_IDS_CHANGED, …) is refused.
-        let refuse = Box::new(|cmd: RemotingCommand| {
-            Some(RemotingCommand::response_to(
-                &cmd,
-                response_code::REQUEST_CODE_NOT_SUPPORTED,
-                Some("bench client".into()),
-            ))
-        });
-        Pipeline::connect_with(addr, options, refuse).await.map(Mux).map_err(client_err)
+        let answer = Box::new(move |cmd: RemotingCommand| Some(answer(&cmd, &running_info)));
+        Pipeline::connect_with(addr, options, answer).await.map(Mux).map_err(client_err)
     }
 
     pub(crate) async fn call(&self, cmd: RemotingCommand) -> BenchResult<RemotingCommand> {
@@ -651,5 +699,40 @@ impl Mux {
     ) -> BenchResult<(RemotingCommand, u64)> {
         let resp = self.0.call(cmd).await.map_err(client_err)?;
         Ok((resp, now_ns()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running_info_request(group: &str) -> RemotingCommand {
+        let mut ext = ExtFields::new();
+        ext.insert("consumerGroup", group);
+        ext.insert("clientId", "127.0.0.1@bench");
+        RemotingCommand::request(rc::GET_CONSUMER_RUNNING_INFO, 7).with_ext_fields(ext)
+    }
+
+    #[test]
+    fn given_a_running_info_request_for_its_group_should_answer_its_subscription() {
+        let sub = SubscriptionData {
+            topic: "BenchTopic".into(),
+            sub_string: "*".into(),
+            ..Default::default()
+        };
+        let info = running_info("127.0.0.1:9876", &sub, 42).expect("a body");
+        let mine = Some(("bench_g0".to_string(), info));
+        let r = answer(&running_info_request("bench_g0"), &mine);
+        assert_eq!((r.code, r.opaque), (response_code::SUCCESS, 7), "{r:?}");
+        let body: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+        assert_eq!(body["subscriptionSet"][0]["topic"], "BenchTopic", "{body}");
+        assert_eq!(body["properties"]["PROP_CONSUMER_START_TIMESTAMP"], "42", "{body}");
+        let r = answer(&running_info_request("other_group"), &mine);
+        assert_eq!(r.code, response_code::SYSTEM_ERROR, "another group: {r:?}");
+        let r = answer(&running_info_request("bench_g0"), &None);
+        assert_eq!(r.code, response_code::REQUEST_CODE_NOT_SUPPORTED, "a producer's connection");
+        let notify = RemotingCommand::request(rc::NOTIFY_CONSUMER_IDS_CHANGED, 8);
+        let r = answer(&notify, &mine);
+        assert_eq!(r.code, response_code::REQUEST_CODE_NOT_SUPPORTED, "{r:?}");
     }
 }

@@ -214,8 +214,10 @@ impl TopicHandle {
     pub fn queue_stats(&self, queue: u32) -> Result<QueueStats, EngineError> {
         let eq = self.queue(queue)?;
         let guard = self.inner.pin();
-        let min = eq.q.first_offset(&guard);
-        let max = eq.q.next_offset(&guard);
+        // The dummy (the last reclaimed node) and the last linked node keep their store times.
+        let head = eq.q.head(&guard);
+        let last = eq.q.last(&guard);
+        let (min, max) = (head.end(), last.end());
         Ok(QueueStats {
             queue,
             min_offset: min,
@@ -225,6 +227,8 @@ impl TopicHandle {
             // Relaxed: statistics.
             reclaimed: eq.reclaimed.load(Ordering::Relaxed),
             evicted: eq.evicted.load(Ordering::Relaxed),
+            last_store_timestamp: last.timestamp(),
+            reclaimed_store_timestamp: head.timestamp(),
         })
     }
 

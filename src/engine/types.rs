@@ -186,6 +186,12 @@ pub struct QueueStats {
     pub reclaimed: u64,
     /// Of those, evicted by the `drop-oldest` policy.
     pub evicted: u64,
+    /// Store timestamp of the message at `max_offset - 1`, retained or not (0 when the queue
+    /// never held one): what RocketMQ's topic statistics call the last update time.
+    pub last_store_timestamp: u64,
+    /// Store timestamp of the message at `min_offset - 1`, the last one reclaimed (0 when none
+    /// was).
+    pub reclaimed_store_timestamp: u64,
 }
 
 /// Per-group statistics (one group's subscription to one topic).

@@ -180,6 +180,9 @@ pub mod request_code {
         GET_ALL_MESSAGE_REQUEST_MODE = 402;
         /// Broker heartbeat to the name server (5.x).
         BROKER_HEARTBEAT = 904;
+        /// Delete several topics (admin; RocketMQ's batch `DELETE_TOPIC_IN_BROKER`, what
+        /// rocketmq-admin-cli's `deleteTopic` sends), body `{"topicList":[…]}`.
+        DELETE_TOPIC_IN_BROKER_LIST = 5002;
         /// Delete several subscription groups (admin; rocketmq-rust's `deleteSubGroup`), body
         /// `{"groupNameList":[…],"cleanOffset":…}`.
         DELETE_SUBSCRIPTIONGROUP_LIST = 5003;

@@ -578,6 +578,25 @@ impl MessageLookup for MemoryStore {
         let min = t.handle.queue_stats(queue).ok()?.min_offset;
         t.handle.get(queue, min, |m| m.timestamp).ok().flatten()
     }
+
+    fn store_timestamp(&self, topic: &dyn TopicStore, queue: u32, offset: u64) -> Option<u64> {
+        let t = self.same_topic(topic)?;
+        let s = t.handle.queue_stats(queue).ok()?;
+        if offset >= s.max_offset {
+            return None;
+        }
+        if offset + 1 == s.max_offset {
+            return Some(s.last_store_timestamp);
+        }
+        if offset >= s.min_offset {
+            if let Some(ts) = t.handle.get(queue, offset, |m| m.timestamp).ok().flatten() {
+                return Some(ts);
+            }
+        }
+        // Reclaimed, perhaps since the statistics above: the time of the last reclaimed one now.
+        let s = t.handle.queue_stats(queue).ok()?;
+        Some(s.reclaimed_store_timestamp)
+    }
 }
 
 impl super::StoreSettings for MemoryStore {

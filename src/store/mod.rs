@@ -395,6 +395,13 @@ pub trait MessageLookup: Send + Sync {
     ) -> Option<u64>;
     /// Store timestamp of the oldest retained message.
     fn earliest_timestamp(&self, topic: &dyn TopicStore, queue: u32) -> Option<u64>;
+    /// Store timestamp of the message at `offset`, retained or reclaimed, as RocketMQ's
+    /// statistics report it (`lastUpdateTimestamp`, a group's `lastTimestamp`). Exact when the
+    /// message is retained, is the queue's last or is the last reclaimed one; for an older
+    /// reclaimed offset, the last reclaimed message's time (a bound from above: a store that
+    /// frees what every group acknowledged keeps no older time). `None` at or past the end; 0
+    /// for an offset reclaimed before this store's first message (a reused topic uid).
+    fn store_timestamp(&self, topic: &dyn TopicStore, queue: u32, offset: u64) -> Option<u64>;
 }
 
 /// Figures for operators.

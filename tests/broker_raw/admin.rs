@@ -89,6 +89,82 @@ async fn given_messages_when_asking_topic_stats_should_answer_each_queues_offset
     broker.shutdown().await;
 }
 
+/// RocketMQ's statistics keep a queue's last store time and a group's last consumed time when
+/// the messages are gone from memory (its commit log still has them): baiji keeps them too,
+/// so mqadmin's `brokerConsumeStats` (which skips a row whose `lastTimestamp` is 0) lists a
+/// group that has consumed everything.
+#[tokio::test]
+async fn given_a_drained_queue_when_asking_stats_should_keep_the_last_store_times() {
+    const DRAINED: &str = "DrainedTopic";
+    let (broker, mut conn) = broker_with_topic(DRAINED).await;
+    let hb = conn.call(heartbeat_request("127.0.0.1@drained", GROUP, DRAINED)).await;
+    assert_eq!(hb.code, code::SUCCESS, "the heartbeat is accepted: {hb:?}");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as i64;
+    for i in 0..3 {
+        let r = conn.call(send_request(DRAINED, 0, format!("m{i}").into_bytes())).await;
+        assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    }
+    let r = conn.call(commit_request(GROUP, DRAINED, 0, 3)).await;
+    assert_eq!(r.code, code::SUCCESS, "the commit is stored: {r:?}");
+    // Wait for the reaper to free what the only group has consumed.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = conn.call(one_field(rc::GET_TOPIC_STATS_INFO, "topic", DRAINED)).await;
+        let q0 = queue_entry(&json(&r)["offsetTable"], DRAINED, 0).clone();
+        if q0["minOffset"].as_i64() == Some(3) {
+            let last = q0["lastUpdateTimestamp"].as_i64().expect("lastUpdateTimestamp");
+            assert!(last >= before, "the last message's store time outlives it: {q0}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the consumed messages are freed: {q0}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = conn.call(one_field(rc::GET_CONSUME_STATS, "consumerGroup", GROUP)).await;
+    let q0 = queue_entry(&json(&r)["offsetTable"], DRAINED, 0).clone();
+    assert_eq!(q0["consumerOffset"].as_i64(), Some(3), "{q0}");
+    assert!(q0["lastTimestamp"].as_i64() >= Some(before), "the last consumed message's time: {q0}");
+    let mut ext = ExtFields::new();
+    ext.insert_bool("isOrder", false);
+    ext.insert_i64("timeoutMillis", 3000);
+    let r = conn.call(request(rc::GET_BROKER_CONSUME_STATS, ext)).await;
+    let body = json(&r);
+    let stats = body["consumeStatsList"]
+        .as_array()
+        .and_then(|l| l.iter().find_map(|m| m.get(GROUP)))
+        .and_then(|e| e.as_array())
+        .unwrap_or_else(|| panic!("{GROUP} is listed: {body}"));
+    let q0 = stats
+        .iter()
+        .find_map(|s| queue_entry_in(&s["offsetTable"], DRAINED, 0))
+        .unwrap_or_else(|| panic!("queue 0 of {DRAINED} is listed: {body}"));
+    assert!(q0["lastTimestamp"].as_i64() >= Some(before), "317 answers it too: {q0}");
+    let mut ext = ExtFields::new();
+    ext.insert("topic", DRAINED);
+    ext.insert("group", GROUP);
+    let r = conn.call(request(rc::QUERY_CONSUME_TIME_SPAN, ext)).await;
+    assert_eq!(r.code, code::SUCCESS, "the time span is answered: {r:?}");
+    let spans = json(&r);
+    let span = spans["consumeTimeSpanSet"]
+        .as_array()
+        .and_then(|l| l.iter().find(|s| s["messageQueue"]["queueId"] == 0))
+        .unwrap_or_else(|| panic!("queue 0 has a span: {spans}"))
+        .clone();
+    assert!(span["maxTimeStamp"].as_i64() >= Some(before), "{span}");
+    assert!(span["consumeTimeStamp"].as_i64() >= Some(before), "{span}");
+    broker.shutdown().await;
+}
+
+/// Like [`queue_entry`], `None` when the queue is not in the table.
+fn queue_entry_in<'a>(table: &'a Value, topic: &str, queue_id: i64) -> Option<&'a Value> {
+    table.as_object()?.iter().find_map(|(k, v)| {
+        let q: Value = serde_json::from_str(k).ok()?;
+        (q["topic"] == topic && q["queueId"] == queue_id).then_some(v)
+    })
+}
+
 #[tokio::test]
 async fn given_a_committed_offset_when_asking_consume_stats_should_answer_progress_per_queue() {
     let (broker, mut conn) = broker_with_progress().await;

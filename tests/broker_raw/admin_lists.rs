@@ -3,7 +3,8 @@
 //! and body classes of `org.apache.rocketmq.remoting.protocol`): the name server's system topic
 //! list (304), topics by cluster (224) and the graceful-drain pair (205 / 327); the broker's
 //! system topics (305), one topic's config (351), the list forms of topic and group creation
-//! (18, 225), the stored request modes (402) and the consume time span (303).
+//! (18, 225), the batch topic deletion (5002), the stored request modes (402) and the consume
+//! time span (303).
 
 use serde_json::{json, Value};
 
@@ -164,6 +165,40 @@ async fn given_a_topic_config_list_when_creating_should_create_all_or_refuse_all
     }
     let r = conn.call(request(rc::UPDATE_AND_CREATE_TOPIC_LIST, ExtFields::new())).await;
     assert_eq!(r.code, code::SYSTEM_ERROR, "a list without a body: {r:?}");
+    broker.shutdown().await;
+}
+
+fn delete_topic_list_request(body: &str) -> RemotingCommand {
+    request(rc::DELETE_TOPIC_IN_BROKER_LIST, ExtFields::new()).with_body(body.as_bytes().to_vec())
+}
+
+#[tokio::test]
+async fn given_a_topic_list_when_deleting_by_list_should_delete_all_or_refuse_all_as_single_deletion(
+) {
+    let broker = start_broker(|_| {}).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let make = topic_list_request(vec![
+        topic_config("DelA", 2, 2),
+        topic_config("DelB", 2, 2),
+        topic_config("DelC", 2, 2),
+    ]);
+    assert_eq!(conn.call(make).await.code, code::SUCCESS, "three topics are created");
+    // The body of RocketMQ's DeleteTopicListRequestBody, as rocketmq-admin-cli's deleteTopic
+    // sends it (code 5002, no header fields).
+    let r = conn.call(delete_topic_list_request(r#"{"topicList":["DelA","DelB"]}"#)).await;
+    assert_eq!(r.code, code::SUCCESS, "the list is deleted: {r:?}");
+    for t in ["DelA", "DelB"] {
+        let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", t)).await;
+        assert_eq!(r.code, code::TOPIC_NOT_EXIST, "{t} is gone: {r:?}");
+    }
+    // A list naming a system topic, an empty list and a body that is not the class's JSON
+    // delete nothing.
+    for body in [r#"{"topicList":["DelC","TBW102"]}"#, r#"{"topicList":[]}"#, "not json", ""] {
+        let r = conn.call(delete_topic_list_request(body)).await;
+        assert_eq!(r.code, code::SYSTEM_ERROR, "refused: {body:?}: {r:?}");
+        let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "DelC")).await;
+        assert_eq!(r.code, code::SUCCESS, "nothing of a refused list is deleted: {r:?}");
+    }
     broker.shutdown().await;
 }
 

@@ -90,10 +90,12 @@ impl Core {
     /// `QUERY_CONSUME_TIME_SPAN`: per queue of `topic`, the store times of its oldest retained
     /// and its newest message, of the last message `group` committed and how long the group's
     /// next message has waited, as RocketMQ's `AdminBrokerProcessor.queryConsumeTimeSpan`
-    /// computes them (-1 for a time whose message is not retained: baiji frees a message once
-    /// every group has consumed it, so the committed message's own time is often gone; a group
-    /// that committed nothing counts from the oldest retained message). `None` for a topic this
-    /// broker does not have.
+    /// computes them (the newest and the committed message's times as
+    /// [`MessageLookup::store_timestamp`] keeps them after the message is freed, -1 where no
+    /// time is known; a group that committed nothing counts from the oldest retained message).
+    /// `None` for a topic this broker does not have.
+    ///
+    /// [`MessageLookup::store_timestamp`]: crate::store::MessageLookup::store_timestamp
     pub(crate) fn consume_time_span(&self, topic: &str, group: &str) -> Option<Vec<QueueTimeSpan>> {
         self.topics.get(topic)?;
         let t = self.store.topic(topic)?;
@@ -104,11 +106,17 @@ impl Core {
             let time_at = |o: u64| -> i64 {
                 self.store.get(t.as_ref(), q, o).map_or(-1, |(_, ts)| ts as i64)
             };
+            let kept_time_at = |o: u64| -> i64 {
+                match self.store.store_timestamp(t.as_ref(), q, o) {
+                    Some(ts) if ts > 0 => ts as i64,
+                    _ => -1,
+                }
+            };
             let min_time = self.store.earliest_timestamp(t.as_ref(), q).map_or(-1, |ts| ts as i64);
-            let max_time = max.checked_sub(1).map_or(-1, time_at);
+            let max_time = max.checked_sub(1).map_or(-1, kept_time_at);
             let committed = self.store.committed(group, topic, q);
             let consume_time = match committed {
-                Some(c) if c > 0 => time_at(c - 1),
+                Some(c) if c > 0 => kept_time_at(c - 1),
                 _ => min_time,
             };
             let next = committed.unwrap_or(min).max(min);

@@ -97,6 +97,7 @@ const BROKER_RULES: &[(i32, Need)] = &[
     (rc::GET_ALL_PRODUCER_INFO, Need::Admin),
     (rc::GET_TOPIC_CONFIG, Need::Signed),
     (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Need::Admin),
+    (rc::DELETE_TOPIC_IN_BROKER_LIST, Need::Admin),
     (rc::DELETE_SUBSCRIPTIONGROUP_LIST, Need::Admin),
     (rc::LITE_PULL_MESSAGE, Need::Consume("topic", "consumerGroup")),
     (rc::RECALL_MESSAGE, Need::Publish("topic")),

@@ -137,6 +137,11 @@ pub(crate) const BROKER: &[(i32, &str, Handler)] = &[
         pop::get_all_message_request_mode,
     ),
     (
+        rc::DELETE_TOPIC_IN_BROKER_LIST,
+        "DELETE_TOPIC_IN_BROKER_LIST",
+        admin::delete_topic_in_broker_list,
+    ),
+    (
         rc::DELETE_SUBSCRIPTIONGROUP_LIST,
         "DELETE_SUBSCRIPTIONGROUP_LIST",
         group::delete_subscription_group_list,

@@ -1,5 +1,5 @@
-//! Topic administration: `UPDATE_AND_CREATE_TOPIC` and its list form, `DELETE_TOPIC_IN_BROKER`,
-//! `GET_ALL_TOPIC_CONFIG`, `GET_TOPIC_CONFIG`, `GET_SYSTEM_TOPIC_LIST_FROM_BROKER`.
+//! Topic administration: `UPDATE_AND_CREATE_TOPIC` and its list form, `DELETE_TOPIC_IN_BROKER`
+//! and its list form, `GET_ALL_TOPIC_CONFIG`, `GET_TOPIC_CONFIG`, `GET_SYSTEM_TOPIC_LIST_FROM_BROKER`.
 
 use crate::sync::Arc;
 
@@ -70,6 +70,47 @@ pub(crate) fn delete_topic_in_broker(
         );
     }
     core.delete_topic(h.topic);
+    Reply::now(ok(&req, Default::default()))
+}
+
+/// `DELETE_TOPIC_IN_BROKER_LIST` (5002, RocketMQ's batch form of 215, what rocketmq-admin-cli's
+/// `deleteTopic` sends): body `{"topicList":[…]}`, each topic as [`delete_topic_in_broker`].
+/// All or nothing: a list naming a system topic, or an empty list, deletes none.
+pub(crate) fn delete_topic_in_broker_list(
+    core: &Arc<Core>,
+    _face: &Arc<RemotingState>,
+    _ctx: &ConnCtx,
+    req: RemotingCommand,
+) -> Reply {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body {
+        #[serde(default)]
+        topic_list: Vec<String>,
+    }
+    let body: Body = match serde_json::from_slice(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return reply_error(
+                &req,
+                response_code::SYSTEM_ERROR,
+                format!("bad DeleteTopicListRequestBody: {e}"),
+            )
+        }
+    };
+    if body.topic_list.is_empty() {
+        return reply_error(&req, response_code::SYSTEM_ERROR, "topic list is empty.".to_string());
+    }
+    if let Some(t) = body.topic_list.iter().find(|t| topics::is_system_topic(t)) {
+        return reply_error(
+            &req,
+            response_code::SYSTEM_ERROR,
+            format!("The topic[{}] is conflict with system topic.", quote(t)),
+        );
+    }
+    for topic in &body.topic_list {
+        core.delete_topic(topic);
+    }
     Reply::now(ok(&req, Default::default()))
 }
 

@@ -169,10 +169,9 @@ pub(crate) fn get_topic_stats_info(
     };
     for q in 0..t.queue_count() {
         let (min, max) = t.offsets(q).unwrap_or((0, 0));
-        let last = if max > min {
-            core.store.get(t.as_ref(), q, max - 1).map_or(0, |(_, ts)| ts)
-        } else {
-            0
+        let last = match max.checked_sub(1) {
+            Some(o) => core.store.store_timestamp(t.as_ref(), q, o).unwrap_or(0),
+            None => 0,
         };
         table.offset_table.push((
             queue(core, topic, q),
@@ -271,7 +270,7 @@ fn queue_progress(core: &Core, group: &str, topic: &str) -> Vec<(MessageQueue, O
             let committed = core.store.committed(group, topic, q).unwrap_or(0);
             let pulled = counters.as_ref().map_or(0, |c| c.pulled_offset(group, q as usize));
             let last = match committed.checked_sub(1) {
-                Some(o) => core.store.get(t.as_ref(), q, o).map_or(0, |(_, ts)| ts),
+                Some(o) => core.store.store_timestamp(t.as_ref(), q, o).unwrap_or(0),
                 None => 0,
             };
             let progress = OffsetWrapper {
