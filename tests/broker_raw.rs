@@ -52,6 +52,8 @@ mod recall;
 mod relay;
 #[path = "broker_raw/reply.rs"]
 mod reply;
+#[path = "broker_raw/restart.rs"]
+mod restart;
 #[path = "broker_raw/sql92.rs"]
 mod sql92;
 #[path = "broker_raw/timer.rs"]

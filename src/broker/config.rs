@@ -138,6 +138,15 @@ mod tests {
     }
 
     #[test]
+    fn given_a_toml_file_with_a_store_dir_should_read_it_and_take_none_as_off() {
+        assert_eq!(BrokerConfig::default().core.store_dir(), None, "off unless asked for");
+        let c: BrokerConfig = toml::from_str("store-path-root-dir = \"/dev/shm/baiji/a\"").unwrap();
+        assert_eq!(c.core.store_dir(), Some(std::path::Path::new("/dev/shm/baiji/a")));
+        let c: BrokerConfig = toml::from_str("store-path-root-dir = \"none\"").unwrap();
+        assert_eq!(c.core.store_dir(), None, "none keeps nothing");
+    }
+
+    #[test]
     fn given_a_toml_file_with_inner_credentials_should_read_them() {
         let c: BrokerConfig = toml::from_str(
             r#"inner-client-authentication-credentials = '{"accessKey":"ak","secretKey":"sk"}'"#,

@@ -69,6 +69,10 @@ pub enum BrokerError {
     /// The store could not be created.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// The store directory (`store-path-root-dir`) cannot be used: held by another process,
+    /// another broker's, or a file error.
+    #[error("store-path-root-dir: {0}")]
+    StoreDir(#[source] crate::shm::SegmentError),
 }
 
 /// A running broker (or standalone name server).
@@ -277,6 +281,17 @@ pub async fn start_with_store(
 ) -> Result<RunningBroker, BrokerError> {
     let namesrvs = config.namesrv_addrs()?;
     let (gate, acl) = security(&config.security)?;
+    // First of what can be refused at start: a directory another broker holds.
+    let journal = match config.core.store_dir() {
+        Some(dir) => {
+            let owner = format!("{}/{}", config.core.cluster_name, config.core.broker_name);
+            Some(
+                self::core::journal::ConfigJournal::open(dir, &owner)
+                    .map_err(BrokerError::StoreDir)?,
+            )
+        }
+        None => None,
+    };
     let listen = config.remoting.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -333,6 +348,9 @@ pub async fn start_with_store(
     } = config;
     let mut core = Core::new(core_config, store, store_host);
     core.grpc_endpoint = grpc_endpoint;
+    if let Some((journal, recovered)) = journal {
+        core.restore(journal, recovered);
+    }
     let core = Arc::new(core);
     let mut face = RemotingState::new(remoting_config, security_config, acl);
     face.fast_port = fast_addr.map(|a| a.port());
@@ -357,6 +375,7 @@ pub async fn start_with_store(
         core.clients.set_directory(Arc::new(grpc::directory::GrpcClients(Arc::clone(g))));
     }
     core.open();
+    core.compact_journal();
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     self::core::spawn_tasks(&core, &mut tasks, &shutdown_rx);

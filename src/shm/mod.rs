@@ -140,7 +140,7 @@ mod segment;
 mod dir;
 
 #[cfg(all(test, not(loom)))]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::PathBuf;
 use std::time::Duration;

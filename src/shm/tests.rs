@@ -15,10 +15,10 @@ const OWNER: &str = "test-cluster/broker-a";
 const SMALL: usize = 8 << 10;
 
 /// A fresh directory (on tmpfs when there is one), removed when dropped.
-struct TestDir(PathBuf);
+pub(crate) struct TestDir(pub(crate) PathBuf);
 
 impl TestDir {
-    fn new(tag: &str) -> TestDir {
+    pub(crate) fn new(tag: &str) -> TestDir {
         static N: AtomicU64 = AtomicU64::new(0);
         let base = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")

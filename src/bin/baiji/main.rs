@@ -135,6 +135,12 @@ struct BrokerArgs {
     /// Per topic: [keep-acknowledged-topics] in the config file.
     #[arg(long)]
     keep_acknowledged_secs: Option<u64>,
+    /// Directory where the broker keeps state that outlives the process, in memory-mapped
+    /// files (RocketMQ: storePathRootDir; a tmpfs directory such as /dev/shm/baiji/broker-a is
+    /// RAM, no disk I/O); `none` (the default) keeps nothing. Today: topic and subscription
+    /// group configs (messages and offsets are not kept yet). One broker per directory.
+    #[arg(long, value_name = "DIR")]
+    store_path_root_dir: Option<std::path::PathBuf>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -376,6 +382,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.keep_acknowledged_secs {
         c.core.keep_acknowledged_secs = v;
+    }
+    if let Some(v) = &a.store_path_root_dir {
+        c.core.store_path_root_dir = Some(v.clone());
     }
     if let Some(v) = a.default_message_request_mode {
         c.remoting.default_message_request_mode = v;

@@ -99,6 +99,13 @@ pub struct CoreConfig {
     pub max_groups_per_topic: usize,
     /// Most subscriptions (group × topic) the broker holds in all, refused the same way.
     pub max_subscriptions: usize,
+    /// Where the broker keeps its state in memory-mapped files that outlive the process
+    /// (RocketMQ: `storePathRootDir`; best a tmpfs directory such as `/dev/shm/baiji/<broker>`,
+    /// RAM with no disk I/O). `None` or `none` (the default): nothing outlives the process.
+    /// Today it keeps topic and subscription group configs (issue 26's first step: messages
+    /// and offsets are not kept yet). One broker process per directory: a second is refused
+    /// with the holder's pid.
+    pub store_path_root_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for CoreConfig {
@@ -131,6 +138,7 @@ impl Default for CoreConfig {
             pop_retry_max_times: 16,
             max_groups_per_topic: EngineConfig::default().max_subscriptions_per_topic,
             max_subscriptions: EngineConfig::default().max_subscriptions,
+            store_path_root_dir: None,
         }
     }
 }
@@ -145,6 +153,11 @@ pub(crate) fn policy_name(p: MemoryPolicy) -> &'static str {
 }
 
 impl CoreConfig {
+    /// The store directory, `None` when unset or `none`.
+    pub fn store_dir(&self) -> Option<&std::path::Path> {
+        self.store_path_root_dir.as_deref().filter(|p| p.as_os_str() != "none")
+    }
+
     /// The address clients are told to connect to, for a port bound at `bound`.
     pub fn advertised(&self, bound: SocketAddr) -> SocketAddr {
         let ip = self.broker_ip.unwrap_or(if bound.ip().is_unspecified() {

@@ -35,6 +35,48 @@ pub(crate) enum GroupError {
 }
 
 impl Core {
+    /// Creates or replaces subscription group `name`'s config ([`SubscriptionGroups::put`])
+    /// and journals it.
+    ///
+    /// # Errors
+    /// As [`SubscriptionGroups::put`].
+    pub(crate) fn put_group_config(
+        &self,
+        name: String,
+        config: Map<String, Value>,
+        size: usize,
+    ) -> Result<(), GroupConfigError> {
+        let journaled = name.clone();
+        self.groups.put(name, config, size)?;
+        self.journal_group(&journaled);
+        Ok(())
+    }
+
+    /// Creates or replaces every config of `configs`, or none ([`SubscriptionGroups::put_all`]),
+    /// and journals them.
+    ///
+    /// # Errors
+    /// As [`SubscriptionGroups::put_all`].
+    pub(crate) fn put_group_configs(
+        &self,
+        configs: Vec<(String, Map<String, Value>, usize)>,
+    ) -> Result<(), GroupConfigError> {
+        let names: Vec<String> = configs.iter().map(|(n, ..)| n.clone()).collect();
+        self.groups.put_all(configs)?;
+        for name in &names {
+            self.journal_group(name);
+        }
+        Ok(())
+    }
+
+    /// Forgets subscription group `name`'s config and journals that.
+    pub(crate) fn remove_group_config(&self, name: &str) {
+        self.groups.remove(name);
+        self.journal_group(name);
+    }
+}
+
+impl Core {
     /// Checks that `group` may be used: a valid name, and (unless the caller vouches for it,
     /// `announced`) a group a heartbeat made known (RocketMQ 5 refuses offsets and pops of
     /// groups it has no subscription config for). Bounds the state a client can make the
@@ -311,6 +353,11 @@ impl SubscriptionGroups {
     /// The config of `group`, if an admin created it.
     pub(crate) fn get(&self, group: &str) -> Option<Map<String, Value>> {
         read(&self.table).configs.get(group).map(|(c, _)| c.clone())
+    }
+
+    /// How many groups have a config.
+    pub(crate) fn len(&self) -> usize {
+        read(&self.table).configs.len()
     }
 
     /// Every config, by group name.

@@ -29,6 +29,7 @@ pub(crate) mod counters;
 pub(crate) mod delay;
 pub(crate) mod filter;
 pub(crate) mod groups;
+pub(crate) mod journal;
 pub(crate) mod locks;
 pub(crate) mod pop;
 pub(crate) mod rates;
@@ -89,6 +90,8 @@ pub(crate) struct Core {
     /// Most topics the broker holds before it refuses to auto-create one
     /// ([`send::AUTO_CREATE_TOPIC_LIMIT`]; lower in tests).
     pub(crate) auto_create_limit: usize,
+    /// Where topic and group configs are journaled (`store-path-root-dir`), if anywhere.
+    pub(crate) journal: Option<journal::ConfigJournal>,
 }
 
 impl std::fmt::Debug for Core {
@@ -150,6 +153,7 @@ impl Core {
             config,
             store,
             auto_create_limit: send::AUTO_CREATE_TOPIC_LIMIT,
+            journal: None,
         }
     }
 
@@ -192,6 +196,7 @@ impl Core {
             config.write_queue_nums = t.queue_count();
         }
         self.topics.put(config.clone());
+        self.journal_topic(&config.topic_name);
         for group in self.clients.clustering_groups_of(&config.topic_name) {
             let _ = self.store.subscribe(&group, &config.topic_name);
         }
@@ -202,8 +207,74 @@ impl Core {
     /// Deletes a topic and everything in it, and publishes the change.
     pub(crate) fn delete_topic(&self, topic: &str) {
         self.topics.remove(topic);
+        self.journal_topic(topic);
         let _ = self.store.delete_topic(topic);
         self.publish_topics();
+    }
+
+    /// Takes `journal` as this core's and puts what it held into the tables (before
+    /// [`open`](Self::open) creates the store's topics for them).
+    pub(crate) fn restore(
+        &mut self,
+        journal: journal::ConfigJournal,
+        recovered: journal::RecoveredConfigs,
+    ) {
+        let (topics, groups) = (recovered.topics.len(), recovered.groups.len());
+        for (_, config) in recovered.topics {
+            self.topics.put(config);
+        }
+        for (name, (config, size)) in recovered.groups {
+            if let Err(e) = self.groups.put(name.clone(), config, size) {
+                tracing::error!(group = %name, "configuration journal: a group not restored: {e}");
+            }
+        }
+        let r = &recovered.report;
+        tracing::info!(
+            topics,
+            groups,
+            records = r.records,
+            torn = r.torn_records,
+            undecodable = recovered.undecodable,
+            quarantined = r.quarantined.len(),
+            ms = r.elapsed.as_millis() as u64,
+            "configuration journal: topics and subscription groups restored"
+        );
+        for q in &r.quarantined {
+            tracing::warn!(file = %q.file.display(), "configuration journal: {}", q.reason);
+        }
+        self.journal = Some(journal);
+    }
+
+    /// Journals topic `name`'s current state (see [`journal`]); nothing without a store
+    /// directory.
+    fn journal_topic(&self, name: &str) {
+        let Some(j) = &self.journal else { return };
+        let mut w = j.writer();
+        w.topic(name, self.topics.get(name).as_ref());
+        self.compact_if_due(&mut w);
+    }
+
+    /// Journals subscription group `name`'s current config (or its deletion); nothing without
+    /// a store directory.
+    pub(crate) fn journal_group(&self, name: &str) {
+        let Some(j) = &self.journal else { return };
+        let mut w = j.writer();
+        w.group(name, self.groups.get(name));
+        self.compact_if_due(&mut w);
+    }
+
+    fn compact_if_due(&self, w: &mut journal::Writer<'_>) {
+        if w.wants_compaction(self.topics.len() + self.groups.len()) {
+            w.compact(&self.topics.all(), &self.groups.all());
+        }
+    }
+
+    /// Rewrites the journal from the tables (at start, after [`open`](Self::open): the
+    /// journal then holds exactly the configs in force).
+    pub(crate) fn compact_journal(&self) {
+        if let Some(j) = &self.journal {
+            j.writer().compact(&self.topics.all(), &self.groups.all());
+        }
     }
 
     /// The topic a pull or pop reads, with its counters, in the one lookup both make: only

@@ -33,7 +33,7 @@ pub(crate) fn update_and_create_subscription_group(
         Ok(c) => c,
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     };
-    if let Err(e) = core.groups.put(name, config, req.body.len()) {
+    if let Err(e) = core.put_group_config(name, config, req.body.len()) {
         return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
     }
     Reply::now(ok(&req, Default::default()))
@@ -65,7 +65,7 @@ pub(crate) fn update_and_create_subscription_group_list(
             Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
         }
     }
-    if let Err(e) = core.groups.put_all(configs) {
+    if let Err(e) = core.put_group_configs(configs) {
         return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
     }
     Reply::now(ok(&req, Default::default()))
@@ -134,7 +134,7 @@ const SYS_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
 /// holding messages (its offsets are forgotten). The caller has refused system groups
 /// ([`refuse_system_group`]).
 fn delete_group(core: &Core, group: &str, clean: bool) {
-    core.groups.remove(group);
+    core.remove_group_config(group);
     if clean && core.clients.consumer_ids(group).is_empty() {
         for topic in super::stats::topics_of_group(core, group) {
             core.store.unsubscribe(group, &topic);

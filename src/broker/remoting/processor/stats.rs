@@ -79,7 +79,7 @@ pub(crate) fn runtime_info(core: &Core, face: &RemotingState) -> KvTable {
     let ratio = if mem.budget == 0 { 0.0 } else { mem.bytes_used as f64 / mem.budget as f64 };
     // Relaxed: statistics, each read on its own.
     let load = |c: &crate::sync::AtomicU64| c.load(crate::sync::Ordering::Relaxed).to_string();
-    let entries: Vec<(&str, String)> = vec![
+    let mut entries: Vec<(&str, String)> = vec![
         ("brokerActive", "true".into()),
         ("brokerVersionDesc", "V5_3_1".into()),
         ("brokerVersion", BROKER_VERSION.to_string()),
@@ -135,6 +135,10 @@ pub(crate) fn runtime_info(core: &Core, face: &RemotingState) -> KvTable {
         ("baijiSendsRejected", load(&core.counters.sends_rejected)),
         ("baijiOnewayRejected", load(&face.counters.oneway_rejected)),
     ];
+    if let Some(j) = &core.journal {
+        // Config changes the journal could not write (a full tmpfs): not kept over a restart.
+        entries.push(("baijiConfigJournalFailed", j.failed().to_string()));
+    }
     KvTable { table: entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
 }
 

@@ -1,0 +1,376 @@
+//! The configuration journal (issue 26, phase C's first step): topic configs and subscription
+//! group configs in a log of checksummed records in shared memory ([`crate::shm`]), so that a
+//! broker started again on the same `--store-path-root-dir` after a crash or a restart has
+//! the topics and groups it had, as a RocketMQ broker reads them back from `topics.json` and
+//! `subscriptionGroup.json`. Messages, offsets and the rest of the state are not in it yet
+//! (docs/restarts.md: phase B).
+//!
+//! # Records
+//!
+//! One log, `config`, of four kinds (the record's stream is the FNV-1a hash of the name): a topic's config (JSON of [`TopicConfig`]), a topic's
+//! deletion (its name), a group's config (`{"name":…,"config":{…}}`) and a group's deletion.
+//! Each record's claim is a stamp, one counter for the whole journal, continued after a
+//! restart from the highest stamp recovered.
+//!
+//! # Why a record is never older than the state it stands for
+//!
+//! A change is made in the core's tables first, then journaled by [`Writer::topic`] /
+//! [`Writer::group`], which read the entity's *current* state under the journal's lock and
+//! append it: a config if the entity exists, a deletion if not. Two changes of one entity
+//! racing may journal in either order, but the second journaling reads the state after both,
+//! so the entity's record with the highest stamp is its state after the last change that was
+//! journaled: recovery keeps, per entity, the record with the highest stamp. A change is
+//! answered after its record is committed, so an answered change is never lost to a crash;
+//! a torn record (a crash while writing it) stands for a change that was not answered.
+//!
+//! # Compaction
+//!
+//! When the journal holds more than twice as many records as live entities (and more than
+//! [`COMPACT_AFTER`]), [`Writer`] rewrites every live entity under the lock, then gives back
+//! every segment before the one the rewrite started in. A record left in that segment or
+//! after it is either older than the rewrite (and loses to it by stamp) or newer; a deletion
+//! that was freed had, before it, only records of the same entity that were freed too
+//! (records are appended in stamp order under the lock). A crash during the rewrite leaves
+//! the old segments, which the next compaction frees.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::remoting::body::TopicConfig;
+use crate::shm::{Directory, Log, LogConfig, Reclaim, RecordMeta, Recovered, RecoveryReport};
+use crate::sync::{lock, Mutex};
+
+/// A topic's config.
+const TOPIC_PUT: u16 = 1;
+/// A topic's deletion.
+const TOPIC_DEL: u16 = 2;
+/// A subscription group's config.
+const GROUP_PUT: u16 = 3;
+/// A subscription group's deletion.
+const GROUP_DEL: u16 = 4;
+
+/// Records written since the last compaction below which the journal is never compacted.
+pub(crate) const COMPACT_AFTER: u64 = 1024;
+
+/// Bytes of each journal segment (configs are small: a group's is at most
+/// [`super::groups::MAX_GROUP_CONFIG_BYTES`]).
+const SEGMENT_SIZE: usize = 1 << 20;
+
+/// What the journal held when it was opened.
+#[derive(Debug, Default)]
+pub(crate) struct RecoveredConfigs {
+    /// Topic configs, by name.
+    pub(crate) topics: BTreeMap<String, TopicConfig>,
+    /// Group configs, by name, with the size of their JSON.
+    pub(crate) groups: BTreeMap<String, (Map<String, Value>, usize)>,
+    /// Complete records whose payload did not decode (from a newer version, or damaged
+    /// inside a valid checksum): skipped.
+    pub(crate) undecodable: u64,
+    /// The log's own report: records, torn records, quarantined files, time.
+    pub(crate) report: RecoveryReport,
+}
+
+/// The journal: its directory (whose lock it holds) and its log.
+#[derive(Debug)]
+pub(crate) struct ConfigJournal {
+    log: Log,
+    state: Mutex<State>,
+    /// Held for the lock file: a second broker on the directory is refused while this lives.
+    _dir: Directory,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The last stamp written.
+    stamp: u64,
+    /// Records written since the last compaction (or since opening).
+    since_compaction: u64,
+    /// Records that could not be written (a full tmpfs): those changes are not kept.
+    failed: u64,
+}
+
+/// The entity a record names, for "the last record per entity wins".
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Entity {
+    Topic(String),
+    Group(String),
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct GroupRecord {
+    name: String,
+    config: Map<String, Value>,
+}
+
+impl ConfigJournal {
+    /// Opens (or creates) the journal in the directory `path`, owned by `owner`
+    /// (`cluster/broker`), and reads back what it holds.
+    ///
+    /// # Errors
+    /// The directory's refusals ([`crate::shm::SegmentError::Locked`] with the holder's pid,
+    /// another owner, a damaged identity) and file errors.
+    pub(crate) fn open(
+        path: &Path,
+        owner: &str,
+    ) -> Result<(Self, RecoveredConfigs), crate::shm::SegmentError> {
+        let dir = Directory::open(path, owner)?;
+        let config = LogConfig {
+            segment_size: SEGMENT_SIZE,
+            reclaim: Reclaim::OnTruncate,
+            populate: false,
+            maintenance_thread: false,
+        };
+        let mut last: BTreeMap<Entity, (u64, u16, bytes::Bytes)> = BTreeMap::new();
+        let mut stamp = 0;
+        let (log, report) =
+            dir.open_log("config", config, crossbeam_epoch::Collector::new(), |r| {
+                let Recovered::Record(r) = r else { return };
+                stamp = stamp.max(r.claim);
+                let entity = match r.kind {
+                    TOPIC_PUT | TOPIC_DEL => topic_name(r.kind, &r.payload).map(Entity::Topic),
+                    GROUP_PUT | GROUP_DEL => group_name(r.kind, &r.payload).map(Entity::Group),
+                    _ => None,
+                };
+                // A record whose entity cannot be read is counted below with the others.
+                let entity = entity.unwrap_or(Entity::Topic(String::new()));
+                match last.get(&entity) {
+                    Some((s, ..)) if *s > r.claim => {}
+                    _ => {
+                        last.insert(entity, (r.claim, r.kind, r.payload));
+                    }
+                }
+            })?;
+        let mut out = RecoveredConfigs { report, ..RecoveredConfigs::default() };
+        for (entity, (_, kind, payload)) in last {
+            match (entity, kind) {
+                (Entity::Topic(name), TOPIC_PUT) if !name.is_empty() => {
+                    match serde_json::from_slice::<TopicConfig>(&payload) {
+                        Ok(c) => {
+                            out.topics.insert(name, c);
+                        }
+                        Err(_) => out.undecodable += 1,
+                    }
+                }
+                (Entity::Group(name), GROUP_PUT) => {
+                    match serde_json::from_slice::<GroupRecord>(&payload) {
+                        Ok(g) => {
+                            let size = serde_json::to_vec(&g.config).map_or(0, |v| v.len());
+                            out.groups.insert(name, (g.config, size));
+                        }
+                        Err(_) => out.undecodable += 1,
+                    }
+                }
+                (Entity::Topic(name), TOPIC_DEL) if !name.is_empty() => {}
+                (Entity::Group(_), GROUP_DEL) => {}
+                _ => out.undecodable += 1,
+            }
+        }
+        let state = State { stamp, since_compaction: out.report.records, failed: 0 };
+        Ok((ConfigJournal { log, state: Mutex::new(state), _dir: dir }, out))
+    }
+
+    /// The journal's writer: holds its lock (see the module documentation) until dropped.
+    pub(crate) fn writer(&self) -> Writer<'_> {
+        Writer { journal: self, state: lock(&self.state) }
+    }
+
+    /// Records that could not be written since the start (their changes are not kept).
+    pub(crate) fn failed(&self) -> u64 {
+        lock(&self.state).failed
+    }
+}
+
+/// Writes records under the journal's lock.
+pub(crate) struct Writer<'a> {
+    journal: &'a ConfigJournal,
+    state: crate::sync::MutexGuard<'a, State>,
+}
+
+impl Writer<'_> {
+    /// Journals topic `name`'s current state: `config` if it exists, else its deletion.
+    pub(crate) fn topic(&mut self, name: &str, config: Option<&TopicConfig>) {
+        match config.map(serde_json::to_vec) {
+            Some(Ok(json)) => self.append(TOPIC_PUT, name, &json),
+            Some(Err(e)) => self.failed(format!("topic {name}: {e}")),
+            None => self.append(TOPIC_DEL, name, name.as_bytes()),
+        }
+    }
+
+    /// Journals group `name`'s current state: `config` if an admin created it, else its
+    /// deletion.
+    pub(crate) fn group(&mut self, name: &str, config: Option<Map<String, Value>>) {
+        match config {
+            Some(config) => {
+                let record = GroupRecord { name: name.to_string(), config };
+                match serde_json::to_vec(&record) {
+                    Ok(json) => self.append(GROUP_PUT, name, &json),
+                    Err(e) => self.failed(format!("group {name}: {e}")),
+                }
+            }
+            None => self.append(GROUP_DEL, name, name.as_bytes()),
+        }
+    }
+
+    /// Whether the journal should be compacted now, `live` entities being in the tables.
+    pub(crate) fn wants_compaction(&self, live: usize) -> bool {
+        let live = live as u64;
+        self.state.since_compaction > COMPACT_AFTER.max(live.saturating_mul(2))
+    }
+
+    /// Rewrites every live entity, then frees the segments before the rewrite.
+    pub(crate) fn compact(
+        &mut self,
+        topics: &[TopicConfig],
+        groups: &BTreeMap<String, Map<String, Value>>,
+    ) {
+        let handle = self.journal.log.collector().register();
+        let guard = handle.pin();
+        let Ok(start) = self.journal.log.position(&guard) else { return };
+        let failed = self.state.failed;
+        for t in topics {
+            self.topic(&t.topic_name, Some(t));
+        }
+        for (name, config) in groups {
+            self.group(name, Some(config.clone()));
+        }
+        if self.state.failed != failed {
+            // Part of the rewrite is missing: the old records must stay.
+            return;
+        }
+        let _ = self.journal.log.truncate_before(start.segment, &guard);
+        drop(guard);
+        // The holds go through the epoch: no other handle of this collector stays pinned (each
+        // write pins its own, under the lock we hold), so a few flushes run the deferred
+        // releases, and `maintain` frees the segments.
+        for _ in 0..4 {
+            handle.pin().flush();
+        }
+        let _ = self.journal.log.maintain();
+        self.state.since_compaction = (topics.len() + groups.len()) as u64;
+    }
+
+    fn append(&mut self, kind: u16, name: &str, payload: &[u8]) {
+        let stream = crate::hash::fnv1a_64(name.as_bytes());
+        let claim = self.state.stamp + 1;
+        let handle = self.journal.log.collector().register();
+        let guard = handle.pin();
+        match self.journal.log.append(RecordMeta { kind, stream, claim }, &[payload], &guard) {
+            Ok(r) => {
+                drop(r.commit());
+                self.state.stamp = claim;
+                self.state.since_compaction += 1;
+            }
+            Err(e) => self.failed(e.to_string()),
+        }
+        drop(guard);
+        let _ = self.journal.log.maintain();
+    }
+
+    fn failed(&mut self, why: String) {
+        self.state.failed += 1;
+        tracing::error!(
+            "configuration journal: a change could not be written ({why}); it holds in memory \
+             but will not be there after a restart"
+        );
+    }
+}
+
+fn topic_name(kind: u16, payload: &[u8]) -> Option<String> {
+    if kind == TOPIC_DEL {
+        return std::str::from_utf8(payload).ok().map(str::to_string);
+    }
+    serde_json::from_slice::<TopicConfig>(payload).ok().map(|c| c.topic_name)
+}
+
+fn group_name(kind: u16, payload: &[u8]) -> Option<String> {
+    if kind == GROUP_DEL {
+        return std::str::from_utf8(payload).ok().map(str::to_string);
+    }
+    serde_json::from_slice::<GroupRecord>(payload).ok().map(|g| g.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::shm::tests::TestDir;
+
+    fn group_config(retries: i64) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("retryMaxTimes".into(), Value::from(retries));
+        m
+    }
+
+    #[test]
+    fn given_changes_when_reopened_should_hold_each_entitys_last_state() {
+        let d = TestDir::new("journal");
+        {
+            let (j, got) = ConfigJournal::open(&d.0, "c/b").expect("opened");
+            assert!(got.topics.is_empty() && got.groups.is_empty(), "a new journal is empty");
+            let mut w = j.writer();
+            w.topic("A", Some(&TopicConfig::new("A", 4, 4)));
+            w.topic("B", Some(&TopicConfig::new("B", 2, 2)));
+            w.topic("A", Some(&TopicConfig::new("A", 8, 8)));
+            w.topic("B", None);
+            w.group("g1", Some(group_config(3)));
+            w.group("g2", Some(group_config(5)));
+            w.group("g2", None);
+            // Dropped without close: as after a crash, every committed record is kept.
+        }
+        let (j, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened");
+        assert_eq!(got.topics.keys().collect::<Vec<_>>(), ["A"], "B was deleted");
+        assert_eq!(got.topics["A"].read_queue_nums, 8, "A's last config");
+        assert_eq!(got.groups.keys().collect::<Vec<_>>(), ["g1"], "g2 was deleted");
+        assert_eq!(got.groups["g1"].0["retryMaxTimes"], 3);
+        assert_eq!((got.undecodable, got.report.torn_records), (0, 0));
+        // Stamps continue: a change after the restart wins over the records before it.
+        j.writer().topic("A", None);
+        drop(j);
+        let (_, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened again");
+        assert!(got.topics.is_empty(), "the deletion after the restart holds: {:?}", got.topics);
+    }
+
+    #[test]
+    fn given_a_second_opener_should_refuse_it_naming_the_holder() {
+        let d = TestDir::new("journal");
+        let _held = ConfigJournal::open(&d.0, "c/b").expect("opened");
+        let e = ConfigJournal::open(&d.0, "c/b").expect_err("refused");
+        assert!(e.to_string().contains("in use by process"), "{e}");
+    }
+
+    #[test]
+    fn given_many_changes_when_compacted_should_free_segments_and_keep_the_state() {
+        let d = TestDir::new("journal");
+        let live: Vec<TopicConfig> =
+            (0..10).map(|i| TopicConfig::new(format!("T{i}"), 1, 1)).collect();
+        {
+            let (j, _) = ConfigJournal::open(&d.0, "c/b").expect("opened");
+            let mut w = j.writer();
+            // Churn: enough records of created-then-deleted topics to fill several segments.
+            for i in 0..20_000 {
+                let name = format!("Churn{i}");
+                w.topic(&name, Some(&TopicConfig::new(&name, 1, 1)));
+                w.topic(&name, None);
+            }
+            for t in &live {
+                w.topic(&t.topic_name, Some(t));
+            }
+            assert!(w.wants_compaction(live.len()), "40k records for 10 live topics");
+            let before = j.log.stats().live_segments;
+            w.compact(&live, &BTreeMap::new());
+            assert!(!w.wants_compaction(live.len()), "compacted");
+            drop(w);
+            let after = j.log.stats().live_segments;
+            assert!(after < before, "segments are freed: {before} -> {after}");
+        }
+        let (_, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened");
+        assert_eq!(
+            got.topics.len(),
+            10,
+            "every live topic, no churned one: {:?}",
+            got.topics.keys()
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! `--store-path-root-dir` (issue 26, first step): topic and subscription group configs made
+//! with the admin codes are there again after a restart on the same directory, in-process and
+//! after a SIGKILL of the real binary; a second broker on a held directory is refused with the
+//! holder's pid.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::*;
+
+/// A fresh directory (tmpfs when there is one), removed when dropped.
+struct StoreDir(PathBuf);
+
+impl StoreDir {
+    fn new(tag: &str) -> StoreDir {
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let p = base.join(format!("baiji-restart-it-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        StoreDir(p)
+    }
+}
+
+impl Drop for StoreDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn one_field(code: i32, key: &str, value: &str) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert(key, value);
+    request(code, ext)
+}
+
+fn group_config_request(group: &str, retries: u32) -> RemotingCommand {
+    let body = format!(
+        r#"{{"groupName":"{group}","consumeEnable":true,"consumeBroadcastEnable":true,"retryQueueNums":1,"retryMaxTimes":{retries},"brokerId":0,"whichBrokerWhenConsumeSlowly":1}}"#
+    );
+    request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ExtFields::new()).with_body(body.into_bytes())
+}
+
+/// Creates `Kept` (3 queues) and `Gone` (then deletes it), group `kept_group` with 7 retries
+/// and `gone_group` (then deletes it).
+async fn make_configs(conn: &mut Conn) {
+    for (topic, queues) in [("Kept", 3), ("Gone", 2)] {
+        let r = conn.call(create_topic_request(topic, queues)).await;
+        assert_eq!(r.code, code::SUCCESS, "{topic} is created: {r:?}");
+    }
+    let r = conn.call(one_field(rc::DELETE_TOPIC_IN_BROKER, "topic", "Gone")).await;
+    assert_eq!(r.code, code::SUCCESS, "Gone is deleted: {r:?}");
+    for group in ["kept_group", "gone_group"] {
+        let r = conn.call(group_config_request(group, 7)).await;
+        assert_eq!(r.code, code::SUCCESS, "{group} is created: {r:?}");
+    }
+    let r = conn.call(one_field(rc::DELETE_SUBSCRIPTIONGROUP, "groupName", "gone_group")).await;
+    assert_eq!(r.code, code::SUCCESS, "gone_group is deleted: {r:?}");
+}
+
+/// What a restarted broker must answer: `Kept` with its 3 queues and `kept_group` with its
+/// config; neither deleted one.
+async fn assert_configs_back(conn: &mut Conn) {
+    let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "Kept")).await;
+    assert_eq!(r.code, code::SUCCESS, "the topic is back: {r:?}");
+    let body: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+    assert_eq!(body["writeQueueNums"], 3, "with its queues: {body}");
+    let r = conn.call(max_offset_request("Kept", 2)).await;
+    assert_eq!(r.code, code::SUCCESS, "its third queue is served: {r:?}");
+    let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "Gone")).await;
+    assert_eq!(r.code, code::TOPIC_NOT_EXIST, "a deleted topic stays deleted: {r:?}");
+    let r = conn.call(one_field(rc::GET_SUBSCRIPTIONGROUP_CONFIG, "group", "kept_group")).await;
+    assert_eq!(r.code, code::SUCCESS, "the group config is back: {r:?}");
+    let body: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+    assert_eq!(body["retryMaxTimes"], 7, "as it was sent: {body}");
+    let r = conn.call(one_field(rc::GET_SUBSCRIPTIONGROUP_CONFIG, "group", "gone_group")).await;
+    assert_eq!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "a deleted group stays so: {r:?}");
+}
+
+#[tokio::test]
+async fn given_a_store_dir_when_restarted_should_have_its_topics_and_groups_and_refuse_a_second_broker(
+) {
+    let dir = StoreDir::new("inproc");
+    let with_dir = |c: &mut BrokerConfig| c.core.store_path_root_dir = Some(dir.0.clone());
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    make_configs(&mut conn).await;
+    // A second broker on the same directory is refused, naming this process.
+    let mut second = common::broker::loopback();
+    with_dir(&mut second);
+    let e = baiji::broker::start(second).await.expect_err("a held directory is refused");
+    let text = e.to_string();
+    assert!(text.contains("in use by process"), "the refusal names the holder: {text}");
+    broker.shutdown().await;
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    assert_configs_back(&mut conn).await;
+    broker.shutdown().await;
+    // Without the directory, nothing is kept (today's heap-only mode).
+    let broker = start_broker(|_| {}).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "Kept")).await;
+    assert_eq!(r.code, code::TOPIC_NOT_EXIST, "a broker without the directory: {r:?}");
+    broker.shutdown().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The real binary on `dir`, listening on fresh ports; returns it and its broker address.
+async fn spawn_binary(dir: &Path) -> (Child, SocketAddr) {
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let namesrv = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new(env!("CARGO_BIN_EXE_baiji"))
+        .arg("broker")
+        .args(["--listen", &addr.to_string(), "--namesrv-listen", &namesrv.to_string()])
+        .args(["--grpc-listen", "off", "--fast-listen-port", "0"])
+        .arg("--store-path-root-dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the baiji binary");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < deadline, "the broker process listens on {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, addr)
+}
+
+#[tokio::test]
+async fn given_a_store_dir_when_the_process_is_killed_should_start_again_with_its_configs() {
+    let dir = StoreDir::new("sigkill");
+    let (mut child, addr) = spawn_binary(&dir.0).await;
+    let mut conn = Conn::open(addr).await;
+    make_configs(&mut conn).await;
+    // A second process on the directory exits with the holder's pid.
+    let out = Command::new(env!("CARGO_BIN_EXE_baiji"))
+        .arg("broker")
+        .args(["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"])
+        .args(["--grpc-listen", "off", "--fast-listen-port", "0"])
+        .arg("--store-path-root-dir")
+        .arg(&dir.0)
+        .output()
+        .expect("run a second broker");
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "the second broker does not start: {said}");
+    assert!(said.contains(&format!("process {}", child.id())), "it names the holder: {said}");
+    child.kill().expect("SIGKILL the broker");
+    child.wait().expect("reap it");
+    let (mut child, addr) = spawn_binary(&dir.0).await;
+    let mut conn = Conn::open(addr).await;
+    assert_configs_back(&mut conn).await;
+    child.kill().expect("SIGKILL the broker");
+    child.wait().expect("reap it");
+}
