@@ -158,7 +158,49 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     let policy = super::core::config::policy_name(core.store.settings().policy);
     memory(&mut t, core, (&mem, policy), &topics, &groups);
     refusals(&mut t, (&mem, policy), core, face);
+    journal(&mut t, core);
     t.out
+}
+
+/// The configuration journal's figures (`store-path-root-dir`; none without it).
+fn journal(t: &mut Text, core: &Core) {
+    let Some(j) = &core.journal else { return };
+    let f = j.figures();
+    for (name, kind, help, value) in [
+        (
+            "baiji_config_journal_recovered_records",
+            "gauge",
+            "Records of topic and group configs read back at start.",
+            f.recovered_records.to_string(),
+        ),
+        (
+            "baiji_config_journal_torn_records",
+            "gauge",
+            "Torn records skipped at start (changes a crash cut short, never answered).",
+            f.torn_records.to_string(),
+        ),
+        (
+            "baiji_config_journal_recovery_seconds",
+            "gauge",
+            "Time reading the configuration journal back at start took.",
+            format!("{:.6}", f.recovery_time.as_secs_f64()),
+        ),
+        (
+            "baiji_config_journal_failed_writes_total",
+            "counter",
+            "Config changes the journal could not write (not kept over a restart).",
+            f.failed_writes.to_string(),
+        ),
+        (
+            "baiji_config_journal_bytes",
+            "gauge",
+            "Bytes of the configuration journal's mapped segment files.",
+            f.mapped_bytes.to_string(),
+        ),
+    ] {
+        t.family(name, kind, help);
+        t.sample(name, &[], value);
+    }
 }
 
 /// The label pairs as `&str`s, for [`Text::sample`].

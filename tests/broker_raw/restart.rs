@@ -94,9 +94,19 @@ async fn given_a_store_dir_when_restarted_should_have_its_topics_and_groups_and_
     let text = e.to_string();
     assert!(text.contains("in use by process"), "the refusal names the holder: {text}");
     broker.shutdown().await;
-    let broker = start_broker(with_dir).await;
+    let broker = start_broker(|c| {
+        with_dir(c);
+        c.core.metrics_listen = Some("127.0.0.1:0".parse().expect("an address"));
+    })
+    .await;
     let mut conn = Conn::open(broker_addr(&broker)).await;
     assert_configs_back(&mut conn).await;
+    let metrics = broker.metrics_addr().expect("the endpoint is bound");
+    let (_, text) = super::metrics::http_get(metrics, "/metrics").await;
+    let read = super::metrics::value(&text, "baiji_config_journal_recovered_records", &[]);
+    assert!(read >= 8.0, "the journal's records were read back (8 changes at least): {read}");
+    let torn = super::metrics::value(&text, "baiji_config_journal_torn_records", &[]);
+    assert_eq!(torn, 0.0, "a clean stop tears nothing");
     broker.shutdown().await;
     // Without the directory, nothing is kept (today's heap-only mode).
     let broker = start_broker(|_| {}).await;

@@ -72,11 +72,28 @@ pub(crate) struct RecoveredConfigs {
     pub(crate) report: RecoveryReport,
 }
 
+/// What a journal reports to operators (runtime info and metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JournalFigures {
+    /// Complete records read when it was opened.
+    pub(crate) recovered_records: u64,
+    /// Torn records skipped then (changes a crash cut short, never answered).
+    pub(crate) torn_records: u64,
+    /// How long reading it back took.
+    pub(crate) recovery_time: std::time::Duration,
+    /// Changes that could not be written since (a full tmpfs): not kept over a restart.
+    pub(crate) failed_writes: u64,
+    /// Bytes of its mapped segment files.
+    pub(crate) mapped_bytes: u64,
+}
+
 /// The journal: its directory (whose lock it holds) and its log.
 #[derive(Debug)]
 pub(crate) struct ConfigJournal {
     log: Log,
     state: Mutex<State>,
+    /// `(records, torn records, time)` of the recovery at opening.
+    recovered: (u64, u64, std::time::Duration),
     /// Held for the lock file: a second broker on the directory is refused while this lives.
     _dir: Directory,
 }
@@ -168,7 +185,9 @@ impl ConfigJournal {
             }
         }
         let state = State { stamp, since_compaction: out.report.records, failed: 0 };
-        Ok((ConfigJournal { log, state: Mutex::new(state), _dir: dir }, out))
+        let r = &out.report;
+        let recovered = (r.records, r.torn_records, r.elapsed);
+        Ok((ConfigJournal { log, state: Mutex::new(state), recovered, _dir: dir }, out))
     }
 
     /// The journal's writer: holds its lock (see the module documentation) until dropped.
@@ -176,9 +195,16 @@ impl ConfigJournal {
         Writer { journal: self, state: lock(&self.state) }
     }
 
-    /// Records that could not be written since the start (their changes are not kept).
-    pub(crate) fn failed(&self) -> u64 {
-        lock(&self.state).failed
+    /// Its figures now.
+    pub(crate) fn figures(&self) -> JournalFigures {
+        let (recovered_records, torn_records, recovery_time) = self.recovered;
+        JournalFigures {
+            recovered_records,
+            torn_records,
+            recovery_time,
+            failed_writes: lock(&self.state).failed,
+            mapped_bytes: self.log.stats().mapped_bytes,
+        }
     }
 }
 
@@ -325,6 +351,9 @@ mod tests {
         assert_eq!(got.groups.keys().collect::<Vec<_>>(), ["g1"], "g2 was deleted");
         assert_eq!(got.groups["g1"].0["retryMaxTimes"], 3);
         assert_eq!((got.undecodable, got.report.torn_records), (0, 0));
+        let f = j.figures();
+        assert_eq!((f.recovered_records, f.failed_writes), (7, 0), "{f:?}");
+        assert!(f.mapped_bytes > 0, "{f:?}");
         // Stamps continue: a change after the restart wins over the records before it.
         j.writer().topic("A", None);
         drop(j);

@@ -137,7 +137,7 @@ pub(crate) fn runtime_info(core: &Core, face: &RemotingState) -> KvTable {
     ];
     if let Some(j) = &core.journal {
         // Config changes the journal could not write (a full tmpfs): not kept over a restart.
-        entries.push(("baijiConfigJournalFailed", j.failed().to_string()));
+        entries.push(("baijiConfigJournalFailed", j.figures().failed_writes.to_string()));
     }
     KvTable { table: entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
 }
