@@ -1,7 +1,7 @@
 //! `--store-path-root-dir` (issue 26, first step): topic and subscription group configs made
 //! with the admin codes are there again after a restart on the same directory, in-process and
 //! after a SIGKILL of the real binary; a second broker on a held directory is refused with the
-//! holder's pid.
+//! holder's pid, another broker's directory is refused, and damaged segments are set aside.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -113,6 +113,68 @@ async fn given_a_store_dir_when_restarted_should_have_its_topics_and_groups_and_
     let mut conn = Conn::open(broker_addr(&broker)).await;
     let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "Kept")).await;
     assert_eq!(r.code, code::TOPIC_NOT_EXIST, "a broker without the directory: {r:?}");
+    broker.shutdown().await;
+}
+
+/// The journal's segment files in `dir` (`config-SEQ.seg`).
+fn journal_segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the store directory exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let f = p.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+            f.starts_with("config-") && f.ends_with(".seg")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn given_a_damaged_or_foreign_store_dir_should_start_with_what_is_valid_or_refuse_clearly() {
+    let dir = StoreDir::new("damaged");
+    let with_dir = |c: &mut BrokerConfig| c.core.store_path_root_dir = Some(dir.0.clone());
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    make_configs(&mut conn).await;
+    broker.shutdown().await;
+    // Another broker name on the directory: refused, naming both owners.
+    let e = baiji::broker::start({
+        let mut c = common::broker::loopback();
+        with_dir(&mut c);
+        c.core.broker_name = "other-broker".into();
+        c
+    })
+    .await
+    .expect_err("a directory of another broker is refused");
+    let text = e.to_string();
+    assert!(text.contains("belongs to") && text.contains("other-broker"), "{text}");
+    // Every journal segment's header overwritten: the broker starts, without those configs,
+    // and sets the files aside.
+    let segments = journal_segments(&dir.0);
+    assert!(!segments.is_empty(), "the journal has segment files");
+    for seg in &segments {
+        let mut bytes = std::fs::read(seg).expect("read a segment");
+        bytes[..64].fill(0xA5);
+        std::fs::write(seg, bytes).expect("overwrite its header");
+    }
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "Kept")).await;
+    assert_eq!(r.code, code::TOPIC_NOT_EXIST, "nothing is read from a damaged segment: {r:?}");
+    let r = conn.call(create_topic_request("AfterDamage", 1)).await;
+    assert_eq!(r.code, code::SUCCESS, "the broker serves and journals again: {r:?}");
+    let set_aside = std::fs::read_dir(&dir.0)
+        .expect("the directory")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".quarantine"))
+        .count();
+    assert_eq!(set_aside, segments.len(), "each damaged segment is set aside");
+    broker.shutdown().await;
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    let r = conn.call(one_field(rc::GET_TOPIC_CONFIG, "topic", "AfterDamage")).await;
+    assert_eq!(r.code, code::SUCCESS, "what came after the damage is kept: {r:?}");
     broker.shutdown().await;
 }
 
