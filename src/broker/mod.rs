@@ -199,6 +199,8 @@ impl RunningBroker {
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
+        // Nothing is served any more: the offsets are final.
+        self.core.journal_clean_stop();
     }
 }
 

@@ -384,7 +384,12 @@ impl MessageStore for MemoryStore {
         self.handle(name).map(|t| t as Arc<dyn TopicStore>)
     }
 
-    fn ensure_topic(&self, name: &str, queues: u32) -> Result<Arc<dyn TopicStore>, StoreError> {
+    fn ensure_topic_from(
+        &self,
+        name: &str,
+        queues: u32,
+        first_offset: u64,
+    ) -> Result<Arc<dyn TopicStore>, StoreError> {
         if let Some(t) = self.handle(name) {
             return Ok(t);
         }
@@ -392,11 +397,12 @@ impl MessageStore for MemoryStore {
         if let Some(t) = topics.get(name).filter(|t| !t.handle.is_deleted()) {
             return Ok(Arc::clone(t) as Arc<dyn TopicStore>);
         }
-        let Some((uid, first)) = lock(&self.uids).take() else {
+        let Some((uid, reused_from)) = lock(&self.uids).take() else {
             return Err(StoreError::Other(format!(
                 "cannot create topic {name}: {MAX_TOPIC_UID} topics exist"
             )));
         };
+        let first = reused_from.max(first_offset.min(OFFSET_LIMIT));
         let created = self
             .engine
             .ensure_topic_from(name, queues, first)
@@ -405,7 +411,7 @@ impl MessageStore for MemoryStore {
         let handle = match created {
             Ok(h) => h,
             Err(e) => {
-                lock(&self.uids).give_back(uid, first);
+                lock(&self.uids).give_back(uid, reused_from);
                 return Err(e);
             }
         };
@@ -466,6 +472,11 @@ impl ConsumerOffsets for MemoryStore {
 
     fn committed(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
         lock(&self.offsets).get(&(group.to_string(), topic.to_string(), queue)).copied()
+    }
+
+    fn committed_all(&self) -> Vec<(String, String, u32, u64)> {
+        let offsets = lock(&self.offsets);
+        offsets.iter().map(|((g, t, q), o)| (g.clone(), t.clone(), *q, *o)).collect()
     }
 
     fn add_broadcast_member(&self, group: &str, topic: &str) -> Result<MemberId, StoreError> {

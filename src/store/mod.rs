@@ -139,7 +139,22 @@ pub trait MessageStore: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// [`StoreError::InvalidTopic`] and others from the implementation.
-    fn ensure_topic(&self, name: &str, queues: u32) -> Result<Arc<dyn TopicStore>, StoreError>;
+    fn ensure_topic(&self, name: &str, queues: u32) -> Result<Arc<dyn TopicStore>, StoreError> {
+        self.ensure_topic_from(name, queues, 0)
+    }
+    /// As [`ensure_topic`](Self::ensure_topic), a topic it creates numbering its queues'
+    /// messages from `first_offset` or later (a restart that continues the offsets the
+    /// previous run handed out, so that no client's old offset names a new message); an
+    /// existing topic is returned as it is.
+    ///
+    /// # Errors
+    /// As [`ensure_topic`](Self::ensure_topic).
+    fn ensure_topic_from(
+        &self,
+        name: &str,
+        queues: u32,
+        first_offset: u64,
+    ) -> Result<Arc<dyn TopicStore>, StoreError>;
     /// Deletes a topic and everything in it.
     ///
     /// # Errors
@@ -252,6 +267,8 @@ pub trait ConsumerOffsets: Send + Sync {
     fn commit(&self, group: &str, topic: &str, queue: u32, offset: u64) -> Result<(), StoreError>;
     /// The group's committed offset, if it ever committed one.
     fn committed(&self, group: &str, topic: &str, queue: u32) -> Option<u64>;
+    /// Every committed offset: `(group, topic, queue, offset)`.
+    fn committed_all(&self) -> Vec<(String, String, u32, u64)>;
     /// Adds a member to a broadcasting group (clients keep their offsets; the store derives
     /// acknowledgements from members' read positions). Returns the member's id.
     ///

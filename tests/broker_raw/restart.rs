@@ -1,6 +1,7 @@
 //! `--store-path-root-dir` (issue 26, first step): topic and subscription group configs made
 //! with the admin codes are there again after a restart on the same directory, in-process and
-//! after a SIGKILL of the real binary; a second broker on a held directory is refused with the
+//! after a SIGKILL of the real binary; after a clean stop (in-process, SIGTERM) the queues
+//! continue their offsets and the committed offsets are kept; a second broker on a held directory is refused with the
 //! holder's pid, another broker's directory is refused, and damaged segments are set aside.
 
 use std::path::{Path, PathBuf};
@@ -178,6 +179,73 @@ async fn given_a_damaged_or_foreign_store_dir_should_start_with_what_is_valid_or
     broker.shutdown().await;
 }
 
+fn offset_of(r: &RemotingCommand, key: &str) -> i64 {
+    r.ext_fields.get(key).and_then(|o| o.parse().ok()).unwrap_or_else(|| panic!("{key}: {r:?}"))
+}
+
+/// Announces a member of `kept_group` on `Kept`, sends 5 messages to its queue 0 and commits 4.
+async fn send_and_commit(conn: &mut Conn) {
+    let hb = conn.call(heartbeat_request("127.0.0.1@restart", "kept_group", "Kept")).await;
+    assert_eq!(hb.code, code::SUCCESS, "the group's member is announced: {hb:?}");
+    for i in 0..5 {
+        let r = conn.call(send_request("Kept", 0, format!("m{i}").into_bytes())).await;
+        assert_eq!(r.code, code::SUCCESS, "sending succeeds: {r:?}");
+    }
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", "kept_group");
+    ext.insert("topic", "Kept");
+    ext.insert_i64("queueId", 0);
+    ext.insert_i64("commitOffset", 4);
+    let r = conn.call(request(rc::UPDATE_CONSUMER_OFFSET, ext)).await;
+    assert_eq!(r.code, code::SUCCESS, "the commit is stored: {r:?}");
+}
+
+/// After a clean stop: queue 0 of `Kept` continues at 5 or later (no old offset names a new
+/// message) and `kept_group`'s commit is 4.
+async fn assert_offsets_continue(conn: &mut Conn) {
+    let r = conn.call(max_offset_request("Kept", 0)).await;
+    assert!(offset_of(&r, "offset") >= 5, "the queue continues past the old end: {r:?}");
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", "kept_group");
+    ext.insert("topic", "Kept");
+    ext.insert_i64("queueId", 0);
+    let r = conn.call(request(rc::QUERY_CONSUMER_OFFSET, ext)).await;
+    assert_eq!(r.code, code::SUCCESS, "the committed offset is kept: {r:?}");
+    assert_eq!(offset_of(&r, "offset"), 4, "as committed: {r:?}");
+    let r = conn.call(send_request("Kept", 0, b"after".to_vec())).await;
+    let after = offset_of(&r, "queueOffset");
+    assert!(after >= 5, "a new message gets a new offset: {r:?}");
+    // A consumer resuming at its commit is moved to the queue's first offset, as RocketMQ
+    // moves one whose offset is below the retained ones, and reads the new message there.
+    let r =
+        conn.call(pull_request("kept_group", "Kept", 0, 4, 0, pull_sys_flag::SUBSCRIPTION)).await;
+    assert_eq!(r.code, code::PULL_OFFSET_MOVED, "the old offset is moved: {r:?}");
+    let next = offset_of(&r, "nextBeginOffset");
+    assert!((5..=after).contains(&next), "to the first offset of this run: {r:?}");
+    let r = conn
+        .call(pull_request("kept_group", "Kept", 0, next, 0, pull_sys_flag::SUBSCRIPTION))
+        .await;
+    assert_eq!(r.code, code::SUCCESS, "the new message is found: {r:?}");
+    let records = decode_records(&r.body).expect("a valid pull body");
+    assert_eq!(records.len(), 1, "exactly the message sent after the restart: {r:?}");
+}
+
+#[tokio::test]
+async fn given_a_clean_stop_when_restarted_should_continue_the_offsets_and_keep_the_commits() {
+    let dir = StoreDir::new("clean");
+    let with_dir = |c: &mut BrokerConfig| c.core.store_path_root_dir = Some(dir.0.clone());
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    make_configs(&mut conn).await;
+    send_and_commit(&mut conn).await;
+    broker.shutdown().await;
+    let broker = start_broker(with_dir).await;
+    let mut conn = Conn::open(broker_addr(&broker)).await;
+    assert_configs_back(&mut conn).await;
+    assert_offsets_continue(&mut conn).await;
+    broker.shutdown().await;
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -231,6 +299,27 @@ async fn given_a_store_dir_when_the_process_is_killed_should_start_again_with_it
     let (mut child, addr) = spawn_binary(&dir.0).await;
     let mut conn = Conn::open(addr).await;
     assert_configs_back(&mut conn).await;
+    child.kill().expect("SIGKILL the broker");
+    child.wait().expect("reap it");
+}
+
+#[tokio::test]
+async fn given_a_store_dir_when_the_process_gets_sigterm_should_continue_the_offsets() {
+    let dir = StoreDir::new("sigterm");
+    let (child, addr) = spawn_binary(&dir.0).await;
+    let mut conn = Conn::open(addr).await;
+    make_configs(&mut conn).await;
+    send_and_commit(&mut conn).await;
+    drop(conn);
+    let status =
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("run kill");
+    assert!(status.success(), "SIGTERM sent");
+    let out = child.wait_with_output().expect("the broker stops");
+    assert!(out.status.success(), "a clean stop exits 0: {:?}", out.status);
+    let (mut child, addr) = spawn_binary(&dir.0).await;
+    let mut conn = Conn::open(addr).await;
+    assert_configs_back(&mut conn).await;
+    assert_offsets_continue(&mut conn).await;
     child.kill().expect("SIGKILL the broker");
     child.wait().expect("reap it");
 }

@@ -138,7 +138,8 @@ struct BrokerArgs {
     /// Directory where the broker keeps state that outlives the process, in memory-mapped
     /// files (RocketMQ: storePathRootDir; a tmpfs directory such as /dev/shm/baiji/broker-a is
     /// RAM, no disk I/O); `none` (the default) keeps nothing. Today: topic and subscription
-    /// group configs (messages and offsets are not kept yet). One broker per directory.
+    /// group configs, and after a clean stop the end and committed offsets (messages are not
+    /// kept yet). One broker per directory.
     #[arg(long, value_name = "DIR")]
     store_path_root_dir: Option<std::path::PathBuf>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side

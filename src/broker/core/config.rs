@@ -102,9 +102,9 @@ pub struct CoreConfig {
     /// Where the broker keeps its state in memory-mapped files that outlive the process
     /// (RocketMQ: `storePathRootDir`; best a tmpfs directory such as `/dev/shm/baiji/<broker>`,
     /// RAM with no disk I/O). `None` or `none` (the default): nothing outlives the process.
-    /// Today it keeps topic and subscription group configs (issue 26's first step: messages
-    /// and offsets are not kept yet). One broker process per directory: a second is refused
-    /// with the holder's pid.
+    /// Today it keeps topic and subscription group configs, and after a clean stop the
+    /// topics' end offsets and the committed offsets (issue 26's first step: messages are not
+    /// kept yet). One broker process per directory: a second is refused with the holder's pid.
     pub store_path_root_dir: Option<std::path::PathBuf>,
 }
 

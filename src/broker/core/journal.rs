@@ -2,15 +2,24 @@
 //! group configs in a log of checksummed records in shared memory ([`crate::shm`]), so that a
 //! broker started again on the same `--store-path-root-dir` after a crash or a restart has
 //! the topics and groups it had, as a RocketMQ broker reads them back from `topics.json` and
-//! `subscriptionGroup.json`. Messages, offsets and the rest of the state are not in it yet
-//! (docs/restarts.md: phase B).
+//! `subscriptionGroup.json`; and, at a clean stop (SIGTERM, [`RunningBroker::shutdown`]), each
+//! topic's end offset and the committed offsets, so that the next run continues the offsets
+//! (no client's old offset names a new message) and groups resume where they committed, as
+//! RocketMQ's `consumerOffset.json` does. Messages and the rest of the state are not in it
+//! yet (docs/restarts.md: phase B), nor are offsets after a crash.
+//!
+//! [`RunningBroker::shutdown`]: crate::broker::RunningBroker::shutdown
 //!
 //! # Records
 //!
 //! One log, `config`, of four kinds (the record's stream is the FNV-1a hash of the name): a topic's config (JSON of [`TopicConfig`]), a topic's
 //! deletion (its name), a group's config (`{"name":…,"config":{…}}`) and a group's deletion.
 //! Each record's claim is a stamp, one counter for the whole journal, continued after a
-//! restart from the highest stamp recovered.
+//! restart from the highest stamp recovered. Four more kinds mark runs: `START` (written once
+//! the start's compaction is done, before serving), and at a clean stop one `STOP_END` per
+//! topic, one `STOP_OFFSETS` per group and topic, then `CLEAN_STOP` with their count. The
+//! stop is used only when its `CLEAN_STOP` comes after the last `START` and every record it
+//! counts is there: a crash after a start, or during the stop, uses none of it.
 //!
 //! # Why a record is never older than the state it stands for
 //!
@@ -50,6 +59,14 @@ const TOPIC_DEL: u16 = 2;
 const GROUP_PUT: u16 = 3;
 /// A subscription group's deletion.
 const GROUP_DEL: u16 = 4;
+/// A broker started serving (written once at start, after the start's compaction).
+const START: u16 = 5;
+/// At a clean stop: one topic's end offset (the highest of its queues').
+const STOP_END: u16 = 6;
+/// At a clean stop: one group's committed offsets on one topic.
+const STOP_OFFSETS: u16 = 7;
+/// A clean stop is complete: how many `STOP_END` / `STOP_OFFSETS` records it wrote.
+const CLEAN_STOP: u16 = 8;
 
 /// Records written since the last compaction below which the journal is never compacted.
 pub(crate) const COMPACT_AFTER: u64 = 1024;
@@ -65,6 +82,13 @@ pub(crate) struct RecoveredConfigs {
     pub(crate) topics: BTreeMap<String, TopicConfig>,
     /// Group configs, by name, with the size of their JSON.
     pub(crate) groups: BTreeMap<String, (Map<String, Value>, usize)>,
+    /// Whether the last run stopped cleanly (its stop records are complete): then `ends` and
+    /// `offsets` are that stop's.
+    pub(crate) clean_stop: bool,
+    /// Each topic's end offset at the clean stop.
+    pub(crate) ends: BTreeMap<String, u64>,
+    /// Committed offsets at the clean stop: `(group, topic, queue, offset)`.
+    pub(crate) offsets: Vec<(String, String, u32, u64)>,
     /// Complete records whose payload did not decode (from a newer version, or damaged
     /// inside a valid checksum): skipped.
     pub(crate) undecodable: u64,
@@ -121,6 +145,25 @@ struct GroupRecord {
     config: Map<String, Value>,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EndRecord {
+    topic: String,
+    end: u64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OffsetsRecord {
+    group: String,
+    topic: String,
+    /// `(queue, offset)`.
+    offsets: Vec<(u32, u64)>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StopRecord {
+    records: u64,
+}
+
 impl ConfigJournal {
     /// Opens (or creates) the journal in the directory `path`, owned by `owner`
     /// (`cluster/broker`), and reads back what it holds.
@@ -140,6 +183,8 @@ impl ConfigJournal {
             maintenance_thread: false,
         };
         let mut last: BTreeMap<Entity, (u64, u16, bytes::Bytes)> = BTreeMap::new();
+        let mut run_records: Vec<(u64, u16, bytes::Bytes)> = Vec::new();
+        let mut unreadable = 0;
         let mut stamp = 0;
         let (log, report) =
             dir.open_log("config", config, crossbeam_epoch::Collector::new(), |r| {
@@ -148,10 +193,16 @@ impl ConfigJournal {
                 let entity = match r.kind {
                     TOPIC_PUT | TOPIC_DEL => topic_name(r.kind, &r.payload).map(Entity::Topic),
                     GROUP_PUT | GROUP_DEL => group_name(r.kind, &r.payload).map(Entity::Group),
+                    START | STOP_END | STOP_OFFSETS | CLEAN_STOP => {
+                        run_records.push((r.claim, r.kind, r.payload));
+                        return;
+                    }
                     _ => None,
                 };
-                // A record whose entity cannot be read is counted below with the others.
-                let entity = entity.unwrap_or(Entity::Topic(String::new()));
+                let Some(entity) = entity else {
+                    unreadable += 1;
+                    return;
+                };
                 match last.get(&entity) {
                     Some((s, ..)) if *s > r.claim => {}
                     _ => {
@@ -159,10 +210,12 @@ impl ConfigJournal {
                     }
                 }
             })?;
-        let mut out = RecoveredConfigs { report, ..RecoveredConfigs::default() };
+        let mut out =
+            RecoveredConfigs { report, undecodable: unreadable, ..RecoveredConfigs::default() };
+        last_clean_stop(run_records, &mut out);
         for (entity, (_, kind, payload)) in last {
             match (entity, kind) {
-                (Entity::Topic(name), TOPIC_PUT) if !name.is_empty() => {
+                (Entity::Topic(name), TOPIC_PUT) => {
                     match serde_json::from_slice::<TopicConfig>(&payload) {
                         Ok(c) => {
                             out.topics.insert(name, c);
@@ -179,7 +232,7 @@ impl ConfigJournal {
                         Err(_) => out.undecodable += 1,
                     }
                 }
-                (Entity::Topic(name), TOPIC_DEL) if !name.is_empty() => {}
+                (Entity::Topic(_), TOPIC_DEL) => {}
                 (Entity::Group(_), GROUP_DEL) => {}
                 _ => out.undecodable += 1,
             }
@@ -239,6 +292,35 @@ impl Writer<'_> {
         }
     }
 
+    /// Marks the start of a run (after the start's compaction, before serving): a clean stop
+    /// recorded before it is used up.
+    pub(crate) fn start(&mut self) {
+        self.append(START, "", &[]);
+    }
+
+    /// At a clean stop: `topic`'s end offset. Whether it was written.
+    pub(crate) fn stop_end(&mut self, topic: &str, end: u64) -> bool {
+        let record = EndRecord { topic: topic.to_string(), end };
+        self.append_json(STOP_END, topic, &record)
+    }
+
+    /// At a clean stop: `group`'s committed offsets on `topic`. Whether it was written.
+    pub(crate) fn stop_offsets(
+        &mut self,
+        group: &str,
+        topic: &str,
+        offsets: Vec<(u32, u64)>,
+    ) -> bool {
+        let record = OffsetsRecord { group: group.to_string(), topic: topic.to_string(), offsets };
+        self.append_json(STOP_OFFSETS, group, &record)
+    }
+
+    /// Completes a clean stop of `records` records (the ones [`stop_end`](Self::stop_end)
+    /// and [`stop_offsets`](Self::stop_offsets) wrote).
+    pub(crate) fn clean_stop(&mut self, records: u64) -> bool {
+        self.append_json(CLEAN_STOP, "", &StopRecord { records })
+    }
+
     /// Whether the journal should be compacted now, `live` entities being in the tables.
     pub(crate) fn wants_compaction(&self, live: usize) -> bool {
         let live = live as u64;
@@ -277,6 +359,15 @@ impl Writer<'_> {
         self.state.since_compaction = (topics.len() + groups.len()) as u64;
     }
 
+    fn append_json(&mut self, kind: u16, name: &str, record: &impl serde::Serialize) -> bool {
+        let failed = self.state.failed;
+        match serde_json::to_vec(record) {
+            Ok(json) => self.append(kind, name, &json),
+            Err(e) => self.failed(format!("{name}: {e}")),
+        }
+        self.state.failed == failed
+    }
+
     fn append(&mut self, kind: u16, name: &str, payload: &[u8]) {
         let stream = crate::hash::fnv1a_64(name.as_bytes());
         let claim = self.state.stamp + 1;
@@ -300,6 +391,53 @@ impl Writer<'_> {
             "configuration journal: a change could not be written ({why}); it holds in memory \
              but will not be there after a restart"
         );
+    }
+}
+
+/// Fills `out`'s clean-stop fields from the run records (`START`, `STOP_*`, `CLEAN_STOP`):
+/// the last `CLEAN_STOP` after the last `START`, if the records between them are all there.
+/// A `START` that compaction freed took every older record with it (records go in stamp
+/// order), so the stop records after it are then all that is left.
+fn last_clean_stop(mut records: Vec<(u64, u16, bytes::Bytes)>, out: &mut RecoveredConfigs) {
+    records.sort_by_key(|(claim, ..)| *claim);
+    let started = records.iter().rev().find(|(_, k, _)| *k == START).map_or(0, |(c, ..)| *c);
+    let Some((stopped, _, stop)) =
+        records.iter().rev().find(|(c, k, _)| *k == CLEAN_STOP && *c > started)
+    else {
+        return;
+    };
+    let Ok(stop) = serde_json::from_slice::<StopRecord>(stop) else {
+        out.undecodable += 1;
+        return;
+    };
+    let mut ends = BTreeMap::new();
+    let mut offsets = Vec::new();
+    let mut found = 0;
+    for (_, kind, payload) in records.iter().filter(|(c, ..)| *c > started && c < stopped) {
+        match *kind {
+            STOP_END => match serde_json::from_slice::<EndRecord>(payload) {
+                Ok(e) => {
+                    ends.insert(e.topic, e.end);
+                    found += 1;
+                }
+                Err(_) => out.undecodable += 1,
+            },
+            STOP_OFFSETS => match serde_json::from_slice::<OffsetsRecord>(payload) {
+                Ok(o) => {
+                    for (q, off) in o.offsets {
+                        offsets.push((o.group.clone(), o.topic.clone(), q, off));
+                    }
+                    found += 1;
+                }
+                Err(_) => out.undecodable += 1,
+            },
+            _ => {}
+        }
+    }
+    if found == stop.records {
+        out.clean_stop = true;
+        out.ends = ends;
+        out.offsets = offsets;
     }
 }
 
@@ -359,6 +497,42 @@ mod tests {
         drop(j);
         let (_, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened again");
         assert!(got.topics.is_empty(), "the deletion after the restart holds: {:?}", got.topics);
+    }
+
+    #[test]
+    fn given_a_clean_stop_should_give_its_offsets_once_and_never_after_a_crash() {
+        let d = TestDir::new("journal-stop");
+        {
+            let (j, got) = ConfigJournal::open(&d.0, "c/b").expect("opened");
+            assert!(!got.clean_stop, "a new journal has no stop");
+            let mut w = j.writer();
+            w.topic("A", Some(&TopicConfig::new("A", 2, 2)));
+            w.start();
+            assert!(w.stop_end("A", 42));
+            assert!(w.stop_offsets("g", "A", vec![(0, 40), (1, 42)]));
+            assert!(w.clean_stop(2));
+        }
+        let (j, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened");
+        assert!(got.clean_stop, "the stop is complete");
+        assert_eq!(got.ends.get("A"), Some(&42));
+        assert_eq!(
+            got.offsets,
+            [("g".to_string(), "A".to_string(), 0, 40), ("g".to_string(), "A".to_string(), 1, 42)]
+        );
+        // The next run starts, then crashes: the stop before its start is not used again.
+        j.writer().start();
+        drop(j);
+        let (j, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened after a crash");
+        assert!(!got.clean_stop, "a crash after a start keeps no offsets");
+        assert_eq!(got.topics.len(), 1, "the configs are kept all the same");
+        // A stop cut short (fewer records than it counts) is not used either.
+        let mut w = j.writer();
+        assert!(w.stop_end("A", 50));
+        assert!(w.clean_stop(2));
+        drop(w);
+        drop(j);
+        let (_, got) = ConfigJournal::open(&d.0, "c/b").expect("reopened after a torn stop");
+        assert!(!got.clean_stop, "an incomplete stop is not used");
     }
 
     #[test]

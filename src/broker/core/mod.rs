@@ -43,6 +43,7 @@ pub(crate) mod topics;
 pub(crate) mod transaction;
 pub(crate) mod wait;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use tokio::sync::watch;
@@ -220,8 +221,21 @@ impl Core {
         recovered: journal::RecoveredConfigs,
     ) {
         let (topics, groups) = (recovered.topics.len(), recovered.groups.len());
-        for (_, config) in recovered.topics {
+        for (name, config) in recovered.topics {
+            // After a clean stop the queues continue from where the last run ended them.
+            if let Some(end) = recovered.ends.get(&name) {
+                let queues = config.read_queue_nums.max(config.write_queue_nums).max(1);
+                if let Err(e) = self.store.ensure_topic_from(&name, queues, *end) {
+                    tracing::error!(topic = %name, "configuration journal: topic not restored: {e}");
+                }
+            }
             self.topics.put(config);
+        }
+        let mut offsets = 0;
+        for (group, topic, queue, offset) in &recovered.offsets {
+            if self.store.commit(group, topic, *queue, *offset).is_ok() {
+                offsets += 1;
+            }
         }
         for (name, (config, size)) in recovered.groups {
             if let Err(e) = self.groups.put(name.clone(), config, size) {
@@ -232,6 +246,8 @@ impl Core {
         tracing::info!(
             topics,
             groups,
+            clean_stop = recovered.clean_stop,
+            offsets,
             records = r.records,
             torn = r.torn_records,
             undecodable = recovered.undecodable,
@@ -273,7 +289,48 @@ impl Core {
     /// journal then holds exactly the configs in force).
     pub(crate) fn compact_journal(&self) {
         if let Some(j) = &self.journal {
-            j.writer().compact(&self.topics.all(), &self.groups.all());
+            let mut w = j.writer();
+            w.compact(&self.topics.all(), &self.groups.all());
+            w.start();
+        }
+    }
+
+    /// At a clean stop (nothing is served any more): journals each topic's end offset and the
+    /// committed offsets, for the next run to continue from (see [`journal`]).
+    pub(crate) fn journal_clean_stop(&self) {
+        let Some(j) = &self.journal else { return };
+        let mut w = j.writer();
+        let mut written = 0u64;
+        let mut complete = true;
+        for t in self.topics.all() {
+            let Some(store) = self.store.topic(&t.topic_name) else { continue };
+            let end = (0..store.queue_count()).filter_map(|q| store.offsets(q).ok()).map(|o| o.1);
+            if w.stop_end(&t.topic_name, end.max().unwrap_or(0)) {
+                written += 1;
+            } else {
+                complete = false;
+            }
+        }
+        let mut by_group: BTreeMap<(String, String), Vec<(u32, u64)>> = BTreeMap::new();
+        for (group, topic, queue, offset) in self.store.committed_all() {
+            // The internal topics' groups (delay levels, timers, half messages) start over
+            // with their topics.
+            if self.topics.get_perm(&topic).is_some() {
+                by_group.entry((group, topic)).or_default().push((queue, offset));
+            }
+        }
+        for ((group, topic), offsets) in by_group {
+            if w.stop_offsets(&group, &topic, offsets) {
+                written += 1;
+            } else {
+                complete = false;
+            }
+        }
+        if complete && w.clean_stop(written) {
+            tracing::info!(
+                records = written,
+                "configuration journal: end and committed offsets kept"
+            );
         }
     }
 
