@@ -523,3 +523,65 @@ async fn given_a_registered_broker_when_it_registers_some_topics_under_baiji_nam
 ) {
     partial_registrations(NsKind::Baiji).await;
 }
+
+/// A broker under `--store-path-root-dir` restarted cleanly (SIGTERM, then the same command)
+/// under a running push consumer: the queues continue their offsets, so the consumer, resuming
+/// from the offsets it holds, reads every message sent after the restart. Without the offsets
+/// kept, the new messages would start again at 0 and a consumer pulling at its old offset once
+/// producers had passed it would skip everything below (the window the README describes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_broker_with_a_store_dir_when_restarted_cleanly_should_let_a_running_consumer_read_every_new_message(
+) {
+    let t0 = Instant::now();
+    let ns = NameServer::start(NsKind::Baiji).await;
+    let nsa = ns.addr_string();
+    let topic = "ClusterStoreRestart";
+    let mut broker = BrokerProcess::start_with(&nsa, "StoreCluster", "baiji-s", 2, true).await;
+    let rt = client_runtime("store-restart");
+    let producer = Arc::new(producer(&rt, &nsa, "store-restart-producers").await);
+    let inbox = Arc::new(Inbox::default());
+    let mut consumer =
+        push_consumer(&rt, &nsa, "store-restart-consumers", topic, 0, &inbox, None).await;
+    let (first, failures) = send_range(&producer, topic, 0..200, 2).await;
+    assert!(first.len() == 200 && failures.is_empty(), "{failures:?}");
+    eventually("the first 200 consumed", Duration::from_secs(60), || async { inbox.len() >= 200 })
+        .await;
+    // The client commits every 5 s: let its commit of the 200 reach the broker.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    broker.stop().await;
+    broker.start_again().await;
+    // Sent at once after the restart, more per queue than the consumer had read before it.
+    let (second, failures) = send_range(&producer, topic, 200..800, 2).await;
+    assert!(second.len() == 600 && failures.is_empty(), "{failures:?}");
+    let old_end: BTreeMap<i32, u64> = first.iter().fold(BTreeMap::new(), |mut m, s| {
+        let e = m.entry(s.queue).or_insert(0);
+        *e = (*e).max(s.offset + 1);
+        m
+    });
+    for s in &second {
+        assert!(
+            s.offset >= old_end.values().copied().max().unwrap_or(0),
+            "message {} got offset {} on queue {}, below the last run's end {old_end:?}",
+            s.seq,
+            s.offset,
+            s.queue
+        );
+    }
+    let took = eventually(
+        "every message sent after the restart consumed",
+        Duration::from_secs(60),
+        || async {
+            let got: BTreeSet<u64> = inbox.snapshot().iter().map(|d| d.seq).collect();
+            (200..800).all(|s| got.contains(&s))
+        },
+    )
+    .await;
+    println!(
+        "all 600 messages sent after the clean restart consumed {took:?} after the sends; test took {:?}",
+        t0.elapsed()
+    );
+    consumer.shutdown().await;
+    unwrap_producer(producer).shutdown().await;
+    let _ = rt.shutdown().await;
+    broker.stop().await;
+}

@@ -287,11 +287,14 @@ pub(crate) async fn start_broker(
 }
 
 /// A baiji broker as a process (`target/…/baiji broker`), for what only a process can do: be
-/// killed without unregistering, or frozen.
+/// killed without unregistering, or frozen, or stopped by SIGTERM and started again with the
+/// same command.
 #[derive(Debug)]
 pub(crate) struct BrokerProcess {
     child: Option<Child>,
-    _dir: Scratch,
+    addr: SocketAddr,
+    args: Vec<String>,
+    dir: Scratch,
 }
 
 impl BrokerProcess {
@@ -301,6 +304,18 @@ impl BrokerProcess {
         name: &str,
         register_interval_secs: u64,
     ) -> BrokerProcess {
+        Self::start_with(namesrv, cluster, name, register_interval_secs, false).await
+    }
+
+    /// As [`start`](Self::start); with `store`, under `--store-path-root-dir` (a directory of
+    /// its scratch directory).
+    pub(crate) async fn start_with(
+        namesrv: &str,
+        cluster: &str,
+        name: &str,
+        register_interval_secs: u64,
+        store: bool,
+    ) -> BrokerProcess {
         let dir = Scratch::new(name);
         let config = dir.path().join("baiji.toml");
         std::fs::write(
@@ -308,26 +323,64 @@ impl BrokerProcess {
             format!("register-interval-secs = {register_interval_secs}\ndefault-queues = 4\n"),
         )
         .expect("write baiji.toml");
-        let log = std::fs::File::create(dir.path().join("broker.out")).expect("broker log");
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut args: Vec<String> = vec!["broker".into(), "--config".into()];
+        args.push(config.display().to_string());
+        for a in ["--listen", &addr.to_string(), "--namesrv-addr", namesrv] {
+            args.push(a.to_string());
+        }
+        for a in ["--cluster-name", cluster, "--broker-name", name] {
+            args.push(a.to_string());
+        }
+        // Several brokers run at once; none needs the default gRPC port (8081), nor a fast
+        // port at listenPort - 2, a port `free_port` may hand to another process.
+        for a in ["--grpc-listen", "off", "--fast-listen-port", "0"] {
+            args.push(a.to_string());
+        }
+        if store {
+            args.push("--store-path-root-dir".into());
+            args.push(dir.path().join("store").display().to_string());
+        }
+        let mut p = BrokerProcess { child: None, addr, args, dir };
+        p.spawn().await;
+        p
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("broker.out"))
+            .expect("broker log");
         let child = Command::new(env!("CARGO_BIN_EXE_baiji"))
-            .arg("broker")
-            .arg("--config")
-            .arg(&config)
-            .args(["--listen", &addr.to_string(), "--namesrv-addr", namesrv])
-            .args(["--cluster-name", cluster, "--broker-name", name])
-            // Several brokers run at once; none needs the default gRPC port (8081), nor a fast
-            // port at listenPort - 2, a port `free_port` may hand to another process.
-            .args(["--grpc-listen", "off", "--fast-listen-port", "0"])
+            .args(&self.args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()
             .expect("spawn the baiji binary");
-        let p = BrokerProcess { child: Some(child), _dir: dir };
-        wait_listening(addr, "the baiji broker process").await;
-        p
+        self.child = Some(child);
+        wait_listening(self.addr, "the baiji broker process").await;
+    }
+
+    /// SIGTERM, and waits for a clean exit (10 s at most).
+    pub(crate) async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, "TERM");
+            let graceful =
+                tokio::task::spawn_blocking(move || reap(&mut child, Duration::from_secs(10)))
+                    .await
+                    .expect("reaper");
+            assert!(graceful, "the baiji broker did not stop within 10 s of SIGTERM");
+        }
+    }
+
+    /// The same command again, on the same port (after [`stop`](Self::stop) or
+    /// [`kill`](Self::kill)).
+    pub(crate) async fn start_again(&mut self) {
+        assert!(self.child.is_none(), "stopped first");
+        self.spawn().await;
     }
 
     /// SIGKILL: no unregistration, its connections die with it.
