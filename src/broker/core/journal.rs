@@ -139,6 +139,31 @@ enum Entity {
     Group(String),
 }
 
+/// What a config record says of its entity (`None`: deleted).
+enum Config {
+    Topic(Option<TopicConfig>),
+    Group(Option<Map<String, Value>>),
+}
+
+/// A config record decoded once: its entity and that entity's state; `None` when the payload
+/// does not decode.
+fn decode_config(kind: u16, payload: &[u8]) -> Option<(Entity, Config)> {
+    let name = || std::str::from_utf8(payload).ok().map(str::to_string);
+    Some(match kind {
+        TOPIC_PUT => {
+            let c = serde_json::from_slice::<TopicConfig>(payload).ok()?;
+            (Entity::Topic(c.topic_name.clone()), Config::Topic(Some(c)))
+        }
+        TOPIC_DEL => (Entity::Topic(name()?), Config::Topic(None)),
+        GROUP_PUT => {
+            let g = serde_json::from_slice::<GroupRecord>(payload).ok()?;
+            (Entity::Group(g.name), Config::Group(Some(g.config)))
+        }
+        GROUP_DEL => (Entity::Group(name()?), Config::Group(None)),
+        _ => return None,
+    })
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct GroupRecord {
     name: String,
@@ -182,7 +207,7 @@ impl ConfigJournal {
             populate: false,
             maintenance_thread: false,
         };
-        let mut last: BTreeMap<Entity, (u64, u16, bytes::Bytes)> = BTreeMap::new();
+        let mut last: BTreeMap<Entity, (u64, Config)> = BTreeMap::new();
         let mut run_records: Vec<(u64, u16, bytes::Bytes)> = Vec::new();
         let mut unreadable = 0;
         let mut stamp = 0;
@@ -190,51 +215,31 @@ impl ConfigJournal {
             dir.open_log("config", config, crossbeam_epoch::Collector::new(), |r| {
                 let Recovered::Record(r) = r else { return };
                 stamp = stamp.max(r.claim);
-                let entity = match r.kind {
-                    TOPIC_PUT | TOPIC_DEL => topic_name(r.kind, &r.payload).map(Entity::Topic),
-                    GROUP_PUT | GROUP_DEL => group_name(r.kind, &r.payload).map(Entity::Group),
-                    START | STOP_END | STOP_OFFSETS | CLEAN_STOP => {
-                        run_records.push((r.claim, r.kind, r.payload));
-                        return;
-                    }
-                    _ => None,
-                };
-                let Some(entity) = entity else {
+                if matches!(r.kind, START | STOP_END | STOP_OFFSETS | CLEAN_STOP) {
+                    run_records.push((r.claim, r.kind, r.payload));
+                    return;
+                }
+                let Some((entity, config)) = decode_config(r.kind, &r.payload) else {
                     unreadable += 1;
                     return;
                 };
-                match last.get(&entity) {
-                    Some((s, ..)) if *s > r.claim => {}
-                    _ => {
-                        last.insert(entity, (r.claim, r.kind, r.payload));
-                    }
+                if !last.get(&entity).is_some_and(|(s, _)| *s > r.claim) {
+                    last.insert(entity, (r.claim, config));
                 }
             })?;
         let mut out =
             RecoveredConfigs { report, undecodable: unreadable, ..RecoveredConfigs::default() };
         last_clean_stop(run_records, &mut out);
-        for (entity, (_, kind, payload)) in last {
-            match (entity, kind) {
-                (Entity::Topic(name), TOPIC_PUT) => {
-                    match serde_json::from_slice::<TopicConfig>(&payload) {
-                        Ok(c) => {
-                            out.topics.insert(name, c);
-                        }
-                        Err(_) => out.undecodable += 1,
-                    }
+        for (entity, (_, config)) in last {
+            match (entity, config) {
+                (Entity::Topic(name), Config::Topic(Some(c))) => {
+                    out.topics.insert(name, c);
                 }
-                (Entity::Group(name), GROUP_PUT) => {
-                    match serde_json::from_slice::<GroupRecord>(&payload) {
-                        Ok(g) => {
-                            let size = serde_json::to_vec(&g.config).map_or(0, |v| v.len());
-                            out.groups.insert(name, (g.config, size));
-                        }
-                        Err(_) => out.undecodable += 1,
-                    }
+                (Entity::Group(name), Config::Group(Some(c))) => {
+                    let size = serde_json::to_vec(&c).map_or(0, |v| v.len());
+                    out.groups.insert(name, (c, size));
                 }
-                (Entity::Topic(_), TOPIC_DEL) => {}
-                (Entity::Group(_), GROUP_DEL) => {}
-                _ => out.undecodable += 1,
+                _ => {} // deleted
             }
         }
         let state = State { stamp, since_compaction: out.report.records, failed: 0 };
@@ -245,7 +250,8 @@ impl ConfigJournal {
 
     /// The journal's writer: holds its lock (see the module documentation) until dropped.
     pub(crate) fn writer(&self) -> Writer<'_> {
-        Writer { journal: self, state: lock(&self.state) }
+        let handle = self.log.collector().register();
+        Writer { journal: self, state: lock(&self.state), handle }
     }
 
     /// Its figures now.
@@ -265,6 +271,8 @@ impl ConfigJournal {
 pub(crate) struct Writer<'a> {
     journal: &'a ConfigJournal,
     state: crate::sync::MutexGuard<'a, State>,
+    /// This writer's handle on the log's epoch collector.
+    handle: crossbeam_epoch::LocalHandle,
 }
 
 impl Writer<'_> {
@@ -333,8 +341,7 @@ impl Writer<'_> {
         topics: &[TopicConfig],
         groups: &BTreeMap<String, Map<String, Value>>,
     ) {
-        let handle = self.journal.log.collector().register();
-        let guard = handle.pin();
+        let guard = self.handle.pin();
         let Ok(start) = self.journal.log.position(&guard) else { return };
         let failed = self.state.failed;
         for t in topics {
@@ -349,11 +356,11 @@ impl Writer<'_> {
         }
         let _ = self.journal.log.truncate_before(start.segment, &guard);
         drop(guard);
-        // The holds go through the epoch: no other handle of this collector stays pinned (each
-        // write pins its own, under the lock we hold), so a few flushes run the deferred
-        // releases, and `maintain` frees the segments.
+        // The holds go through the epoch: this writer's handle is the only one of the collector
+        // (writers exist one at a time, under the lock we hold), so once it is unpinned a few
+        // flushes run the deferred releases, and `maintain` frees the segments.
         for _ in 0..4 {
-            handle.pin().flush();
+            self.handle.pin().flush();
         }
         let _ = self.journal.log.maintain();
         self.state.since_compaction = (topics.len() + groups.len()) as u64;
@@ -371,8 +378,7 @@ impl Writer<'_> {
     fn append(&mut self, kind: u16, name: &str, payload: &[u8]) {
         let stream = crate::hash::fnv1a_64(name.as_bytes());
         let claim = self.state.stamp + 1;
-        let handle = self.journal.log.collector().register();
-        let guard = handle.pin();
+        let guard = self.handle.pin();
         match self.journal.log.append(RecordMeta { kind, stream, claim }, &[payload], &guard) {
             Ok(r) => {
                 drop(r.commit());
@@ -439,20 +445,6 @@ fn last_clean_stop(mut records: Vec<(u64, u16, bytes::Bytes)>, out: &mut Recover
         out.ends = ends;
         out.offsets = offsets;
     }
-}
-
-fn topic_name(kind: u16, payload: &[u8]) -> Option<String> {
-    if kind == TOPIC_DEL {
-        return std::str::from_utf8(payload).ok().map(str::to_string);
-    }
-    serde_json::from_slice::<TopicConfig>(payload).ok().map(|c| c.topic_name)
-}
-
-fn group_name(kind: u16, payload: &[u8]) -> Option<String> {
-    if kind == GROUP_DEL {
-        return std::str::from_utf8(payload).ok().map(str::to_string);
-    }
-    serde_json::from_slice::<GroupRecord>(payload).ok().map(|g| g.name)
 }
 
 #[cfg(test)]

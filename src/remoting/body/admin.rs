@@ -1,6 +1,7 @@
 //! Admin bodies of the list and view codes: UPDATE_AND_CREATE_TOPIC_LIST's
 //! `CreateTopicListRequestBody` (18), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST's
-//! `SubscriptionGroupList` (225), QUERY_CONSUME_TIME_SPAN's `QueryConsumeTimeSpanBody` (303) and
+//! `SubscriptionGroupList` (225), the batch deletions' `DeleteTopicListRequestBody` (5002) and
+//! `DeleteSubscriptionGroupListRequestBody` (5003), QUERY_CONSUME_TIME_SPAN's `QueryConsumeTimeSpanBody` (303) and
 //! GET_ALL_MESSAGE_REQUEST_MODE's `MessageRequestModeManager` JSON (402), with RocketMQ's field
 //! names.
 
@@ -35,6 +36,31 @@ pub struct SubscriptionGroupList {
 }
 
 impl JsonBody for SubscriptionGroupList {}
+
+/// `DELETE_TOPIC_IN_BROKER_LIST` request body: `{"topicList":[…]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteTopicListRequestBody {
+    /// The topics to delete.
+    #[serde(default, deserialize_with = "null_default")]
+    pub topic_list: Vec<String>,
+}
+
+impl JsonBody for DeleteTopicListRequestBody {}
+
+/// `DELETE_SUBSCRIPTIONGROUP_LIST` request body: `{"groupNameList":[…],"cleanOffset":…}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteSubscriptionGroupListRequestBody {
+    /// The groups to delete.
+    #[serde(default, deserialize_with = "null_default")]
+    pub group_name_list: Vec<String>,
+    /// Also forget their offsets (and stop holding messages for them).
+    #[serde(default)]
+    pub clean_offset: bool,
+}
+
+impl JsonBody for DeleteSubscriptionGroupListRequestBody {}
 
 /// One queue's time span (`QueueTimeSpan`): store times in milliseconds, -1 where RocketMQ's
 /// store finds no message.

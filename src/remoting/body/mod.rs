@@ -23,8 +23,8 @@ mod route;
 mod stats;
 
 pub use admin::{
-    CreateTopicListRequestBody, MessageRequestModeTable, QueryConsumeTimeSpanBody, QueueTimeSpan,
-    SubscriptionGroupList,
+    CreateTopicListRequestBody, DeleteSubscriptionGroupListRequestBody, DeleteTopicListRequestBody,
+    MessageRequestModeTable, QueryConsumeTimeSpanBody, QueueTimeSpan, SubscriptionGroupList,
 };
 pub use broker::{
     ClusterInfo, DataVersion, RegisterBrokerBody, TopicConfig,

@@ -3,11 +3,13 @@
 
 use crate::sync::Arc;
 
-use super::{bad_header, store_error};
+use super::{bad_body, bad_header, store_error};
 use crate::broker::core::topics;
 use crate::broker::core::Core;
 use crate::broker::remoting::{json_reply, ok, reply_error, ConnCtx, RemotingState, Reply};
-use crate::remoting::body::{CreateTopicListRequestBody, JsonBody, TopicList};
+use crate::remoting::body::{
+    CreateTopicListRequestBody, DeleteTopicListRequestBody, JsonBody, TopicList,
+};
 use crate::remoting::code::response_code;
 use crate::remoting::error::quote;
 use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader, FromExtFields};
@@ -82,21 +84,9 @@ pub(crate) fn delete_topic_in_broker_list(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Body {
-        #[serde(default)]
-        topic_list: Vec<String>,
-    }
-    let body: Body = match serde_json::from_slice(&req.body) {
+    let body = match DeleteTopicListRequestBody::from_json_slice(&req.body) {
         Ok(b) => b,
-        Err(e) => {
-            return reply_error(
-                &req,
-                response_code::SYSTEM_ERROR,
-                format!("bad DeleteTopicListRequestBody: {e}"),
-            )
-        }
+        Err(e) => return bad_body(&req, "DeleteTopicListRequestBody", e),
     };
     if body.topic_list.is_empty() {
         return reply_error(&req, response_code::SYSTEM_ERROR, "topic list is empty.".to_string());
@@ -137,13 +127,7 @@ pub(crate) fn update_and_create_topic_list(
 ) -> Reply {
     let body = match CreateTopicListRequestBody::from_json_slice(&req.body) {
         Ok(b) => b,
-        Err(e) => {
-            return reply_error(
-                &req,
-                response_code::SYSTEM_ERROR,
-                format!("bad CreateTopicListRequestBody: {e}"),
-            )
-        }
+        Err(e) => return bad_body(&req, "CreateTopicListRequestBody", e),
     };
     let mut confs = Vec::with_capacity(body.topic_config_list.len());
     for t in &body.topic_config_list {

@@ -13,12 +13,15 @@
 
 use crate::sync::Arc;
 
-use super::bad_header;
+use super::{bad_body, bad_header};
 use crate::broker::core::groups::{parse_config, parse_config_value};
 use crate::broker::core::topics::is_internal_group;
 use crate::broker::core::Core;
 use crate::broker::remoting::{ok, reply_error, ConnCtx, RemotingState, Reply};
-use crate::remoting::body::{JsonBody, MessageQueue, ResetOffsetBody, SubscriptionGroupList};
+use crate::remoting::body::{
+    DeleteSubscriptionGroupListRequestBody, JsonBody, MessageQueue, ResetOffsetBody,
+    SubscriptionGroupList,
+};
 use crate::remoting::code::{request_code, response_code};
 use crate::remoting::{ExtFields, RemotingCommand};
 
@@ -50,13 +53,7 @@ pub(crate) fn update_and_create_subscription_group_list(
 ) -> Reply {
     let list = match SubscriptionGroupList::from_json_slice(&req.body) {
         Ok(l) => l,
-        Err(e) => {
-            return reply_error(
-                &req,
-                response_code::SYSTEM_ERROR,
-                format!("bad SubscriptionGroupList: {e}"),
-            )
-        }
+        Err(e) => return bad_body(&req, "SubscriptionGroupList", e),
     };
     let mut configs = Vec::with_capacity(list.group_config_list.len());
     for value in &list.group_config_list {
@@ -172,23 +169,9 @@ pub(crate) fn delete_subscription_group_list(
     _ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Body {
-        #[serde(default)]
-        group_name_list: Vec<String>,
-        #[serde(default)]
-        clean_offset: bool,
-    }
-    let body: Body = match serde_json::from_slice(&req.body) {
+    let body = match DeleteSubscriptionGroupListRequestBody::from_json_slice(&req.body) {
         Ok(b) => b,
-        Err(e) => {
-            return reply_error(
-                &req,
-                response_code::SYSTEM_ERROR,
-                format!("bad DeleteSubscriptionGroupListRequestBody: {e}"),
-            )
-        }
+        Err(e) => return bad_body(&req, "DeleteSubscriptionGroupListRequestBody", e),
     };
     // All or nothing: a list naming a system group deletes none of them.
     if let Some(remark) = body.group_name_list.iter().find_map(|g| refuse_system_group(g)) {

@@ -34,6 +34,11 @@ pub(crate) fn bad_header(req: &RemotingCommand, e: &HeaderError) -> Reply {
     reply_error(req, response_code::SYSTEM_ERROR, e.to_string())
 }
 
+/// The answer to a request whose JSON body does not decode as RocketMQ's class `class`.
+pub(crate) fn bad_body(req: &RemotingCommand, class: &str, e: impl std::fmt::Display) -> Reply {
+    reply_error(req, response_code::SYSTEM_ERROR, format!("bad {class}: {e}"))
+}
+
 /// RocketMQ's response code for a store error.
 pub(crate) fn store_code(e: &StoreError) -> i32 {
     match e {
