@@ -269,8 +269,32 @@ fn watch_security(
 /// # Errors
 /// [`BrokerError`] when the configuration is invalid or a port cannot be bound.
 pub async fn start(config: BrokerConfig) -> Result<RunningBroker, BrokerError> {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.engine_config()?)?);
-    start_with_store(config, store).await
+    let Some(path) = config.core.store_dir() else {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(config.engine_config()?)?);
+        return start_inner(config, store, None).await;
+    };
+    // First of what can be refused at start: a directory another broker holds.
+    let owner = format!("{}/{}", config.core.cluster_name, config.core.broker_name);
+    let dir = crate::shm::Directory::open(path, &owner).map_err(BrokerError::StoreDir)?;
+    let engine = config.engine_config()?;
+    let segment_size = config.core.segment_size();
+    let (store, recovery) = MemoryStore::open(engine, &dir, segment_size)?;
+    tracing::info!(
+        "store {}: {} topics, {} messages restored in {:.3} s ({} torn records skipped, {} \
+         holes, {} records dropped, {} segment files set aside)",
+        path.display(),
+        recovery.topics,
+        recovery.messages,
+        recovery.elapsed.as_secs_f64(),
+        recovery.torn_records,
+        recovery.holes,
+        recovery.dropped_records,
+        recovery.quarantined.len()
+    );
+    for q in &recovery.quarantined {
+        tracing::warn!("store: set aside {}: {}", q.file.display(), q.reason);
+    }
+    start_inner(config, Arc::new(store), Some((dir, recovery))).await
 }
 
 /// [`start`] over a store of the caller's choosing.
@@ -281,18 +305,29 @@ pub async fn start_with_store(
     config: BrokerConfig,
     store: Arc<dyn Store>,
 ) -> Result<RunningBroker, BrokerError> {
+    start_inner(config, store, None).await
+}
+
+async fn start_inner(
+    config: BrokerConfig,
+    store: Arc<dyn Store>,
+    opened: Option<(crate::shm::Directory, crate::engine::EngineRecovery)>,
+) -> Result<RunningBroker, BrokerError> {
     let namesrvs = config.namesrv_addrs()?;
     let (gate, acl) = security(&config.security)?;
     // First of what can be refused at start: a directory another broker holds.
-    let journal = match config.core.store_dir() {
-        Some(dir) => {
+    let journal = match (config.core.store_dir(), &opened) {
+        (Some(_), Some((dir, _))) => {
+            Some(self::core::journal::ConfigJournal::open_in(dir).map_err(BrokerError::StoreDir)?)
+        }
+        (Some(dir), None) => {
             let owner = format!("{}/{}", config.core.cluster_name, config.core.broker_name);
             Some(
                 self::core::journal::ConfigJournal::open(dir, &owner)
                     .map_err(BrokerError::StoreDir)?,
             )
         }
-        None => None,
+        (None, _) => None,
     };
     let listen = config.remoting.listen;
     let listener = tokio::net::TcpListener::bind(listen)

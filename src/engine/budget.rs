@@ -180,18 +180,57 @@ impl Inner {
     ) -> Result<Receipt, EngineError> {
         let (eq, cost) = self.prepare(topic, queue, &msg)?;
         self.reserve(cost, topic, queue).map_err(|e| self.refused(e))?;
-        Ok(self.link(eq, cost, msg))
+        self.link(eq, cost, msg)
+    }
+
+    /// Gives back the budget of an append that failed after its reservation.
+    fn unreserve(&self, eq: &TopicQueue, cost: u64) {
+        // Relaxed: as in `reserve`; nothing was linked, so nothing else counts these bytes.
+        eq.bytes_in.fetch_sub(cost, Ordering::Relaxed);
+        self.used.fetch_sub(cost, Ordering::Relaxed);
     }
 
     /// Links a message whose budget is already reserved. With [`link_batch`](Self::link_batch),
-    /// the one place where messages enter a queue.
-    pub(super) fn link(&self, eq: &TopicQueue, cost: u64, msg: Message) -> Receipt {
+    /// the one place where messages enter a queue. In a durable engine the message is first
+    /// written to a record of the message log; the node's payload is the record's copy, the
+    /// record claims the offset before it is published and is committed before this returns
+    /// (see `durable`).
+    ///
+    /// # Errors
+    /// [`EngineError::Storage`] if a durable engine cannot write the record (the budget is
+    /// given back).
+    pub(super) fn link(
+        &self,
+        eq: &TopicQueue,
+        cost: u64,
+        msg: Message,
+    ) -> Result<Receipt, EngineError> {
         // Relaxed: statistics; added before linking so a queue's byte count never underflows.
         eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
         let guard = self.pin();
         let ts = msg.timestamp.unwrap_or_else(now_ms);
+        #[cfg(not(loom))]
+        if let Some(d) = &self.durable {
+            let header = super::durable::entry_header(ts, msg.tag, msg.payload.len());
+            let meta = crate::shm::RecordMeta {
+                kind: super::durable::MESSAGES,
+                stream: eq.stream,
+                claim: crate::shm::NO_CLAIM,
+            };
+            let mut r = match d.log.append(meta, &[&header, &msg.payload], &guard) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.unreserve(eq, cost);
+                    return Err(super::durable::storage(e));
+                }
+            };
+            let body = r.payload().slice(super::durable::ENTRY_HEADER..);
+            let a = eq.q.append_claimed(body, ts, msg.tag, &guard, &mut |c| r.set_claim(c));
+            drop(r.commit());
+            return Ok(Receipt { queue: eq.id, offset: a.offset });
+        }
         let a = eq.q.append(msg.payload, ts, msg.tag, &guard);
-        Receipt { queue: eq.id, offset: a.offset }
+        Ok(Receipt { queue: eq.id, offset: a.offset })
     }
 
     /// Links `messages`, whose budget (`cost` in all) is already reserved, as one contiguous
@@ -205,10 +244,56 @@ impl Inner {
         cost: u64,
         messages: Vec<Message>,
     ) -> Result<Receipt, EngineError> {
+        if messages.is_empty() {
+            self.used.fetch_sub(cost, Ordering::Relaxed);
+            return Err(EngineError::EmptyBatch);
+        }
         // Relaxed: statistics; added before linking (see `link`).
         eq.bytes_in.fetch_add(cost, Ordering::Relaxed);
         let guard = self.pin();
         let now = now_ms();
+        #[cfg(not(loom))]
+        if let Some(d) = &self.durable {
+            use super::durable::{entry_header, ENTRY_HEADER};
+            let headers: Vec<[u8; ENTRY_HEADER]> = messages
+                .iter()
+                .map(|m| entry_header(m.timestamp.unwrap_or(now), m.tag, m.payload.len()))
+                .collect();
+            let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * messages.len());
+            for (h, m) in headers.iter().zip(&messages) {
+                parts.push(h);
+                parts.push(&m.payload);
+            }
+            let meta = crate::shm::RecordMeta {
+                kind: super::durable::MESSAGES,
+                stream: eq.stream,
+                claim: crate::shm::NO_CLAIM,
+            };
+            let mut r = match d.log.append(meta, &parts, &guard) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.unreserve(eq, cost);
+                    return Err(super::durable::storage(e));
+                }
+            };
+            let record = r.payload().clone();
+            let mut at = 0;
+            let nodes: Vec<(bytes::Bytes, u64, u32)> = messages
+                .iter()
+                .map(|m| {
+                    let start = at + ENTRY_HEADER;
+                    at = start + m.payload.len();
+                    (record.slice(start..at), m.timestamp.unwrap_or(now), m.tag)
+                })
+                .collect();
+            drop(record);
+            let a = eq.q.append_batch_claimed(nodes, &guard, &mut |c| r.set_claim(c));
+            drop(r.commit());
+            return match a {
+                Some(a) => Ok(Receipt { queue: eq.id, offset: a.offset }),
+                None => Err(EngineError::EmptyBatch), // not reached: `messages` is not empty
+            };
+        }
         let appended = eq.q.append_batch(
             messages.into_iter().map(|m| (m.payload, m.timestamp.unwrap_or(now), m.tag)),
             &guard,
@@ -216,9 +301,7 @@ impl Inner {
         match appended {
             Some(a) => Ok(Receipt { queue: eq.id, offset: a.offset }),
             None => {
-                // Relaxed: as above; nothing was linked, so nothing else counts these bytes.
-                eq.bytes_in.fetch_sub(cost, Ordering::Relaxed);
-                self.used.fetch_sub(cost, Ordering::Relaxed);
+                self.unreserve(eq, cost);
                 Err(EngineError::EmptyBatch)
             }
         }
@@ -261,6 +344,7 @@ impl Inner {
         if u.count == 0 {
             return 0;
         }
+        self.journal_head(eq, &guard);
         let released = eq.account_unlinked(u.count, u.payload_bytes, true);
         self.used.fetch_sub(released, Ordering::Relaxed);
         released

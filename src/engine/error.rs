@@ -7,6 +7,10 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum EngineError {
+    /// A durable engine's segment files could not be read or written (a full tmpfs, a
+    /// directory that cannot be opened); the operation was not made.
+    #[error("message store: {0}")]
+    Storage(String),
     /// No topic of that name exists.
     #[error("topic `{0}` does not exist")]
     UnknownTopic(String),

@@ -112,7 +112,7 @@ impl TopicHandle {
         loop {
             let (eq, cost) = inner.prepare(&self.topic, queue, &msg)?;
             match inner.reserve(cost, &self.topic, queue) {
-                Ok(()) => return Ok(inner.link(eq, cost, msg)),
+                Ok(()) => return inner.link(eq, cost, msg),
                 Err(EngineError::BudgetExceeded { .. })
                     if inner.live.policy() == MemoryPolicy::Block
                         && cost <= inner.live.budget() =>
@@ -156,7 +156,7 @@ impl TopicHandle {
             }
             budget -= 1;
             let Some(n) = p.next(&guard) else { break };
-            if filter.matches(n.tag()) {
+            if !n.is_hole() && filter.matches(n.tag()) {
                 let m = MessageRef {
                     offset: n.offset(),
                     timestamp: n.timestamp(),
@@ -186,7 +186,7 @@ impl TopicHandle {
     ) -> Result<Option<R>, EngineError> {
         let eq = self.queue(queue)?;
         let guard = self.inner.pin();
-        Ok(eq.q.find(offset, &guard).map(|n| {
+        Ok(eq.q.find(offset, &guard).filter(|n| !n.is_hole()).map(|n| {
             visit(MessageRef {
                 offset: n.offset(),
                 timestamp: n.timestamp(),

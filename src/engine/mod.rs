@@ -71,6 +71,8 @@
 mod budget;
 mod config;
 mod consumer;
+#[cfg(not(loom))]
+mod durable;
 mod epoch;
 mod error;
 mod group;
@@ -90,6 +92,8 @@ use crossbeam_utils::CachePadded;
 pub use budget::Settings;
 pub use config::{EngineConfig, MemoryPolicy, Retention, KEEP_YIELDS_AT_PERCENT};
 pub use consumer::Consumer;
+#[cfg(not(loom))]
+pub use durable::EngineRecovery;
 pub use error::EngineError;
 pub use group::pop::{INFLIGHT_ENTRY_SIZE, INFLIGHT_LIMIT};
 pub use group::Group;
@@ -148,6 +152,9 @@ pub(crate) struct Inner {
     /// Passes and releases run on request threads (tests).
     #[cfg(test)]
     inline_work: PlainU64,
+    /// The message log and journal of an engine opened on a directory ([`Engine::open`]).
+    #[cfg(not(loom))]
+    durable: Option<durable::Durable>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -257,11 +264,61 @@ impl Engine {
     /// [`EngineError::InvalidConfig`] if a setting is out of range.
     pub fn with_collector(config: EngineConfig, collector: Collector) -> Result<Self, EngineError> {
         config.validate()?;
+        Self::build(config, collector, Reclaimer::new(), HashMap::new(), 0, None)
+    }
+
+    /// Opens an engine whose messages, topics and queue heads live in segment files of `dir`
+    /// (a tmpfs directory such as `/dev/shm/…` keeps them in RAM, with no disk I/O, and the
+    /// kernel keeps them when the process dies), and restores what an earlier engine on the
+    /// directory left there: every message whose append returned, at its queue and offset,
+    /// with its timestamp and tag, after a clean drop or a crash alike. Records a crash cut
+    /// short are skipped and counted, never served; damaged segment files are set aside.
+    /// `segment_size` is the size of each message segment file (a multiple of 4096 from 8 KiB
+    /// to 1 GiB; a message must fit in one with its 48 bytes of headers).
+    ///
+    /// Consumer groups are not kept: subscribe again after opening (a store on top keeps its
+    /// committed offsets itself, as [`crate::store::MemoryStore`] does).
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidConfig`]; [`EngineError::Storage`] if the directory's logs cannot
+    /// be opened or written.
+    #[cfg(not(loom))]
+    pub fn open(
+        config: EngineConfig,
+        dir: &crate::shm::Directory,
+        segment_size: usize,
+    ) -> Result<(Self, EngineRecovery), EngineError> {
+        config.validate()?;
+        if config.max_message_size + 48 > segment_size {
+            return Err(EngineError::InvalidConfig(format!(
+                "segment_size {segment_size} cannot hold a message of max_message_size {}",
+                config.max_message_size
+            )));
+        }
+        let collector = Collector::new();
+        let reclaimer = Reclaimer::new();
+        let o = durable::open(dir, segment_size, &collector, &reclaimer, |len| {
+            len as u64 + NODE_SIZE as u64
+        })?;
+        let recovery = o.recovery;
+        let engine = Self::build(config, collector, reclaimer, o.topics, o.used, Some(o.durable))?;
+        Ok((engine, recovery))
+    }
+
+    fn build(
+        config: EngineConfig,
+        collector: Collector,
+        reclaimer: Arc<Reclaimer>,
+        topics: HashMap<String, Arc<Topic>>,
+        used: u64,
+        #[cfg(not(loom))] durable: Option<durable::Durable>,
+        #[cfg(loom)] _durable: Option<()>,
+    ) -> Result<Self, EngineError> {
         let inner = Arc::new(Inner {
             epoch: Epoch::new(collector),
-            reclaimer: Reclaimer::new(),
-            topics: RwLock::new(HashMap::new()),
-            used: CachePadded::new(AtomicU64::new(0)),
+            reclaimer,
+            topics: RwLock::new(topics),
+            used: CachePadded::new(AtomicU64::new(used)),
             rejected: PlainU64::new(0),
             room: WaitList::default(),
             graveyard: Mutex::new(Vec::new()),
@@ -275,6 +332,8 @@ impl Engine {
             inline_work: PlainU64::new(0),
             live: LiveSettings::new(&config),
             config,
+            #[cfg(not(loom))]
+            durable,
         });
         let reaper = if inner.config.reaper_thread { Some(spawn_reaper(&inner)?) } else { None };
         Ok(Engine { inner, reaper })
@@ -353,10 +412,20 @@ impl Engine {
             return Ok(t.queue_count());
         }
         let mut topics = write(&self.inner.topics);
-        let t = topics.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Topic::new(name.to_string(), queues, first_offset, &self.inner.reclaimer))
-        });
-        Ok(t.queue_count())
+        if let Some(t) = topics.get(name) {
+            return Ok(t.queue_count());
+        }
+        // A durable engine journals the topic (and its sid) before anyone can append to it.
+        #[cfg(not(loom))]
+        let sid = match &self.inner.durable {
+            Some(d) => d.create_topic(name, queues, first_offset)?,
+            None => 0,
+        };
+        #[cfg(loom)]
+        let sid = 0;
+        let t = Topic::new(name.to_string(), sid, queues, first_offset, &self.inner.reclaimer);
+        topics.insert(name.to_string(), Arc::new(t));
+        Ok(queues)
     }
 
     /// Deletes a topic: its messages are released, its subscriptions end, handles to it get
@@ -366,9 +435,17 @@ impl Engine {
     /// [`EngineError::UnknownTopic`], [`EngineError::Closed`].
     pub fn delete_topic(&self, name: &str) -> Result<(), EngineError> {
         self.inner.check_open()?;
-        let t = write(&self.inner.topics)
-            .remove(name)
-            .ok_or_else(|| EngineError::UnknownTopic(name.into()))?;
+        let t = {
+            let mut topics = write(&self.inner.topics);
+            let sid = topics.get(name).ok_or_else(|| EngineError::UnknownTopic(name.into()))?.sid;
+            // Journaled first: a deletion that cannot be kept is refused, not half made.
+            #[cfg(not(loom))]
+            if let Some(d) = &self.inner.durable {
+                d.delete_topic(name, sid)?;
+            }
+            let _ = sid;
+            topics.remove(name).ok_or_else(|| EngineError::UnknownTopic(name.into()))?
+        };
         // Release: pairs with the Acquire load in `Topic::is_deleted`.
         t.deleted.store(true, Ordering::Release);
         let subscriptions = std::mem::take(&mut *write(&t.subscriptions));
@@ -587,6 +664,13 @@ impl Drop for Engine {
     fn drop(&mut self) {
         // Release: pairs with the Acquire load in `check_open` and in the reaper loop.
         self.inner.closed.store(true, PlainOrdering::Release);
+        // A durable engine keeps its files: closed first, the logs only unmap the segments
+        // that the release of the topics below gives back.
+        #[cfg(not(loom))]
+        if let Some(d) = &self.inner.durable {
+            d.log.close();
+            d.journal.close();
+        }
         // Sends waiting for room under `block` see `closed` and fail (see `RoomWait`).
         self.inner.room.wake_all();
         if let Some(t) = lock(&self.inner.reaper).take() {

@@ -33,7 +33,7 @@ impl Inner {
             let o = n.offset();
             let required = cover.at(o);
             let reclaim = if required == 0 {
-                n.timestamp() <= deadline || live > retention.bytes
+                n.is_hole() || n.timestamp() <= deadline || live > retention.bytes
             } else {
                 n.ack_count() + u32::from(mutant("reaper_off_by_one")) >= required
                     && (keep_ms == 0 || n.timestamp() <= keep_deadline || live > retention.bytes)
@@ -45,10 +45,23 @@ impl Inner {
         });
         drop(holds);
         if u.count > 0 {
+            self.journal_head(eq, &guard);
             let released = eq.account_unlinked(u.count, u.payload_bytes, false);
             self.used.fetch_sub(released, Ordering::Relaxed);
         }
         u.count
+    }
+
+    /// A durable engine journals a queue's new first offset after unlinking nodes and before
+    /// they can be freed (`guard`, pinned across the unlink, defers that): a crash image
+    /// without the record still has the nodes' records, which come back (acknowledged
+    /// messages served again, never lost ones).
+    pub(super) fn journal_head(&self, eq: &TopicQueue, guard: &crossbeam_epoch::Guard) {
+        #[cfg(not(loom))]
+        if let Some(d) = &self.durable {
+            d.head_moved(eq.stream, eq.q.first_offset(guard));
+        }
+        let _ = (eq, guard);
     }
 
     /// A refused append's attempt to make room. With a reaper thread, only wakes it: request

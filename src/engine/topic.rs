@@ -105,6 +105,9 @@ impl Coverage<'_> {
 #[derive(Debug)]
 pub(crate) struct TopicQueue {
     pub(crate) id: u32,
+    /// The stream of its records in a durable engine (`sid << 32 | id`; the sid is 0 in a
+    /// heap-only engine).
+    pub(crate) stream: u64,
     pub(crate) q: Queue,
     /// Who must see which offsets. Lock order: the queue's head lock, then this.
     pub(crate) holds: Mutex<Holds>,
@@ -119,9 +122,10 @@ pub(crate) struct TopicQueue {
 }
 
 impl TopicQueue {
-    pub(crate) fn new(id: u32, first_offset: u64, reclaimer: Arc<Reclaimer>) -> Self {
+    pub(crate) fn new(id: u32, sid: u32, first_offset: u64, reclaimer: Arc<Reclaimer>) -> Self {
         TopicQueue {
             id,
+            stream: u64::from(sid) << 32 | u64::from(id),
             q: Queue::new(first_offset, reclaimer),
             holds: Mutex::new(Holds::default()),
             bytes_in: CachePadded::new(AtomicU64::new(0)),
@@ -179,6 +183,8 @@ impl TopicQueue {
 #[derive(Debug)]
 pub(crate) struct Topic {
     pub(crate) name: String,
+    /// Its stable id in a durable engine (journaled; never reused); 0 in a heap-only engine.
+    pub(crate) sid: u32,
     pub(crate) queues: Box<[TopicQueue]>,
     /// The subscriptions reading it, by group name.
     pub(crate) subscriptions: RwLock<HashMap<String, Arc<super::group::Subscription>>>,
@@ -200,14 +206,27 @@ pub(crate) struct Topic {
 impl Topic {
     pub(crate) fn new(
         name: String,
+        sid: u32,
         queues: u32,
         first_offset: u64,
         reclaimer: &Arc<Reclaimer>,
     ) -> Self {
+        let starts = vec![first_offset; queues as usize];
+        Self::with_starts(name, sid, &starts, reclaimer)
+    }
+
+    /// A topic whose queue `i` numbers its messages from `starts[i]`.
+    pub(crate) fn with_starts(
+        name: String,
+        sid: u32,
+        starts: &[u64],
+        reclaimer: &Arc<Reclaimer>,
+    ) -> Self {
         Topic {
             name,
-            queues: (0..queues)
-                .map(|i| TopicQueue::new(i, first_offset, Arc::clone(reclaimer)))
+            sid,
+            queues: (0..starts.len() as u32)
+                .map(|i| TopicQueue::new(i, sid, starts[i as usize], Arc::clone(reclaimer)))
                 .collect(),
             subscriptions: RwLock::new(HashMap::new()),
             deleted: crate::sync::AtomicBool::new(false),

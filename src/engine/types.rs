@@ -32,9 +32,10 @@ impl Message {
         self
     }
 
-    /// Overrides the store timestamp (milliseconds since the Unix epoch).
+    /// Overrides the store timestamp (milliseconds since the Unix epoch; `u64::MAX`, which
+    /// marks a recovered hole, is stored as `u64::MAX - 1`).
     pub fn with_timestamp(mut self, millis: u64) -> Self {
-        self.timestamp = Some(millis);
+        self.timestamp = Some(millis.min(crate::queue::HOLE_TIMESTAMP - 1));
         self
     }
 

@@ -113,6 +113,10 @@ pub use wait::{WaitId, Wakeup};
 /// Tag bit on a `next` link: somebody waits behind this node (see "Wait" above).
 pub const WAITING: usize = 1;
 
+/// The timestamp that marks a hole node ([`Node::is_hole`]); appenders never store it (the
+/// engine caps message timestamps below it).
+pub const HOLE_TIMESTAMP: u64 = u64::MAX;
+
 /// Number of bytes a node adds to its payload: the node itself, as allocated.
 pub const NODE_SIZE: usize = std::mem::size_of::<Node>();
 
@@ -188,6 +192,13 @@ impl Node {
     pub fn tag(&self) -> u32 {
         self.check_live();
         *self.tag.get()
+    }
+
+    /// Whether this node is a hole: an offset recovery found claimed but never completed (a
+    /// send that was never answered). Holes carry no message; readers skip them.
+    #[inline]
+    pub fn is_hole(&self) -> bool {
+        self.timestamp() == HOLE_TIMESTAMP
     }
 
     /// The payload, shared with every reader (cloning it copies no bytes).
@@ -408,8 +419,23 @@ impl Queue {
 
     /// Appends a message and returns its offset. Lock-free; wakes waiters only if some wait.
     pub fn append(&self, payload: Bytes, timestamp: u64, tag: u32, guard: &Guard) -> Appended {
+        self.append_claimed(payload, timestamp, tag, guard, &mut |_| {})
+    }
+
+    /// As [`append`](Self::append), calling `claim(offset)` with the offset the message is
+    /// about to take before each attempt to publish it (a durable store records the claim in
+    /// its record before the publishing CAS can make the offset visible: S3 of `crate::shm`).
+    /// The last call names the offset the message got.
+    pub fn append_claimed(
+        &self,
+        payload: Bytes,
+        timestamp: u64,
+        tag: u32,
+        guard: &Guard,
+        claim: &mut dyn FnMut(u64),
+    ) -> Appended {
         let new = pool::alloc(Node::new(payload, timestamp, tag, 0));
-        self.publish_chain(&[new], guard)
+        self.publish_chain(&[new], guard, claim)
     }
 
     /// Appends several messages as one contiguous run: they get consecutive offsets, and no
@@ -417,6 +443,22 @@ impl Queue {
     /// privately, then published with the same single CAS as one message. Returns `None` for
     /// an empty batch.
     pub fn append_batch<I>(&self, messages: I, guard: &Guard) -> Option<Appended>
+    where
+        I: IntoIterator<Item = (Bytes, u64, u32)>,
+    {
+        self.append_batch_claimed(messages, guard, &mut |_| {})
+    }
+
+    /// As [`append_batch`](Self::append_batch), calling `claim(last)` with the offset the
+    /// batch's *last* message is about to take before each attempt to publish it (see
+    /// [`append_claimed`](Self::append_claimed)): a record covering the batch then claims
+    /// every offset it may have made visible.
+    pub fn append_batch_claimed<I>(
+        &self,
+        messages: I,
+        guard: &Guard,
+        claim: &mut dyn FnMut(u64),
+    ) -> Option<Appended>
     where
         I: IntoIterator<Item = (Bytes, u64, u32)>,
     {
@@ -435,15 +477,21 @@ impl Queue {
             a.next.store(Shared::from(w[1] as *const Node), Ordering::Relaxed);
             b.prev.store(Shared::from(w[0] as *const Node), Ordering::Relaxed);
         }
-        Some(self.publish_chain(&nodes, guard))
+        Some(self.publish_chain(&nodes, guard, claim))
     }
 
     /// The append protocol ("Append" above), once for single messages and batches: links the
     /// private, non-empty chain `nodes` (each node's `next` already pointing at the one after
     /// it, the last one's null) after the current last node with one CAS, numbering the
     /// nodes from that node's `end`; then swings `tail`, records index entries, and wakes the
-    /// waiters if the replaced link carried the `WAITING` tag.
-    fn publish_chain(&self, nodes: &[*mut Node], guard: &Guard) -> Appended {
+    /// waiters if the replaced link carried the `WAITING` tag. Before each publishing CAS it
+    /// calls `claim` with the offset the chain's last node would get.
+    fn publish_chain(
+        &self,
+        nodes: &[*mut Node],
+        guard: &Guard,
+        claim: &mut dyn FnMut(u64),
+    ) -> Appended {
         let (first, last) = (nodes[0], nodes[nodes.len() - 1]);
         loop {
             // Acquire: pairs with the Release tail CASes (the tail is a published node).
@@ -470,6 +518,13 @@ impl Queue {
                 let node = unsafe { &mut *n };
                 *node.end.get_mut() = base + 1 + i as u64;
             }
+            // Before the CAS that may publish these offsets (program order puts the caller's
+            // stores before the CAS's Release).
+            let last_offset = base + nodes.len() as u64 - 1;
+            let late_claim = mutant("claim_after_publish");
+            if !late_claim {
+                claim(last_offset);
+            }
             // SAFETY: as above.
             let head_of_chain = unsafe { &*first };
             // Relaxed: published by the AcqRel CAS below (invariant 2).
@@ -482,6 +537,9 @@ impl Queue {
             let won = tail.next.compare_exchange(next, linked, publish, Ordering::Acquire, guard);
             if won.is_err() {
                 continue;
+            }
+            if late_claim {
+                claim(last_offset);
             }
             // Release: pairs with Acquire tail loads. Failure means someone helped.
             let _ = self.tail.compare_exchange(

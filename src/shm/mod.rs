@@ -138,6 +138,8 @@ mod segment;
 
 #[cfg(not(loom))]
 mod dir;
+#[cfg(not(loom))]
+pub mod journal;
 
 #[cfg(all(test, not(loom)))]
 pub(crate) mod tests;
@@ -149,6 +151,8 @@ use bytes::Bytes;
 
 #[cfg(not(loom))]
 pub use dir::{Directory, Identity};
+#[cfg(not(loom))]
+pub use journal::Journal;
 pub use log::{Log, Reservation};
 
 /// A claim meaning "none yet" (what [`RecordMeta::claim`] may start as).

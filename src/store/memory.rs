@@ -14,9 +14,10 @@ use super::{
     MAX_TOPIC_UID,
 };
 use crate::engine::{
-    Engine, EngineConfig, EngineError, Filter, Group, MemberId, Message, Mode, Retention,
-    StartFrom, SubscribeOptions, TopicHandle,
+    Engine, EngineConfig, EngineError, EngineRecovery, Filter, Group, MemberId, Message, Mode,
+    Retention, StartFrom, SubscribeOptions, TopicHandle,
 };
+use crate::shm::{Directory, Journal};
 use crate::sync::plain::{lock, read, write};
 
 fn map_err(e: EngineError) -> StoreError {
@@ -27,6 +28,7 @@ fn map_err(e: EngineError) -> StoreError {
             StoreError::QueueOutOfRange { topic, queue, queues }
         }
         EngineError::MessageTooLarge { size, limit } => StoreError::MessageTooLarge { size, limit },
+        EngineError::Storage(why) => StoreError::Other(format!("message store directory: {why}")),
         EngineError::BudgetExceeded { used, budget, .. } => StoreError::Full { used, budget },
         EngineError::UnknownGroup { group, topic } => StoreError::UnknownGroup { group, topic },
         EngineError::StaleReceipt { queue, offset } => StoreError::StaleReceipt { queue, offset },
@@ -213,12 +215,79 @@ impl TopicStore for MemTopic {
 type OffsetKey = (String, String, u32);
 
 /// Every group's committed offsets, by (group, topic, queue): what clients are told.
-type Offsets = Arc<Mutex<HashMap<OffsetKey, u64>>>;
+type Offsets = Arc<OffsetTable>;
+
+/// The committed offsets, and (in a store opened on a directory) their journal: each change is
+/// journaled under the table's lock, so the journal's last record of a key is its value here.
+#[derive(Debug, Default)]
+struct OffsetTable {
+    map: Mutex<HashMap<OffsetKey, u64>>,
+    journal: Option<Arc<Journal>>,
+}
+
+/// A committed offset's journal key: `o`, group, NUL, topic, NUL, queue (BE).
+fn offset_key((group, topic, queue): &OffsetKey) -> Vec<u8> {
+    let mut k = Vec::with_capacity(group.len() + topic.len() + 7);
+    k.push(b'o');
+    k.extend_from_slice(group.as_bytes());
+    k.push(0);
+    k.extend_from_slice(topic.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&queue.to_be_bytes());
+    k
+}
+
+fn decode_offset_key(k: &[u8]) -> Option<OffsetKey> {
+    let rest = k.strip_prefix(b"o")?;
+    let (names, queue) = rest.split_at(rest.len().checked_sub(4)?);
+    let mut parts = names.strip_suffix(&[0])?.splitn(2, |b| *b == 0);
+    let group = String::from_utf8(parts.next()?.to_vec()).ok()?;
+    let topic = String::from_utf8(parts.next()?.to_vec()).ok()?;
+    Some((group, topic, u32::from_be_bytes(queue.try_into().ok()?)))
+}
+
+impl OffsetTable {
+    fn insert(&self, key: OffsetKey, offset: u64) -> Result<(), StoreError> {
+        let mut map = lock(&self.map);
+        if let Some(j) = &self.journal {
+            j.put(&offset_key(&key), &offset.to_le_bytes()).map_err(|e| {
+                StoreError::Other(format!("the committed offset could not be kept: {e}"))
+            })?;
+        }
+        map.insert(key, offset);
+        Ok(())
+    }
+
+    fn get(&self, key: &OffsetKey) -> Option<u64> {
+        lock(&self.map).get(key).copied()
+    }
+
+    fn all(&self) -> Vec<(String, String, u32, u64)> {
+        lock(&self.map).iter().map(|((g, t, q), o)| (g.clone(), t.clone(), *q, *o)).collect()
+    }
+
+    /// Forgets the offsets `gone` selects (their journal records are deleted too; a deletion
+    /// that cannot be written is logged: the offset then comes back after a restart).
+    fn forget(&self, gone: impl Fn(&OffsetKey) -> bool) {
+        let mut map = lock(&self.map);
+        map.retain(|k, _| {
+            if !gone(k) {
+                return true;
+            }
+            if let Some(j) = &self.journal {
+                if let Err(e) = j.delete(&offset_key(k)) {
+                    tracing::error!("a forgotten committed offset could not be journaled: {e}");
+                }
+            }
+            false
+        });
+    }
+}
 
 /// Stores a group's committed offset (the client's view, which may move backward) and
 /// acknowledges everything below it in the engine (only forward).
 fn commit_offset(
-    offsets: &Mutex<HashMap<OffsetKey, u64>>,
+    offsets: &OffsetTable,
     t: &MemTopic,
     g: Option<&Group>,
     (group, queue, offset): (&str, u32, u64),
@@ -231,7 +300,7 @@ fn commit_offset(
             queues: t.queue_count(),
         });
     }
-    lock(offsets).insert((group.to_string(), topic.to_string(), queue), offset);
+    offsets.insert((group.to_string(), topic.to_string(), queue), offset)?;
     if let Some(g) = g.filter(|g| g.mode() == Mode::Clustering) {
         let end = t.handle.queue_stats(queue).map_err(map_err)?.max_offset;
         // Acknowledgements only move forward; a client moving its offset backward (an offset
@@ -328,6 +397,20 @@ pub struct MemoryStore {
     by_uid: RwLock<HashMap<u32, Arc<MemTopic>>>,
     uids: Mutex<Uids>,
     offsets: Offsets,
+    /// The store's journal (topic uids, committed offsets) when opened on a directory.
+    journal: Option<Arc<Journal>>,
+}
+
+/// A topic uid's journal key.
+fn uid_key(topic: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + topic.len());
+    k.push(b'u');
+    k.extend_from_slice(topic.as_bytes());
+    k
+}
+
+fn store_error(e: crate::shm::SegmentError) -> StoreError {
+    StoreError::Other(format!("message store directory: {e}"))
 }
 
 impl MemoryStore {
@@ -342,7 +425,87 @@ impl MemoryStore {
             by_uid: RwLock::new(HashMap::new()),
             uids: Mutex::new(Uids { next: 1, free: VecDeque::new() }),
             offsets: Arc::default(),
+            journal: None,
         })
+    }
+
+    /// A store whose messages and topics ([`Engine::open`]), topic uids (so message ids stay
+    /// valid) and committed offsets live in the directory `dir`, restored from what an earlier
+    /// store left there, after a clean stop or a crash alike. Every group with a committed
+    /// offset is subscribed again at once, so the messages above its commit are held for it
+    /// until its consumers come back.
+    ///
+    /// # Errors
+    /// [`StoreError::Other`] if the configuration is invalid or the directory's logs cannot be
+    /// opened.
+    pub fn open(
+        config: EngineConfig,
+        dir: &Directory,
+        segment_size: usize,
+    ) -> Result<(Self, EngineRecovery), StoreError> {
+        let (engine, recovery) = Engine::open(config, dir, segment_size).map_err(map_err)?;
+        let (journal, _) = Journal::open(dir, "store", 1 << 20).map_err(store_error)?;
+        let journal = Arc::new(journal);
+        let mut uids: HashMap<String, u32> = HashMap::new();
+        for (k, v) in journal.entries(b"u") {
+            let (Ok(name), Some(uid)) = (
+                String::from_utf8(k[1..].to_vec()),
+                v.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes),
+            ) else {
+                continue;
+            };
+            uids.insert(name, uid);
+        }
+        let names: std::collections::HashSet<String> =
+            engine.topics().into_iter().map(|(n, _)| n).collect();
+        for gone in uids.keys().filter(|n| !names.contains(*n)) {
+            journal.delete(&uid_key(gone)).map_err(store_error)?;
+        }
+        uids.retain(|n, _| names.contains(n));
+        let next = uids.values().copied().max().map_or(1, |m| m + 1);
+        let store = MemoryStore {
+            engine,
+            topics: RwLock::new(HashMap::new()),
+            by_uid: RwLock::new(HashMap::new()),
+            uids: Mutex::new(Uids { next, free: VecDeque::new() }),
+            offsets: Arc::new(OffsetTable {
+                map: Mutex::new(HashMap::new()),
+                journal: Some(Arc::clone(&journal)),
+            }),
+            journal: Some(Arc::clone(&journal)),
+        };
+        let mut names: Vec<String> = names.into_iter().collect();
+        names.sort();
+        for name in names {
+            let handle = store.engine.topic(&name).map_err(map_err)?;
+            let uid = match uids.get(&name) {
+                Some(uid) => *uid,
+                None => {
+                    let Some((uid, _)) = lock(&store.uids).take() else { continue };
+                    journal.put(&uid_key(&name), &uid.to_le_bytes()).map_err(store_error)?;
+                    uid
+                }
+            };
+            let t = Arc::new(MemTopic { handle, uid, high: AtomicU64::new(0) });
+            t.appended(t.offsets_end(), 0);
+            write(&store.topics).insert(name, Arc::clone(&t));
+            write(&store.by_uid).insert(uid, t);
+        }
+        for (k, v) in journal.entries(b"o") {
+            let Some(key) = decode_offset_key(&k) else { continue };
+            let Some(offset) = v.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+            else {
+                continue;
+            };
+            let Some(t) = store.handle(&key.1) else {
+                journal.delete(&k).map_err(store_error)?;
+                continue;
+            };
+            let group = store.group(&key.0, &key.1, Mode::Clustering).ok();
+            // Holds and acknowledgements as the commit made them before the restart.
+            let _ = commit_offset(&store.offsets, &t, group.as_ref(), (&key.0, key.2, offset));
+        }
+        Ok((store, recovery))
     }
 
     /// The engine underneath (statistics and tests).
@@ -415,6 +578,14 @@ impl MessageStore for MemoryStore {
                 return Err(e);
             }
         };
+        if let Some(j) = &self.journal {
+            // Before anything is appended: message ids name the uid.
+            if let Err(e) = j.put(&uid_key(name), &uid.to_le_bytes()) {
+                let _ = self.engine.delete_topic(name);
+                lock(&self.uids).give_back(uid, reused_from);
+                return Err(store_error(e));
+            }
+        }
         let t = Arc::new(MemTopic { handle, uid, high: AtomicU64::new(first) });
         topics.insert(name.to_string(), Arc::clone(&t));
         write(&self.by_uid).insert(uid, Arc::clone(&t));
@@ -426,8 +597,13 @@ impl MessageStore for MemoryStore {
         if let Some(t) = &t {
             write(&self.by_uid).remove(&t.uid);
         }
-        lock(&self.offsets).retain(|(_, topic, _), _| topic != name);
+        self.offsets.forget(|(_, topic, _)| topic == name);
         let deleted = self.engine.delete_topic(name).map_err(map_err);
+        if let (Some(j), Ok(())) = (&self.journal, &deleted) {
+            if let Err(e) = j.delete(&uid_key(name)) {
+                tracing::error!("topic {name}'s deletion could not be journaled: {e}");
+            }
+        }
         if let Some(t) = t {
             // After the engine's delete, so appends have stopped (but for one racing the
             // delete itself, review 2.2, which lands within microseconds).
@@ -455,7 +631,7 @@ impl ConsumerOffsets for MemoryStore {
         if let Ok(g) = self.engine.group(group, topic) {
             g.unsubscribe();
         }
-        lock(&self.offsets).retain(|(g, t, _), _| !(g == group && t == topic));
+        self.offsets.forget(|(g, t, _)| g == group && t == topic);
     }
 
     fn holder(&self, group: &str, topic: &str) -> Result<Arc<dyn GroupStore>, StoreError> {
@@ -471,12 +647,11 @@ impl ConsumerOffsets for MemoryStore {
     }
 
     fn committed(&self, group: &str, topic: &str, queue: u32) -> Option<u64> {
-        lock(&self.offsets).get(&(group.to_string(), topic.to_string(), queue)).copied()
+        self.offsets.get(&(group.to_string(), topic.to_string(), queue))
     }
 
     fn committed_all(&self) -> Vec<(String, String, u32, u64)> {
-        let offsets = lock(&self.offsets);
-        offsets.iter().map(|((g, t, q), o)| (g.clone(), t.clone(), *q, *o)).collect()
+        self.offsets.all()
     }
 
     fn add_broadcast_member(&self, group: &str, topic: &str) -> Result<MemberId, StoreError> {
@@ -553,7 +728,7 @@ impl PopConsumption for MemoryStore {
         if !released.is_empty() {
             let gone: std::collections::HashSet<(&str, &str)> =
                 released.iter().map(|(g, t)| (g.as_str(), t.as_str())).collect();
-            lock(&self.offsets).retain(|(g, t, _), _| !gone.contains(&(g.as_str(), t.as_str())));
+            self.offsets.forget(|(g, t, _)| gone.contains(&(g.as_str(), t.as_str())));
         }
         released
     }

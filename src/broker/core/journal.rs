@@ -118,8 +118,6 @@ pub(crate) struct ConfigJournal {
     state: Mutex<State>,
     /// `(records, torn records, time)` of the recovery at opening.
     recovered: (u64, u64, std::time::Duration),
-    /// Held for the lock file: a second broker on the directory is refused while this lives.
-    _dir: Directory,
 }
 
 #[derive(Debug)]
@@ -201,6 +199,14 @@ impl ConfigJournal {
         owner: &str,
     ) -> Result<(Self, RecoveredConfigs), crate::shm::SegmentError> {
         let dir = Directory::open(path, owner)?;
+        Self::open_in(&dir)
+    }
+
+    /// As [`open`](Self::open), in a directory already open (the store's): the journal's log
+    /// keeps the directory's lock for as long as it lives.
+    pub(crate) fn open_in(
+        dir: &Directory,
+    ) -> Result<(Self, RecoveredConfigs), crate::shm::SegmentError> {
         let config = LogConfig {
             segment_size: SEGMENT_SIZE,
             reclaim: Reclaim::OnTruncate,
@@ -245,7 +251,7 @@ impl ConfigJournal {
         let state = State { stamp, since_compaction: out.report.records, failed: 0 };
         let r = &out.report;
         let recovered = (r.records, r.torn_records, r.elapsed);
-        Ok((ConfigJournal { log, state: Mutex::new(state), recovered, _dir: dir }, out))
+        Ok((ConfigJournal { log, state: Mutex::new(state), recovered }, out))
     }
 
     /// The journal's writer: holds its lock (see the module documentation) until dropped.

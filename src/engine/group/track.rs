@@ -174,7 +174,7 @@ impl Track {
                 if bump {
                     n.ack();
                 }
-                if filter.is_some_and(|f| !f.matches(n.tag())) {
+                if n.is_hole() || filter.is_some_and(|f| !f.matches(n.tag())) {
                     filtered += 1;
                 } else {
                     count += 1;
@@ -294,7 +294,7 @@ impl Track {
             let Some(n) = prev.next(guard) else { break };
             let off = n.offset();
             if !self.is_acked(off) {
-                if filter.matches(n.tag()) {
+                if !n.is_hole() && filter.matches(n.tag()) {
                     out.push(delivery_of(queue_id, n));
                     delivered += 1;
                 } else {
