@@ -107,6 +107,7 @@ pub(crate) struct TopicQueue {
     pub(crate) id: u32,
     /// The stream of its records in a durable engine (`sid << 32 | id`; the sid is 0 in a
     /// heap-only engine).
+    #[cfg_attr(loom, allow(dead_code))] // loom models build no durable engine
     pub(crate) stream: u64,
     pub(crate) q: Queue,
     /// Who must see which offsets. Lock order: the queue's head lock, then this.

@@ -31,9 +31,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    Directory, Log, LogConfig, Reclaim, RecordMeta, Recovered, RecoveryReport, SegmentError,
-};
+#[cfg(not(loom))]
+use super::{Directory, LogConfig, Reclaim, Recovered, RecoveryReport};
+use super::{Log, RecordMeta, SegmentError};
 use crate::sync::{lock, Mutex};
 
 /// A record setting a key's value.
@@ -93,6 +93,7 @@ fn encode(key: &[u8], value: &[u8]) -> Result<Vec<u8>, SegmentError> {
     Ok(v)
 }
 
+#[cfg(not(loom))]
 fn decode(payload: &[u8]) -> Option<(&[u8], &[u8])> {
     let len = u16::from_le_bytes(payload.get(..2)?.try_into().ok()?) as usize;
     let key = payload.get(2..2 + len)?;
@@ -107,6 +108,7 @@ impl Journal {
     ///
     /// # Errors
     /// As [`Directory::open_log`]; [`SegmentError::Io`] if the compaction cannot write.
+    #[cfg(not(loom))]
     pub fn open(
         dir: &Directory,
         name: &str,
@@ -306,7 +308,7 @@ impl Journal {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::shm::tests::TestDir;

@@ -138,7 +138,6 @@ mod segment;
 
 #[cfg(not(loom))]
 mod dir;
-#[cfg(not(loom))]
 pub mod journal;
 
 #[cfg(all(test, not(loom)))]
@@ -151,7 +150,6 @@ use bytes::Bytes;
 
 #[cfg(not(loom))]
 pub use dir::{Directory, Identity};
-#[cfg(not(loom))]
 pub use journal::Journal;
 pub use log::{Log, Reservation};
 

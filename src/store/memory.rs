@@ -13,11 +13,15 @@ use super::{
     StoreError, StoreStats, StoredRef, TopicFigures, TopicStore, WaitId, MAX_ID_OFFSET,
     MAX_TOPIC_UID,
 };
+#[cfg(not(loom))]
+use crate::engine::EngineRecovery;
 use crate::engine::{
-    Engine, EngineConfig, EngineError, EngineRecovery, Filter, Group, MemberId, Message, Mode,
-    Retention, StartFrom, SubscribeOptions, TopicHandle,
+    Engine, EngineConfig, EngineError, Filter, Group, MemberId, Message, Mode, Retention,
+    StartFrom, SubscribeOptions, TopicHandle,
 };
-use crate::shm::{Directory, Journal};
+#[cfg(not(loom))]
+use crate::shm::Directory;
+use crate::shm::Journal;
 use crate::sync::plain::{lock, read, write};
 
 fn map_err(e: EngineError) -> StoreError {
@@ -237,6 +241,7 @@ fn offset_key((group, topic, queue): &OffsetKey) -> Vec<u8> {
     k
 }
 
+#[cfg(not(loom))]
 fn decode_offset_key(k: &[u8]) -> Option<OffsetKey> {
     let rest = k.strip_prefix(b"o")?;
     let (names, queue) = rest.split_at(rest.len().checked_sub(4)?);
@@ -276,7 +281,9 @@ impl OffsetTable {
             }
             if let Some(j) = &self.journal {
                 if let Err(e) = j.delete(&offset_key(k)) {
+                    #[cfg(feature = "broker")]
                     tracing::error!("a forgotten committed offset could not be journaled: {e}");
+                    let _ = e;
                 }
             }
             false
@@ -438,6 +445,7 @@ impl MemoryStore {
     /// # Errors
     /// [`StoreError::Other`] if the configuration is invalid or the directory's logs cannot be
     /// opened.
+    #[cfg(not(loom))]
     pub fn open(
         config: EngineConfig,
         dir: &Directory,
@@ -601,7 +609,9 @@ impl MessageStore for MemoryStore {
         let deleted = self.engine.delete_topic(name).map_err(map_err);
         if let (Some(j), Ok(())) = (&self.journal, &deleted) {
             if let Err(e) = j.delete(&uid_key(name)) {
+                #[cfg(feature = "broker")]
                 tracing::error!("topic {name}'s deletion could not be journaled: {e}");
+                let _ = e;
             }
         }
         if let Some(t) = t {
@@ -619,6 +629,10 @@ impl MessageStore for MemoryStore {
 
     fn topics(&self) -> Vec<(String, u32)> {
         self.engine.topics()
+    }
+
+    fn journal(&self) -> Option<Arc<Journal>> {
+        self.journal.clone()
     }
 }
 

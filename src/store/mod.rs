@@ -164,6 +164,14 @@ pub trait MessageStore: Send + Sync + std::fmt::Debug {
     fn topic_by_uid(&self, uid: u32) -> Option<Arc<dyn TopicStore>>;
     /// Names and queue counts of every topic.
     fn topics(&self) -> Vec<(String, u32)>;
+    /// The journal of a store whose state outlives the process ([`MemoryStore::open`]): a
+    /// key-value journal in shared memory where the layer above keeps the small state that
+    /// must survive a restart besides messages and committed offsets (undecided transactions,
+    /// POP receipts, delivered timers). Keys starting with `u` or `o` are the store's own;
+    /// callers take another first byte each. `None` for a store that keeps nothing.
+    fn journal(&self) -> Option<Arc<crate::shm::Journal>> {
+        None
+    }
 }
 
 /// One topic: the hot path (append, read) and wake-ups for long polling.
