@@ -159,7 +159,80 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     memory(&mut t, core, (&mem, policy), &topics, &groups);
     refusals(&mut t, (&mem, policy), core, face);
     journal(&mut t, core);
+    storage(&mut t, core);
     t.out
+}
+
+/// The store directory's figures (`store-path-root-dir`; none without it): its segment files
+/// now and what the start found there.
+fn storage(t: &mut Text, core: &Core) {
+    let (Some(s), Some(r)) = (core.store.storage(), &core.recovery) else { return };
+    for (name, kind, help, value) in [
+        (
+            "baiji_store_segment_bytes",
+            "gauge",
+            "Bytes of message segment files mapped in the store directory (counted in the memory budget).",
+            s.segment_bytes.to_string(),
+        ),
+        ("baiji_store_segments", "gauge", "Message segment files mapped now.", s.segments.to_string()),
+        (
+            "baiji_store_freed_segments_total",
+            "counter",
+            "Message segment files freed (all their messages reclaimed) and removed.",
+            s.freed_segments.to_string(),
+        ),
+        (
+            "baiji_store_journal_bytes",
+            "gauge",
+            "Bytes of the store's journal files (topics, queue heads, uids, committed offsets).",
+            s.journal_bytes.to_string(),
+        ),
+        (
+            "baiji_store_failed_writes_total",
+            "counter",
+            "Store journal changes that could not be written (a full tmpfs): not kept over a restart.",
+            s.failed_writes.to_string(),
+        ),
+        (
+            "baiji_store_recovered_messages",
+            "gauge",
+            "Messages restored from the store directory at start.",
+            r.messages.to_string(),
+        ),
+        (
+            "baiji_store_recovered_holes",
+            "gauge",
+            "Offsets restored as holes at start (claimed by sends a crash cut short, never answered).",
+            r.holes.to_string(),
+        ),
+        (
+            "baiji_store_torn_records",
+            "gauge",
+            "Torn message records skipped at start (never served).",
+            r.torn_records.to_string(),
+        ),
+        (
+            "baiji_store_dropped_records",
+            "gauge",
+            "Complete records not restored at start: already reclaimed, or of a deleted topic.",
+            r.dropped_records.to_string(),
+        ),
+        (
+            "baiji_store_quarantined_segments",
+            "gauge",
+            "Segment files set aside at start (renamed *.quarantine: damaged, foreign or truncated).",
+            r.quarantined.len().to_string(),
+        ),
+        (
+            "baiji_store_recovery_seconds",
+            "gauge",
+            "Time restoring the store directory took at start.",
+            format!("{:.6}", r.elapsed.as_secs_f64()),
+        ),
+    ] {
+        t.family(name, kind, help);
+        t.sample(name, &[], value);
+    }
 }
 
 /// The configuration journal's figures (`store-path-root-dir`; none without it).

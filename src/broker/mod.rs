@@ -388,6 +388,7 @@ async fn start_inner(
     if let Some((journal, recovered)) = journal {
         core.restore(journal, recovered);
     }
+    core.recovery = opened.map(|(_, recovery)| recovery);
     let core = Arc::new(core);
     let mut face = RemotingState::new(remoting_config, security_config, acl);
     face.fast_port = fast_addr.map(|a| a.port());

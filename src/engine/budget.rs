@@ -12,7 +12,6 @@ use std::task::Poll;
 use super::topic::{Topic, TopicQueue};
 use super::{
     group, now_ms, EngineConfig, EngineError, Inner, MemoryPolicy, Message, Receipt, Retention,
-    NODE_SIZE,
 };
 use crate::queue::Wakeup;
 use crate::sync::plain::{AtomicU64 as PlainU64, Ordering as PlainOrdering};
@@ -99,7 +98,15 @@ impl Inner {
         if size > self.config.max_message_size {
             return Err(EngineError::MessageTooLarge { size, limit: self.config.max_message_size });
         }
-        Ok(size as u64 + NODE_SIZE as u64)
+        Ok(size as u64 + self.node_cost())
+    }
+
+    /// What the budget counts for each message on top of its payload in this engine.
+    pub(super) fn node_cost(&self) -> u64 {
+        #[cfg(not(loom))]
+        return super::topic::node_cost(self.durable.is_some());
+        #[cfg(loom)]
+        return super::topic::node_cost(false);
     }
 
     /// Charges (positive) or releases (negative) the bookkeeping of `delta` POP in-flight
@@ -338,7 +345,7 @@ impl Inner {
             if freed >= need {
                 return false;
             }
-            freed += n.payload().len() as u64 + NODE_SIZE as u64;
+            freed += n.payload().len() as u64 + eq.node_cost;
             true
         });
         if u.count == 0 {

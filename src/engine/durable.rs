@@ -189,7 +189,8 @@ pub(crate) struct Opened {
 }
 
 /// Opens the journal and the message log in `dir` and rebuilds the topics (see the module
-/// docs). `cost` gives a restored message's budget cost from its payload length.
+/// docs). `cost` gives a restored message's budget cost from its payload length (a hole's is
+/// `cost(0)`: the reaper gives back a node's cost for holes too).
 pub(crate) fn open(
     dir: &Directory,
     segment_size: usize,
@@ -283,6 +284,7 @@ pub(crate) fn open(
                 }
                 while next < base {
                     eq.q.append(Bytes::new(), HOLE_TIMESTAMP, 0, &guard);
+                    bytes += cost(0);
                     recovery.holes += 1;
                     next += 1;
                 }
@@ -298,6 +300,7 @@ pub(crate) fn open(
             }
             while next < found.end {
                 eq.q.append(Bytes::new(), HOLE_TIMESTAMP, 0, &guard);
+                bytes += cost(0);
                 recovery.holes += 1;
                 next += 1;
             }
@@ -476,11 +479,19 @@ mod tests {
             assert!(files(&d) <= 3, "drained segments are removed: {} of {full} left", files(&d));
         }
         let (e, r) = open(&d);
+        let live: u64 = messages(&e, "R", 0)
+            .iter()
+            .map(|m| m.3.len() as u64 + super::super::topic::node_cost(true))
+            .sum();
+        assert_eq!(e.bytes_used(), 2 * SEGMENT as u64 + live, "restored messages and two segments");
         let back = messages(&e, "R", 0);
         assert!(back.len() <= 12, "freed messages stay freed: {} back ({r:?})", back.len());
         assert_eq!(back.last().map(|m| m.0), Some(299));
         let t = e.topic("R").expect("handle");
         assert_eq!(t.append(0, Message::new("x")).expect("append").offset, 300);
+        t.set_retention(Retention { time: Duration::from_secs(3600), bytes: 0 });
+        e.reap();
+        assert_eq!(e.bytes_used(), 2 * SEGMENT as u64, "all reclaimed: back to the two segments");
     }
 
     #[test]
@@ -538,6 +549,9 @@ mod tests {
         let t = e.topic("H").expect("h");
         assert!(t.get(0, 1, |_| ()).expect("get").is_none(), "a hole is no message");
         assert_eq!(t.append(0, Message::new("four")).expect("append").offset, 3);
+        t.set_retention(Retention { time: Duration::from_secs(3600), bytes: 0 });
+        e.reap();
+        assert_eq!(e.bytes_used(), 2 * SEGMENT as u64, "holes are counted and given back too");
     }
 
     #[test]

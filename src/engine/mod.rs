@@ -119,6 +119,26 @@ use crate::sync::plain::{
 };
 use crate::sync::{lock, mutant, read, write, Arc, AtomicU64, Mutex, Ordering, RwLock};
 
+/// The segment files of a durable engine ([`Engine::storage_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StorageStats {
+    /// Bytes of message segment files mapped now (the current one, the spare, and every one a
+    /// live message keeps).
+    pub segment_bytes: u64,
+    /// Message segment files mapped now.
+    pub segments: u64,
+    /// Message segment files freed (unmapped and removed) since the engine was opened.
+    pub freed_segments: u64,
+    /// Bytes of those.
+    pub freed_bytes: u64,
+    /// Bytes of the journals' segment files (topics, queue heads; a store's uids and offsets).
+    pub journal_bytes: u64,
+    /// Journal writes that failed since the engine was opened (a full tmpfs): those changes
+    /// hold in memory only.
+    pub failed_writes: u64,
+}
+
 /// Most queues a topic may have.
 pub const MAX_QUEUES: u32 = 1024;
 
@@ -274,7 +294,9 @@ impl Engine {
     /// with its timestamp and tag, after a clean drop or a crash alike. Records a crash cut
     /// short are skipped and counted, never served; damaged segment files are set aside.
     /// `segment_size` is the size of each message segment file (a multiple of 4096 from 8 KiB
-    /// to 1 GiB; a message must fit in one with its 48 bytes of headers).
+    /// to 1 GiB; a message must fit in one with its 48 bytes of headers). The memory budget
+    /// counts two segments from the start (the current one's free tail and the spare made
+    /// ahead of need) and each message's record headers on top of its payload and node.
     ///
     /// Consumer groups are not kept: subscribe again after opening (a store on top keeps its
     /// committed offsets itself, as [`crate::store::MemoryStore`] does).
@@ -298,10 +320,13 @@ impl Engine {
         let collector = Collector::new();
         let reclaimer = Reclaimer::new();
         let o = durable::open(dir, segment_size, &collector, &reclaimer, |len| {
-            len as u64 + NODE_SIZE as u64
+            len as u64 + topic::node_cost(true)
         })?;
         let recovery = o.recovery;
-        let engine = Self::build(config, collector, reclaimer, o.topics, o.used, Some(o.durable))?;
+        // The budget counts what is mapped: the restored messages and, ahead of need, the
+        // current segment's free tail and the spare (two segments).
+        let used = o.used + 2 * segment_size as u64;
+        let engine = Self::build(config, collector, reclaimer, o.topics, used, Some(o.durable))?;
         Ok((engine, recovery))
     }
 
@@ -623,6 +648,25 @@ impl Engine {
         // Relaxed: a figure for admission heuristics and operators, not a synchronisation
         // point; the budget itself is enforced by the compare-exchange loop on this counter.
         self.inner.used.load(Ordering::Relaxed)
+    }
+
+    /// The segment files of an engine opened on a directory ([`Engine::open`]); `None` for a
+    /// heap-only engine.
+    pub fn storage_stats(&self) -> Option<StorageStats> {
+        #[cfg(not(loom))]
+        if let Some(d) = &self.inner.durable {
+            let log = d.log.stats();
+            return Some(StorageStats {
+                segment_bytes: log.mapped_bytes,
+                segments: log.live_segments,
+                freed_segments: log.freed_segments,
+                freed_bytes: log.freed_bytes,
+                journal_bytes: d.journal.stats().mapped_bytes,
+                // Relaxed: a statistic.
+                failed_writes: d.failed_writes.load(PlainOrdering::Relaxed),
+            });
+        }
+        None
     }
 
     /// Engine-wide statistics.

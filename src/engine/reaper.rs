@@ -3,7 +3,7 @@
 //! topics and their graveyard, and the reaper thread.
 
 use super::topic::{Topic, TopicQueue};
-use super::{now_ms, EngineError, Inner, Retention, KEEP_YIELDS_AT_PERCENT, NODE_SIZE};
+use super::{now_ms, EngineError, Inner, Retention, KEEP_YIELDS_AT_PERCENT};
 use crate::sync::plain::Ordering as PlainOrdering;
 use crate::sync::{lock, mutant, read, try_lock, Arc, Ordering};
 
@@ -39,7 +39,7 @@ impl Inner {
                     && (keep_ms == 0 || n.timestamp() <= keep_deadline || live > retention.bytes)
             };
             if reclaim {
-                live = live.saturating_sub(n.payload().len() as u64 + NODE_SIZE as u64);
+                live = live.saturating_sub(n.payload().len() as u64 + eq.node_cost);
             }
             reclaim
         });

@@ -109,6 +109,9 @@ pub(crate) struct TopicQueue {
     /// heap-only engine).
     #[cfg_attr(loom, allow(dead_code))] // loom models build no durable engine
     pub(crate) stream: u64,
+    /// What the budget counts for each message on top of its payload: its node, and in a
+    /// durable engine its record's headers too ([`node_cost`]).
+    pub(crate) node_cost: u64,
     pub(crate) q: Queue,
     /// Who must see which offsets. Lock order: the queue's head lock, then this.
     pub(crate) holds: Mutex<Holds>,
@@ -127,6 +130,7 @@ impl TopicQueue {
         TopicQueue {
             id,
             stream: u64::from(sid) << 32 | u64::from(id),
+            node_cost: node_cost(sid != 0),
             q: Queue::new(first_offset, reclaimer),
             holds: Mutex::new(Holds::default()),
             bytes_in: CachePadded::new(AtomicU64::new(0)),
@@ -169,7 +173,7 @@ impl TopicQueue {
     /// Records `count` unlinked messages of `bytes` payload in this queue's counters and
     /// returns the bytes (payload + nodes) they released.
     pub(crate) fn account_unlinked(&self, count: u64, payload: u64, evicted: bool) -> u64 {
-        let released = payload + count * NODE_SIZE as u64;
+        let released = payload + count * self.node_cost;
         // Relaxed: statistics and budget counters; no data is published through them.
         self.bytes_out.fetch_add(released, Ordering::Relaxed);
         self.reclaimed.fetch_add(count, Ordering::Relaxed);
@@ -282,6 +286,20 @@ impl Topic {
     pub(crate) fn is_deleted(&self) -> bool {
         // Acquire: pairs with the Release store in `Engine::delete_topic`.
         self.deleted.load(crate::sync::Ordering::Acquire)
+    }
+}
+
+/// Bytes a durable engine's record adds to a message: the record header (32), the message's
+/// entry header (16) and up to 7 bytes of padding to the record's 8-byte alignment (a batch,
+/// one record for all its messages, costs less than this counts).
+pub(crate) const RECORD_OVERHEAD: u64 = 56;
+
+/// What the budget counts for a message on top of its payload.
+pub(crate) const fn node_cost(durable: bool) -> u64 {
+    if durable {
+        NODE_SIZE as u64 + RECORD_OVERHEAD
+    } else {
+        NODE_SIZE as u64
     }
 }
 

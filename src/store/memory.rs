@@ -810,6 +810,14 @@ impl super::StoreSettings for MemoryStore {
 }
 
 impl StoreStats for MemoryStore {
+    fn storage(&self) -> Option<crate::engine::StorageStats> {
+        let mut s = self.engine.storage_stats()?;
+        if let Some(j) = &self.journal {
+            s.journal_bytes += j.stats().mapped_bytes;
+        }
+        Some(s)
+    }
+
     fn used_and_budget(&self) -> (u64, u64) {
         // The budget in force now: `updateBrokerConfig` may have changed it since the start.
         (self.engine.bytes_used(), self.engine.settings().memory_budget)

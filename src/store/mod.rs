@@ -449,6 +449,11 @@ pub trait StoreStats: Send + Sync {
     fn group_figures(&self) -> Vec<GroupFigures> {
         Vec::new()
     }
+    /// The segment files of a store whose state outlives the process; `None` for one that
+    /// keeps nothing.
+    fn storage(&self) -> Option<crate::engine::StorageStats> {
+        None
+    }
 }
 
 /// One queue's figures.

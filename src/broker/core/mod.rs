@@ -93,6 +93,8 @@ pub(crate) struct Core {
     pub(crate) auto_create_limit: usize,
     /// Where topic and group configs are journaled (`store-path-root-dir`), if anywhere.
     pub(crate) journal: Option<journal::ConfigJournal>,
+    /// What the store found in `store-path-root-dir` at start (metrics, runtime info).
+    pub(crate) recovery: Option<crate::engine::EngineRecovery>,
 }
 
 impl std::fmt::Debug for Core {
@@ -155,6 +157,7 @@ impl Core {
             store,
             auto_create_limit: send::AUTO_CREATE_TOPIC_LIMIT,
             journal: None,
+            recovery: None,
         }
     }
 

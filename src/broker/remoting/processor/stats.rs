@@ -139,6 +139,14 @@ pub(crate) fn runtime_info(core: &Core, face: &RemotingState) -> KvTable {
         // Config changes the journal could not write (a full tmpfs): not kept over a restart.
         entries.push(("baijiConfigJournalFailed", j.figures().failed_writes.to_string()));
     }
+    if let (Some(s), Some(r)) = (core.store.storage(), &core.recovery) {
+        entries.push(("baijiStoreSegmentBytes", s.segment_bytes.to_string()));
+        entries.push(("baijiStoreJournalBytes", s.journal_bytes.to_string()));
+        entries.push(("baijiStoreFailedWrites", s.failed_writes.to_string()));
+        entries.push(("baijiStoreRecoveredMessages", r.messages.to_string()));
+        entries.push(("baijiStoreTornRecords", r.torn_records.to_string()));
+        entries.push(("baijiStoreRecoveryMs", r.elapsed.as_millis().to_string()));
+    }
     KvTable { table: entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
 }
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""REPORT.md for benches/wire/shm_vs_heap.sh: the broker with and without its store directory on
+workloads (a) and (b), medians of the repetitions and the shm/heap ratio of each figure, then
+the recovery times. Usage: shm_report.py OUT_DIR"""
+
+import glob
+import json
+import os
+import statistics
+import sys
+
+FIGURES = [
+    ("send p50 (µs)", lambda d: d["send_rtt"]["p50"], "lower"),
+    ("send p99 (µs)", lambda d: d["send_rtt"]["p99"], "lower"),
+    ("e2e p50 (µs)", lambda d: d["e2e"]["p50"], "lower"),
+    ("e2e p99 (µs)", lambda d: d["e2e"]["p99"], "lower"),
+    ("sent/s", lambda d: d["sent_per_s"], "higher"),
+    ("broker CPU µs/msg", lambda d: d["broker"]["cpu_us_per_msg"], "lower"),
+    ("broker RSS after (KiB)", lambda d: d["broker"]["rss_after_kb"], "lower"),
+]
+
+
+def main(out):
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(out, "raw", "*.json"))):
+        name = os.path.basename(path)[: -len(".json")]
+        workload, mode, _rep = name.split("-")
+        with open(path) as f:
+            runs.setdefault((workload, mode), []).append(json.load(f))
+    lines = ["# The store directory's cost: shared memory vs heap (issue 26)", ""]
+    meta = os.path.join(out, "meta.md")
+    if os.path.exists(meta):
+        lines += [open(meta).read().strip(), ""]
+    lines += [
+        "Same release broker, started fresh per run, with (`shm`: `--store-path-root-dir` on",
+        "tmpfs) and without (`heap`) its store directory; runs alternate, medians of the",
+        "repetitions; ratio = shm / heap (above 1.00 is a cost for latency and CPU, below 1.00",
+        "for throughput). Raw driver, 128 B messages, 4 queues.",
+        "",
+    ]
+    verdicts = []
+    for workload in sorted({w for w, _ in runs}):
+        heap, shm = runs.get((workload, "heap"), []), runs.get((workload, "shm"), [])
+        if not heap or not shm:
+            continue
+        lines += [
+            f"## Workload ({workload}): {len(heap)} heap and {len(shm)} shm runs",
+            "",
+            "| figure | heap | shm | shm/heap |",
+            "|---|---:|---:|---:|",
+        ]
+        for label, get, better in FIGURES:
+            try:
+                h = statistics.median(get(d) for d in heap)
+                s = statistics.median(get(d) for d in shm)
+            except (KeyError, TypeError):
+                continue
+            ratio = s / h if h else float("nan")
+            lines.append(f"| {label} | {h:,.1f} | {s:,.1f} | {ratio:.3f} |")
+            cost = ratio - 1 if better == "lower" else 1 - ratio
+            verdicts.append((workload, label, cost))
+        lines.append("")
+    if verdicts:
+        worst = max(verdicts, key=lambda v: v[2])
+        lines += [
+            f"Largest cost: workload ({worst[0]}) {worst[1]}: {worst[2] * 100:+.1f} %.",
+            "",
+        ]
+    tsv = os.path.join(out, "recovery.tsv")
+    if os.path.exists(tsv):
+        rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
+        lines += [
+            "## Recovery after SIGKILL",
+            "",
+            "A broker on the directory filled with N retained messages (no group; batches of",
+            "64), killed with SIGKILL, started again: `restore` is the store's own time (from",
+            "the start-up log), `first send` is from the process start to the first answered",
+            "send of a new `baiji bench` process (its own start-up, route lookup and connection",
+            "included), RSS the restarted broker's.",
+            "",
+            "| messages | size | retained | restored | restore | first send | RSS |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in rows[1:]:
+            count, size, retained, restored, restore_s, first_ms, rss = r
+            try:
+                restore = f"{float(restore_s) * 1000:,.0f} ms"
+            except ValueError:
+                restore = restore_s
+            lines.append(
+                f"| {int(count):,} | {size} B | {int(retained) / 2**20:,.0f} MiB | {restored} "
+                f"| {restore} | {first_ms} ms | {rss} KiB |"
+            )
+        lines.append("")
+    with open(os.path.join(out, "REPORT.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
