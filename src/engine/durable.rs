@@ -573,3 +573,103 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod damage_tests {
+    use std::os::unix::fs::FileExt;
+    use std::time::Duration;
+
+    use crate::engine::{Engine, EngineConfig, Message, Retention};
+    use crate::shm::tests::TestDir;
+    use crate::shm::Directory;
+
+    const SEGMENT: usize = 64 << 10;
+
+    fn open(d: &TestDir) -> (Engine, super::EngineRecovery) {
+        let config = EngineConfig {
+            reaper_thread: false,
+            max_message_size: 16 << 10,
+            retention: Retention { time: Duration::from_secs(3600), bytes: u64::MAX },
+            ..EngineConfig::default()
+        };
+        let dir = Directory::open(&d.0, "c/b").expect("directory");
+        Engine::open(config, &dir, SEGMENT).expect("engine")
+    }
+
+    fn message_segments(d: &TestDir) -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&d.0)
+            .expect("dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let f = p.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+                f.starts_with("messages-") && f.ends_with(".seg")
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// 200 messages of 1000 bytes on one queue: about four 64 KiB segments.
+    fn fill(d: &TestDir) {
+        let (e, _) = open(d);
+        e.create_topic("Z", 1).expect("topic");
+        let t = e.topic("Z").expect("handle");
+        for i in 0..200u32 {
+            let mut body = vec![0u8; 1000];
+            body[..4].copy_from_slice(&i.to_le_bytes());
+            t.append(0, Message::new(body)).expect("append");
+        }
+    }
+
+    fn bodies(e: &Engine) -> Vec<(u64, u32)> {
+        let t = e.topic("Z").expect("topic");
+        let first = t.queue_stats(0).expect("stats").min_offset;
+        let mut v = Vec::new();
+        t.read(0, first, usize::MAX, &crate::engine::Filter::All, |m| {
+            let id = u32::from_le_bytes(m.payload[..4].try_into().expect("4 bytes"));
+            v.push((m.offset, id));
+            true
+        })
+        .expect("read");
+        v
+    }
+
+    #[test]
+    fn given_a_corrupted_record_when_reopened_should_skip_only_it() {
+        let d = TestDir::new("durable-corrupt");
+        fill(&d);
+        let first = &message_segments(&d)[0];
+        // A byte inside the first record's payload (after the 128-byte segment header and the
+        // 32-byte record header): its checksum no longer validates.
+        let f = std::fs::OpenOptions::new().write(true).open(first).expect("open segment");
+        f.write_at(&[0xff], 128 + 32 + 20).expect("damage");
+        let (e, r) = open(&d);
+        assert_eq!(r.torn_records, 1, "the damaged record is counted: {r:?}");
+        let got = bodies(&e);
+        assert_eq!(got.len(), 199, "every other message is served");
+        assert!(got.iter().all(|(o, id)| *o == u64::from(*id) && *o != 0), "each at its offset");
+        assert_eq!(r.holes, 1, "its offset is a hole, never reused");
+    }
+
+    #[test]
+    fn given_a_truncated_or_foreign_segment_when_reopened_should_set_it_aside_and_serve_the_rest() {
+        let d = TestDir::new("durable-truncated");
+        fill(&d);
+        let segs = message_segments(&d);
+        assert!(segs.len() >= 3, "several segments: {segs:?}");
+        // The second one truncated (a file cut short), the third one from another directory.
+        let f = std::fs::OpenOptions::new().write(true).open(&segs[1]).expect("open");
+        f.set_len(4096).expect("truncate");
+        let other = TestDir::new("durable-foreign");
+        fill(&other);
+        std::fs::copy(&message_segments(&other)[2], &segs[2]).expect("copy a foreign segment");
+        let (e, r) = open(&d);
+        assert_eq!(r.quarantined.len(), 2, "both set aside with a reason: {:?}", r.quarantined);
+        assert!(r.quarantined.iter().all(|q| !q.reason.is_empty()));
+        let got = bodies(&e);
+        assert!(!got.is_empty() && got.len() < 200, "what is valid is served: {}", got.len());
+        assert!(got.iter().all(|(o, id)| *o == u64::from(*id)), "each at its own offset");
+        let t = e.topic("Z").expect("topic");
+        assert_eq!(t.append(0, Message::new("x")).expect("append").offset, 200, "no reuse");
+    }
+}
