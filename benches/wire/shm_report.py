@@ -17,6 +17,7 @@ FIGURES = [
     ("sent/s", lambda d: d["sent_per_s"], "higher"),
     ("broker CPU µs/msg", lambda d: d["broker"]["cpu_us_per_msg"], "lower"),
     ("broker RSS after (KiB)", lambda d: d["broker"]["rss_after_kb"], "lower"),
+    ("broker RSS idle (KiB)", lambda d: d["broker"]["rss_idle_kb"], "lower"),
 ]
 
 
@@ -66,6 +67,33 @@ def main(out):
             f"Largest cost: workload ({worst[0]}) {worst[1]}: {worst[2] * 100:+.1f} %.",
             "",
         ]
+    dirs = os.path.join(out, "dir_kb.tsv")
+    if os.path.exists(dirs):
+        sizes = {}
+        for l in open(dirs):
+            if l.strip():
+                tag, kb = l.split("\t")
+                sizes[tag] = int(kb or 0)
+        drained = [(t, kb) for t, kb in sorted(sizes.items()) if t.startswith("d-")]
+        if drained:
+            lines += [
+                "## After draining the backlog (workload d)",
+                "",
+                "RSS after the drain (and the settle time) against RSS idle before the run; for",
+                "shm, plus the store directory's size after the drain (its files are RAM too).",
+                "",
+                "| run | RSS idle | RSS after | directory | (RSS after + directory) / idle |",
+                "|---|---:|---:|---:|---:|",
+            ]
+            for tag, kb in drained:
+                for d in runs.get(("d", tag.split("-")[1]), []):
+                    if f"{tag}.json" not in d.get("command", ""):
+                        continue
+                    b = d["broker"]
+                    idle, after = b.get("rss_idle_kb") or 0, b.get("rss_after_kb") or 0
+                    ratio = (after + kb) / idle if idle else float("nan")
+                    lines.append(f"| {tag} | {idle:,} KiB | {after:,} KiB | {kb:,} KiB | {ratio:.3f} |")
+            lines.append("")
     tsv = os.path.join(out, "recovery.tsv")
     if os.path.exists(tsv):
         rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]

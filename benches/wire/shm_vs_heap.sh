@@ -22,7 +22,8 @@ OUT=${OUT:-$ROOT/benches/results/shm}
 REPS=${REPS:-3}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
-WORKLOADS=${WORKLOADS:-"a b"}
+WORKLOADS=${WORKLOADS:-"a b d"}
+BACKLOG=${BACKLOG:-1000000}
 # Recovery cases: COUNT:SIZE (1M x 128 B, and 1 GiB as 1M x 1 KiB).
 RECOVERY=${RECOVERY:-"1000000:128 1048576:1024"}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -66,6 +67,7 @@ workload_args() {
   case "$1" in
     a) echo "--rate 1000 --producers 1 --mode sync --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
     b) echo "--producers 4 --mode async --inflight 16 --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
+    d) echo "--backlog --count $BACKLOG --producers 1 --mode batch --batch 64 --groups 1 --size 128 --queues 4 --warmup 0 --drain-timeout 600 --settle 5" ;;
   esac
 }
 
@@ -78,6 +80,7 @@ main() {
     echo "($(git -C "$ROOT" status --porcelain | wc -l) uncommitted paths), $(nproc) cores,"
     echo "load average at start $(cut -d' ' -f1-3 /proc/loadavg); shm directory $SHM_BASE ($(stat -f -c %T /dev/shm))."
   } >"$OUT/meta.md"
+  : >"$OUT/dir_kb.tsv"
   local modes=(heap shm)
   for rep in $(seq 1 "$REPS"); do
     for w in $WORKLOADS; do
@@ -91,6 +94,8 @@ main() {
         "$BAIJI" bench --driver raw --namesrv "127.0.0.1:$NS" --broker-pid "$PID" --system baiji \
           --workload "$w" --quiet --json "$OUT/raw/$tag.json" $(workload_args "$w") \
           >"$OUT/logs/$tag.txt" 2>&1 || log "run $tag failed; see $OUT/logs/$tag.txt"
+        # The directory's size after the run (workload d: after draining the backlog).
+        printf '%s\t%s\n' "$tag" "$(du -sk "$SHM_BASE" 2>/dev/null | cut -f1 || echo 0)" >>"$OUT/dir_kb.tsv"
         stop
       done
     done

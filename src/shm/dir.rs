@@ -183,6 +183,22 @@ fn allocate(file: &File, size: usize) -> std::io::Result<()> {
     }
 }
 
+/// Gives the pages of a recovered segment's unused tail (`from..size`, only zeros: recovered
+/// segments take no more records) back to the system, keeping the file's size. Best effort: a
+/// filesystem that cannot punch holes keeps them.
+fn punch_tail(path: &Path, from: usize, size: usize) {
+    let from = from.next_multiple_of(4096);
+    if from >= size {
+        return;
+    }
+    let Ok(file) = std::fs::OpenOptions::new().write(true).open(path) else { return };
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: `fallocate` on a valid, open descriptor, with no pointer arguments.
+    let _ = unsafe {
+        libc::fallocate(file.as_raw_fd(), mode, from as libc::off_t, (size - from) as libc::off_t)
+    };
+}
+
 fn valid_owner(owner: &str) -> bool {
     !owner.is_empty()
         && owner.len() <= MAX_OWNER
@@ -357,6 +373,9 @@ impl Directory {
                         continue;
                     }
                     report.segments += 1;
+                    // A segment the last run was filling when it stopped is mostly free space,
+                    // reserved (allocated) when it was made: give that back.
+                    punch_tail(&path, t.used_end, s.size());
                     segments.push(seg);
                 }
             }

@@ -14,13 +14,15 @@ pub(crate) struct SegmentTally {
     pub(crate) torn: u64,
     pub(crate) corrupt: u64,
     pub(crate) regions: u64,
+    /// Where the last record or non-zero byte ended: only zeros follow.
+    pub(crate) used_end: usize,
 }
 
 impl SegmentTally {
     /// Whether the segment held nothing at all (no record, nothing torn, no garbage).
     #[cfg(not(loom))]
     pub(crate) fn is_empty(&self) -> bool {
-        *self == SegmentTally::default()
+        SegmentTally { used_end: 0, ..*self } == SegmentTally::default()
     }
 }
 
@@ -85,5 +87,6 @@ pub(crate) unsafe fn visit_segment(
     // SAFETY: the caller's contract is scan's.
     let tally = unsafe { scan(seg, end, sealed, on_found) };
     t.regions = tally.regions;
+    t.used_end = tally.used_end;
     t
 }

@@ -4,9 +4,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::Waker;
+#[cfg(not(loom))]
+use std::time::Duration;
 
 use bytes::Bytes;
 
+#[cfg(not(loom))]
+use super::pop_state;
 use super::{
     ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup, MessageStore, PopAck,
     PopConsumption, PopOutcome, PopPolicy, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
@@ -439,8 +443,8 @@ impl MemoryStore {
     /// A store whose messages and topics ([`Engine::open`]), topic uids (so message ids stay
     /// valid) and committed offsets live in the directory `dir`, restored from what an earlier
     /// store left there, after a clean stop or a crash alike. Every group with a committed
-    /// offset is subscribed again at once, so the messages above its commit are held for it
-    /// until its consumers come back.
+    /// offset is subscribed again at once, so the messages it has not consumed are held for
+    /// it until its consumers come back (what it consumed is freed at its next commit). Until they are, retention frees nothing (see below).
     ///
     /// # Errors
     /// [`StoreError::Other`] if the configuration is invalid or the directory's logs cannot be
@@ -451,7 +455,17 @@ impl MemoryStore {
         dir: &Directory,
         segment_size: usize,
     ) -> Result<(Self, EngineRecovery), StoreError> {
-        let (engine, recovery) = Engine::open(config, dir, segment_size).map_err(map_err)?;
+        // The reaper runs from the engine's start, before the groups hold again what they held:
+        // under the configured retention it would free at once every restored message older
+        // than it that only a group held (a waiting timer or delay-level message, an
+        // undecided half message, a backlog). So the engine opens with no retention, and gets
+        // the configured one once every group is subscribed again (at the end).
+        let retention = config.retention;
+        let opening = EngineConfig {
+            retention: Retention { time: Duration::from_millis(u64::MAX), bytes: u64::MAX },
+            ..config
+        };
+        let (engine, recovery) = Engine::open(opening, dir, segment_size).map_err(map_err)?;
         let (journal, _) = Journal::open(dir, "store", 1 << 20).map_err(store_error)?;
         let journal = Arc::new(journal);
         let mut uids: HashMap<String, u32> = HashMap::new();
@@ -509,11 +523,77 @@ impl MemoryStore {
                 journal.delete(&k).map_err(store_error)?;
                 continue;
             };
-            let group = store.group(&key.0, &key.1, Mode::Clustering).ok();
-            // Holds and acknowledgements as the commit made them before the restart.
-            let _ = commit_offset(&store.offsets, &t, group.as_ref(), (&key.0, key.2, offset));
+            if offset > t.offsets_end() {
+                // Beyond what the queue holds (its last segments were set aside): keep the
+                // client's view, nothing to hold.
+                lock(&store.offsets.map).insert(key, offset);
+                continue;
+            }
+            // The group holds what it has not consumed until its consumers are back. Its
+            // commit is not applied as acknowledgements here: that happens with the next
+            // commit, after the layer above has set each topic's settings (keeping
+            // acknowledged messages, `Core::open`), so nothing is freed that a running
+            // broker would have kept.
+            let _ = store.group(&key.0, &key.1, Mode::Clustering);
+            lock(&store.offsets.map).insert(key, offset);
         }
+        // After the commits: a POP group gets back what it acknowledged and what it had in
+        // flight (`pop_state`), then every change is journaled from now on.
+        store.restore_pop_state(&journal);
+        store
+            .engine
+            .set_pop_journal(Arc::new(pop_state::PopRecords::new(Arc::clone(&journal))))
+            .map_err(map_err)?;
+        let settings = crate::engine::Settings { retention, ..store.engine.settings() };
+        store.engine.apply_settings(settings).map_err(map_err)?;
         Ok((store, recovery))
+    }
+
+    /// Gives every group with POP records in `journal` its POP state back (see
+    /// [`pop_state`]); records it cannot put back are deleted. Returns the in-flight entries
+    /// put back.
+    #[cfg(not(loom))]
+    fn restore_pop_state(&self, journal: &Journal) -> usize {
+        let mut restored = 0;
+        for ((group, topic), queues) in pop_state::read(journal) {
+            if self.handle(&topic).is_none() {
+                pop_state::forget_subscription(journal, &group, &topic);
+                continue;
+            }
+            let g = match self.group(&group, &topic, Mode::Clustering) {
+                Ok(g) => g,
+                Err(e) => {
+                    // Kept for the next start (a cap on subscriptions, say).
+                    #[cfg(feature = "broker")]
+                    tracing::warn!(%group, %topic, error = %e, "POP state not restored");
+                    let _ = e;
+                    continue;
+                }
+            };
+            for (queue, records) in queues {
+                let entry_key = |off: u64| pop_state::entry_key(&group, &topic, queue, off);
+                let (gone, position) = match records.position {
+                    // Entries without a position (a crash between their records and it):
+                    // delivered again as new messages.
+                    None => (records.entries.iter().map(|(o, _)| *o).collect(), None),
+                    Some(p) => match g.restore_pop(queue, p, &records.entries) {
+                        Ok(r) => {
+                            restored += r.inflight;
+                            (r.dropped, None)
+                        }
+                        // A queue the topic no longer has.
+                        Err(_) => (
+                            records.entries.iter().map(|(o, _)| *o).collect(),
+                            pop_state::position_key(&group, &topic, queue),
+                        ),
+                    },
+                };
+                let keys: Vec<Vec<u8>> =
+                    gone.into_iter().filter_map(entry_key).chain(position).collect();
+                pop_state::forget(journal, keys.iter().map(|k| &k[..]));
+            }
+        }
+        restored
     }
 
     /// The engine underneath (statistics and tests).
