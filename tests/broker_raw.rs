@@ -32,6 +32,8 @@ mod admin_lists;
 mod admin_stats;
 #[path = "broker_raw/batch.rs"]
 mod batch;
+#[path = "broker_raw/crash_suite.rs"]
+mod crash_suite;
 #[path = "broker_raw/fast.rs"]
 mod fast;
 #[path = "broker_raw/hardening.rs"]

@@ -1,0 +1,1187 @@
+//! The restart suite of issue 26: the real binary on a `--store-path-root-dir`, under a mixed
+//! load of raw frames from concurrent connections (sync sends, batches, commits, queries and
+//! read-back pulls), is killed with SIGKILL at seeded points and started again with the same
+//! command on the same directory and ports, 22 times in one run. A model keeps everything the
+//! broker acknowledged; after every restart each acknowledged message must be at its queue and
+//! offset, intact (body, flag, the properties sent, born time, and the store time and msgId first
+//! read), every acknowledged commit must read back, a batch must be whole or absent, a send that
+//! got no answer may be present only intact and once, and no new send may take an offset that
+//! held an acknowledged message. The load's groups subscribe to the topics and commit, so the
+//! broker runs with `--keep-acknowledged-secs` (and `--retention-secs`) of an hour: nothing it
+//! acknowledged may be freed during the run, before or after a restart.
+//!
+//! Each kill waits, once the cycle's seeded load time has passed, for the next send to be
+//! written, then SIGKILLs the broker a seeded 0–600 µs later from the sender's thread: while the
+//! broker reads, stores or answers that send. Cycle 0 checks the model against the live broker
+//! before any kill (the harness's own sanity check). `BAIJI_CRASH_SEED` (decimal or `0x` hex)
+//! replays a run's choices (load mix, kill points; the interleaving of the connections is the
+//! machine's), `BAIJI_CRASH_KILLS` changes the number of kills (22).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use baiji::remoting::header::{SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader};
+use baiji::remoting::message::{encode_batch_entry, DecodedMessage};
+use bytes::Bytes;
+
+use super::restart::{binary_command, free_port, wait_listening, StoreDir};
+use super::*;
+
+#[path = "../common/rng.rs"]
+mod rng;
+use rng::Rng;
+
+const DEFAULT_SEED: u64 = 0x0026_C0DE_5EED;
+const DEFAULT_KILLS: usize = 22;
+/// The topics and their queues.
+const TOPICS: [(&str, i32); 3] = [("CrashA", 4), ("CrashB", 3), ("CrashC", 2)];
+/// Concurrent connections sending (each also commits for its own group and reads back).
+const WORKERS: u64 = 3;
+/// Flags beyond `binary_command`'s: nothing is freed by age or by acknowledgement while the
+/// suite runs, and a check pulls up to 1024 messages at once.
+const BROKER_FLAGS: [&str; 8] = [
+    "--retention-secs",
+    "3600",
+    "--keep-acknowledged-secs",
+    "3600",
+    "--max-transfer-count-on-message-in-memory",
+    "1024",
+    "--max-transfer-bytes-on-message-in-memory",
+    "8m",
+];
+/// Messages asked per pull of a check.
+const SCAN_BATCH: i32 = 1024;
+const READER_GROUP: &str = "crash_reader";
+
+/// Where the suite is, for every message it prints.
+#[derive(Clone, Copy)]
+struct Ctx {
+    seed: u64,
+    cycle: usize,
+}
+
+impl Ctx {
+    /// "after restart" or, in cycle 0, "on the live broker before any kill".
+    fn when(&self) -> String {
+        if self.cycle == 0 {
+            "on the live broker before any kill".into()
+        } else {
+            "after restart".into()
+        }
+    }
+}
+
+impl fmt::Display for Ctx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seed {:#x}, cycle {}", self.seed, self.cycle)
+    }
+}
+
+/// One message as it was sent.
+#[derive(Debug, Clone)]
+struct Sent {
+    uniq: String,
+    topic: &'static str,
+    queue: i32,
+    body: Bytes,
+    flag: i32,
+    born: i64,
+    /// The properties sent (the broker may add its own).
+    props: Vec<(String, String)>,
+    cycle: usize,
+    /// `(index, length)` of its batch.
+    batch: Option<(usize, usize)>,
+}
+
+impl Sent {
+    fn describe(&self) -> String {
+        let batch = match self.batch {
+            Some((i, n)) => format!(", message {} of a batch of {n}", i + 1),
+            None => String::new(),
+        };
+        format!("UNIQ_KEY {}, sent in cycle {}{batch}", self.uniq, self.cycle)
+    }
+}
+
+/// A message the model knows the broker holds.
+#[derive(Debug)]
+struct Held {
+    sent: Sent,
+    /// The msgId of the send's answer (`None`: the send was not answered, the message was
+    /// found after a restart).
+    msg_id: Option<String>,
+    /// The store timestamp of its first read.
+    store_ts: Option<i64>,
+}
+
+impl Held {
+    fn describe(&self) -> String {
+        match &self.msg_id {
+            Some(id) => format!("{}, answered msgId {id}", self.sent.describe()),
+            None => format!("{} (not answered; found after a restart)", self.sent.describe()),
+        }
+    }
+}
+
+/// The last acknowledged commit of a (group, topic, queue), and one sent but not answered.
+#[derive(Debug, Clone, Copy, Default)]
+struct Commit {
+    acked: Option<i64>,
+    pending: Option<i64>,
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    sends: u64,
+    batches: u64,
+    batch_messages: u64,
+    commits: u64,
+    reads: u64,
+    queries: u64,
+}
+
+type QueueKey = (&'static str, i32);
+type CommitKey = (String, &'static str, i32);
+
+/// Everything the broker acknowledged, and what is still undecided.
+#[derive(Debug, Default)]
+struct Model {
+    queues: BTreeMap<QueueKey, BTreeMap<i64, Held>>,
+    /// Where each held message is, by UNIQ_KEY.
+    at: HashMap<String, (QueueKey, i64)>,
+    /// Sends (one message or a whole batch) that got no answer before a kill.
+    unknown: Vec<Vec<Sent>>,
+    /// Unanswered sends found absent after a restart (by UNIQ_KEY: the cycle of that check):
+    /// they must never show up later.
+    lost: HashMap<String, usize>,
+    commits: BTreeMap<CommitKey, Commit>,
+    /// What the load found wrong on the live broker.
+    problems: Vec<Problem>,
+    stats: Stats,
+}
+
+impl Model {
+    fn hold(&mut self, ctx: Ctx, offset: i64, held: Held) {
+        let key = (held.sent.topic, held.sent.queue);
+        let uniq = held.sent.uniq.clone();
+        let now = held.sent.describe();
+        if let Some(old) = self.queues.entry(key).or_default().insert(offset, held) {
+            self.problems.push(Problem::new(
+                ctx,
+                "an offset that held an acknowledged message was given to another",
+                key,
+                offset,
+                format!("it held {} and now answers for {now}", old.sent.describe()),
+            ));
+            self.at.remove(&old.sent.uniq);
+        }
+        self.at.insert(uniq, (key, offset));
+    }
+
+    fn next_offset(&self, key: QueueKey) -> i64 {
+        self.queues.get(&key).and_then(|q| q.keys().next_back()).map_or(0, |o| o + 1)
+    }
+}
+
+/// One thing found wrong.
+#[derive(Debug)]
+struct Problem {
+    kind: String,
+    line: String,
+}
+
+impl Problem {
+    fn new(ctx: Ctx, kind: &str, (topic, queue): QueueKey, offset: i64, what: String) -> Problem {
+        Problem {
+            kind: kind.to_owned(),
+            line: format!("{ctx}: {kind}: topic {topic} queue {queue} offset {offset}: {what}"),
+        }
+    }
+
+    fn other(ctx: Ctx, kind: &str, what: String) -> Problem {
+        Problem { kind: kind.to_owned(), line: format!("{ctx}: {kind}: {what}") }
+    }
+}
+
+/// Panics with every problem (counted by kind, the first ones in full) if there is any.
+fn assert_no_problems(ctx: Ctx, problems: &[Problem], checked: &Checked) {
+    if problems.is_empty() {
+        return;
+    }
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in problems {
+        *kinds.entry(&p.kind).or_default() += 1;
+    }
+    let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} × {k}")).collect();
+    let first: Vec<&str> = problems.iter().take(15).map(|p| p.line.as_str()).collect();
+    let missing = if checked.missing.is_empty() {
+        String::new()
+    } else {
+        format!("\nmissing, by queue:\n  {}", checked.missing.join("\n  "))
+    };
+    panic!(
+        "{ctx} (replay: BAIJI_CRASH_SEED={:#x}): {} problems {} ({checked}): {}{missing}\n\
+         first ones:\n  {}",
+        ctx.seed,
+        problems.len(),
+        ctx.when(),
+        counts.join(", "),
+        first.join("\n  ")
+    );
+}
+
+/// A connection that may die with the broker: every call answers or says `Lost`.
+struct Link {
+    stream: TcpStream,
+    buf: BytesMut,
+    opaque: i32,
+}
+
+#[derive(Debug)]
+struct Lost;
+
+impl Link {
+    async fn open(addr: SocketAddr) -> Result<Link, Lost> {
+        let stream = TcpStream::connect(addr).await.map_err(|_| Lost)?;
+        let _ = stream.set_nodelay(true);
+        Ok(Link { stream, buf: BytesMut::new(), opaque: 0 })
+    }
+
+    async fn call(&mut self, cmd: RemotingCommand) -> Result<RemotingCommand, Lost> {
+        let opaque = self.send(cmd).await?;
+        self.answer(opaque).await
+    }
+
+    /// Writes `cmd` with a fresh opaque, which it returns.
+    async fn send(&mut self, mut cmd: RemotingCommand) -> Result<i32, Lost> {
+        self.opaque += 1;
+        cmd.opaque = self.opaque;
+        let mut out = BytesMut::new();
+        cmd.encode(&mut out).expect("an encodable command");
+        self.stream.write_all(&out).await.map_err(|_| Lost)?;
+        Ok(cmd.opaque)
+    }
+
+    /// The answer to the request written with `opaque` (the last one written).
+    async fn answer(&mut self, opaque: i32) -> Result<RemotingCommand, Lost> {
+        loop {
+            if let Some(r) =
+                RemotingCommand::decode(&mut self.buf).expect("the broker sends valid frames")
+            {
+                if r.is_response() {
+                    assert_eq!(r.opaque, opaque, "an answer echoes its request's opaque");
+                    return Ok(r);
+                }
+                continue;
+            }
+            match tokio::time::timeout(PATIENCE, self.stream.read_buf(&mut self.buf)).await {
+                Err(_) => panic!("request {opaque} was not answered within {PATIENCE:?}"),
+                Ok(Ok(0) | Err(_)) => return Err(Lost),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+/// Where the kill waits: once armed, the next send written SIGKILLs the broker `delay` later,
+/// from the sender's own thread, so the kill lands while the broker reads, stores or answers it.
+#[derive(Default)]
+struct Trip {
+    /// The broker's pid and the delay.
+    armed: Mutex<Option<(u32, Duration)>>,
+    fired: tokio::sync::Notify,
+}
+
+impl Trip {
+    fn sent(&self) {
+        let Some((pid, delay)) = self.armed.lock().map(|mut a| a.take()).unwrap_or_default() else {
+            return;
+        };
+        let until = std::time::Instant::now() + delay;
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let pid = libc::pid_t::try_from(pid).expect("a pid");
+        // SAFETY: kill(2) with a pid of our own unreaped child (the caller reaps it after
+        // `fired`) and a valid signal; it touches no memory of this process.
+        let killed = unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_eq!(killed, 0, "SIGKILL the broker (pid {pid})");
+        self.fired.notify_one();
+    }
+}
+
+/// The properties string of `props` (`k\u{1}v\u{2}` each).
+fn props_string(props: &[(String, String)]) -> String {
+    props.iter().map(|(k, v)| format!("{k}\u{1}{v}\u{2}")).collect()
+}
+
+fn parse_props(bytes: &[u8]) -> HashMap<String, String> {
+    String::from_utf8_lossy(bytes)
+        .split('\u{2}')
+        .filter_map(|p| p.split_once('\u{1}'))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn uniq_of(r: &DecodedMessage) -> Option<String> {
+    parse_props(&r.properties).remove("UNIQ_KEY")
+}
+
+/// A record read back, its properties parsed.
+struct Rec {
+    m: DecodedMessage,
+    props: HashMap<String, String>,
+}
+
+impl Rec {
+    fn new(m: DecodedMessage) -> Rec {
+        let props = parse_props(&m.properties);
+        Rec { m, props }
+    }
+
+    fn uniq(&self) -> Option<&str> {
+        self.props.get("UNIQ_KEY").map(String::as_str)
+    }
+}
+
+/// A SEND_MESSAGE_V2 (310) or SEND_BATCH_MESSAGE (320) with the V2 (one-letter) header.
+fn send_cmd(code: i32, m: &Sent, properties: &str, body: Bytes) -> RemotingCommand {
+    let h = SendMessageRequestHeader {
+        producer_group: "crash_producer",
+        topic: m.topic,
+        default_topic: "TBW102",
+        default_topic_queue_nums: 4,
+        queue_id: m.queue,
+        sys_flag: 0,
+        born_timestamp: m.born,
+        flag: if code == rc::SEND_BATCH_MESSAGE { 0 } else { m.flag },
+        properties,
+        reconsume_times: 0,
+        unit_mode: false,
+        max_reconsume_times: None,
+        batch: code == rc::SEND_BATCH_MESSAGE,
+        broker_name: None,
+    };
+    let mut ext = ExtFields::new();
+    h.write_ext_fields_as(&mut ext, SendHeaderVersion::V2);
+    request(code, ext).with_body(body)
+}
+
+fn pull_cmd(topic: &str, queue: i32, offset: i64, max: i32) -> RemotingCommand {
+    let mut cmd = pull_request(READER_GROUP, topic, queue, offset, 0, pull_sys_flag::SUBSCRIPTION);
+    cmd.ext_fields.insert_i64("maxMsgNums", i64::from(max));
+    cmd
+}
+
+fn query_cmd(group: &str, topic: &str, queue: i32) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    ext.insert("consumerGroup", group);
+    ext.insert("topic", topic);
+    ext.insert_i64("queueId", i64::from(queue));
+    ext.insert("setZeroIfNotFound", "false");
+    request(rc::QUERY_CONSUMER_OFFSET, ext)
+}
+
+/// A heartbeat making `group` a clustering consumer of every topic of the suite.
+fn heartbeat_cmd(client: &str, group: &str) -> RemotingCommand {
+    let subs: Vec<String> = TOPICS
+        .iter()
+        .map(|(t, _)| {
+            format!(
+                r#"{{"classFilterMode":false,"topic":"{t}","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}}"#
+            )
+        })
+        .collect();
+    let body = format!(
+        r#"{{"clientID":"{client}","producerDataSet":[{{"groupName":"crash_producer"}}],"consumerDataSet":[{{"groupName":"{group}","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{}],"unitMode":false}}],"heartbeatFingerprint":0,"withoutSub":false}}"#,
+        subs.join(",")
+    );
+    request(rc::HEART_BEAT, ExtFields::new()).with_body(body.into_bytes())
+}
+
+fn number(r: &RemotingCommand, key: &str) -> Option<i64> {
+    r.ext_fields.get(key).and_then(|v| v.parse().ok())
+}
+
+/// UNIQ_KEYs unique in the run: 32 hex digits.
+fn next_uniq(seed: u64) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{:016X}{:016X}", seed, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// One load connection.
+struct Worker {
+    id: u64,
+    ctx: Ctx,
+    rng: Rng,
+    link: Link,
+    group: String,
+    model: Arc<Mutex<Model>>,
+    trip: Arc<Trip>,
+}
+
+impl Worker {
+    fn model(&self) -> std::sync::MutexGuard<'_, Model> {
+        self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn problem(&self, p: Problem) {
+        self.model().problems.push(p);
+    }
+
+    fn pick(&mut self) -> QueueKey {
+        let (topic, queues) = TOPICS[self.rng.below(TOPICS.len() as u64) as usize];
+        (topic, self.rng.below(queues as u64) as i32)
+    }
+
+    fn message(
+        &mut self,
+        (topic, queue): QueueKey,
+        born: i64,
+        batch: Option<(usize, usize)>,
+    ) -> Sent {
+        let rng = &mut self.rng;
+        let uniq = next_uniq(self.ctx.seed);
+        let len = if rng.below(20) == 0 { 2048 + rng.below(16_384) } else { 1 + rng.below(300) };
+        let mut body = Vec::with_capacity(len as usize + 8);
+        while body.len() < len as usize {
+            body.extend_from_slice(&rng.next().to_le_bytes());
+        }
+        body.truncate(len as usize);
+        let mut props = vec![
+            ("TAGS".to_owned(), format!("Tag{}", rng.below(5))),
+            ("KEYS".to_owned(), format!("k{} k{}", rng.below(1000), rng.below(1000))),
+            ("UNIQ_KEY".to_owned(), uniq.clone()),
+            ("WAIT".to_owned(), "true".to_owned()),
+            ("crash_cycle".to_owned(), self.ctx.cycle.to_string()),
+            ("crash_worker".to_owned(), self.id.to_string()),
+        ];
+        for i in 0..rng.below(3) {
+            let accent = if rng.below(4) == 0 { "-ünï€" } else { "" };
+            props.push((format!("p{i}"), format!("{:x}{accent}", rng.next())));
+        }
+        if let Some((i, n)) = batch {
+            props.push(("crash_batch".to_owned(), format!("{}/{n}", i + 1)));
+        }
+        Sent {
+            uniq,
+            topic,
+            queue,
+            body: Bytes::from(body),
+            flag: rng.next() as i32,
+            born,
+            props,
+            cycle: self.ctx.cycle,
+            batch,
+        }
+    }
+
+    fn born(&mut self) -> i64 {
+        1_600_000_000_000 + self.rng.below(300_000_000_000) as i64
+    }
+
+    async fn run(mut self, stop: Arc<AtomicBool>) {
+        let client = format!("127.0.0.1@crash{}", self.id);
+        match self.link.call(heartbeat_cmd(&client, &self.group)).await {
+            Err(Lost) => return,
+            Ok(r) if r.code != code::SUCCESS => {
+                let p = Problem::other(self.ctx, "heartbeat refused", format!("{r:?}"));
+                return self.problem(p);
+            }
+            Ok(_) => {}
+        }
+        while !stop.load(Ordering::Relaxed) {
+            let step = match self.rng.below(100) {
+                0..=54 => self.single().await,
+                55..=79 => self.batch().await,
+                80..=94 => self.commit().await,
+                _ => self.query().await,
+            };
+            if step.is_err() {
+                return;
+            }
+            // Paced, so that a run's messages stay few enough to check them all after each
+            // restart (about 1,000 per second of load; 20,000 to 25,000 in a run).
+            tokio::time::sleep(Duration::from_millis(1 + self.rng.below(4))).await;
+        }
+    }
+
+    /// Writes a send (firing an armed kill) and reads its answer.
+    async fn send(&mut self, cmd: RemotingCommand) -> Result<RemotingCommand, Lost> {
+        let opaque = self.link.send(cmd).await?;
+        self.trip.sent();
+        self.link.answer(opaque).await
+    }
+
+    /// A SEND_MESSAGE_V2, then a pull of it.
+    async fn single(&mut self) -> Result<(), Lost> {
+        let key = self.pick();
+        let born = self.born();
+        let m = self.message(key, born, None);
+        let cmd = send_cmd(rc::SEND_MESSAGE_V2, &m, &props_string(&m.props), m.body.clone());
+        let r = match self.send(cmd).await {
+            Ok(r) => r,
+            Err(Lost) => {
+                self.model().unknown.push(vec![m]);
+                return Err(Lost);
+            }
+        };
+        let Some(offset) = self.answered(&r, key, 1) else { return Ok(()) };
+        let msg_id = r.ext_fields.get("msgId").unwrap_or_default().to_owned();
+        let uniq = m.uniq.clone();
+        {
+            let mut model = self.model();
+            model.stats.sends += 1;
+            model.hold(self.ctx, offset, Held { sent: m, msg_id: Some(msg_id), store_ts: None });
+        }
+        self.read_back(key, offset, &[uniq]).await
+    }
+
+    /// A SEND_BATCH_MESSAGE of 2 to 6 messages, then a pull of them.
+    async fn batch(&mut self) -> Result<(), Lost> {
+        let key = self.pick();
+        let born = self.born();
+        let n = 2 + self.rng.below(5) as usize;
+        let msgs: Vec<Sent> = (0..n).map(|i| self.message(key, born, Some((i, n)))).collect();
+        let mut body = BytesMut::new();
+        for m in &msgs {
+            encode_batch_entry(&mut body, m.flag, &m.body, props_string(&m.props).as_bytes())
+                .expect("an encodable batch entry");
+        }
+        let cmd = send_cmd(rc::SEND_BATCH_MESSAGE, &msgs[0], "WAIT\u{1}true\u{2}", body.freeze());
+        let r = match self.send(cmd).await {
+            Ok(r) => r,
+            Err(Lost) => {
+                self.model().unknown.push(msgs);
+                return Err(Lost);
+            }
+        };
+        let Some(first) = self.answered(&r, key, n) else { return Ok(()) };
+        let ids: Vec<String> =
+            r.ext_fields.get("msgId").unwrap_or_default().split(',').map(str::to_owned).collect();
+        if ids.len() != n {
+            let what = format!("the answer has {} msgIds for {n} messages: {r:?}", ids.len());
+            self.problem(Problem::new(
+                self.ctx,
+                "a batch's answer is incomplete",
+                key,
+                first,
+                what,
+            ));
+        }
+        let uniqs: Vec<String> = msgs.iter().map(|m| m.uniq.clone()).collect();
+        {
+            let mut model = self.model();
+            model.stats.batches += 1;
+            model.stats.batch_messages += n as u64;
+            for (i, m) in msgs.into_iter().enumerate() {
+                let held = Held { sent: m, msg_id: ids.get(i).cloned(), store_ts: None };
+                model.hold(self.ctx, first + i as i64, held);
+            }
+        }
+        self.read_back(key, first, &uniqs).await
+    }
+
+    /// The offset a send was stored at, or `None` (a problem noted) if it was refused or
+    /// answered oddly.
+    fn answered(&self, r: &RemotingCommand, key: QueueKey, n: usize) -> Option<i64> {
+        let offset = number(r, "queueOffset");
+        let queue = number(r, "queueId");
+        match offset {
+            Some(o) if r.code == code::SUCCESS && queue == Some(i64::from(key.1)) => Some(o),
+            _ => {
+                let what = format!("a send of {n} message(s) was answered {r:?}");
+                self.problem(Problem::other(self.ctx, "a send was refused", what));
+                None
+            }
+        }
+    }
+
+    /// Pulls what was just acknowledged at `first..` and keeps its store timestamp.
+    async fn read_back(&mut self, key: QueueKey, first: i64, uniqs: &[String]) -> Result<(), Lost> {
+        let n = uniqs.len() as i32;
+        let r = self.link.call(pull_cmd(key.0, key.1, first, n)).await?;
+        let records = if r.code == code::SUCCESS {
+            decode_records(&r.body).expect("a valid pull body")
+        } else {
+            Vec::new()
+        };
+        let mut model = self.model();
+        model.stats.reads += 1;
+        for (i, uniq) in uniqs.iter().enumerate() {
+            let offset = first + i as i64;
+            let found = records.iter().find(|m| m.queue_offset == offset);
+            match found {
+                Some(m) if uniq_of(m).as_deref() == Some(uniq.as_str()) => {
+                    if let Some(h) = model.queues.get_mut(&key).and_then(|q| q.get_mut(&offset)) {
+                        if h.sent.uniq == *uniq && h.store_ts.is_none() {
+                            h.store_ts = Some(m.store_timestamp);
+                        }
+                    }
+                }
+                other => {
+                    let what = format!(
+                        "UNIQ_KEY {uniq}: the pull right after its send answered {} and found {:?}",
+                        r.code,
+                        other.map(uniq_of)
+                    );
+                    let kind = "an acknowledged message is not readable right after its send";
+                    model.problems.push(Problem::new(self.ctx, kind, key, offset, what));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An UPDATE_CONSUMER_OFFSET of this worker's group (only this worker commits for it).
+    async fn commit(&mut self) -> Result<(), Lost> {
+        let key = self.pick();
+        let end = self.model().next_offset(key);
+        let offset =
+            if self.rng.below(2) == 0 { end } else { self.rng.below(end as u64 + 1) as i64 };
+        let ck = (self.group.clone(), key.0, key.1);
+        self.model().commits.entry(ck.clone()).or_default().pending = Some(offset);
+        let h = UpdateConsumerOffsetRequestHeader {
+            consumer_group: &self.group,
+            topic: key.0,
+            queue_id: key.1,
+            commit_offset: offset,
+        };
+        let r = self.link.call(request(rc::UPDATE_CONSUMER_OFFSET, h.to_ext_fields())).await?;
+        let mut model = self.model();
+        let c = model.commits.entry(ck).or_default();
+        c.pending = None;
+        if r.code == code::SUCCESS {
+            c.acked = Some(offset);
+            model.stats.commits += 1;
+        } else {
+            let what = format!("group {} commit {offset}: {r:?}", self.group);
+            model.problems.push(Problem::new(self.ctx, "a commit was refused", key, offset, what));
+        }
+        Ok(())
+    }
+
+    /// A QUERY_CONSUMER_OFFSET of one of this worker's acknowledged commits.
+    async fn query(&mut self) -> Result<(), Lost> {
+        let key = self.pick();
+        let ck = (self.group.clone(), key.0, key.1);
+        let Some(Commit { acked: Some(want), pending: None }) =
+            self.model().commits.get(&ck).copied()
+        else {
+            return Ok(());
+        };
+        let r = self.link.call(query_cmd(&self.group, key.0, key.1)).await?;
+        let mut model = self.model();
+        model.stats.queries += 1;
+        if r.code != code::SUCCESS || number(&r, "offset") != Some(want) {
+            let what = format!("group {} committed {want}, the broker answers {r:?}", self.group);
+            let kind = "a committed offset reads back otherwise on the live broker";
+            model.problems.push(Problem::new(self.ctx, kind, key, want, what));
+        }
+        Ok(())
+    }
+}
+
+/// The broker process; killed when dropped (a failing suite leaves nothing running).
+struct Broker {
+    child: Child,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The last `n` lines of `log`.
+fn log_tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Starts the binary on `dir` and the given ports (again), its output appended to `log`.
+/// Tries a few times: a port of the killed process may still be held for a moment.
+async fn start(
+    ctx: Ctx,
+    dir: &Path,
+    (addr, namesrv): (SocketAddr, SocketAddr),
+    log: &Path,
+) -> Broker {
+    let mut exits = Vec::new();
+    for _ in 0..5 {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open the broker's log");
+        let err = out.try_clone().expect("the log again");
+        let mut child = binary_command(dir, addr, namesrv)
+            .args(BROKER_FLAGS)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn the baiji binary");
+        // Recovery of a debug build may take seconds: more patience than for a first start.
+        match wait_listening(&mut child, addr, Duration::from_secs(60)).await {
+            None => return Broker { child },
+            Some(status) => exits.push(status),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!(
+        "{ctx}: the broker did not start again on {addr} ({exits:?}); its log ends with:\n{}",
+        log_tail(log, 30)
+    );
+}
+
+/// How a load phase ends.
+enum End<'a> {
+    /// Every request is answered.
+    Drain,
+    /// SIGKILL `broker` `delay` after the first send written once `load` has passed.
+    Kill { broker: &'a mut Broker, delay: Duration },
+}
+
+/// Runs the load for `load`, then ends it as `end` says; returns the sends left unanswered.
+async fn run_load(
+    ctx: Ctx,
+    addr: SocketAddr,
+    model: &Arc<Mutex<Model>>,
+    load: Duration,
+    end: End<'_>,
+) -> usize {
+    let stop = Arc::new(AtomicBool::new(false));
+    let trip = Arc::new(Trip::default());
+    let before = lock(model).unknown.len();
+    let mut handles = Vec::new();
+    for id in 0..WORKERS {
+        let link = Link::open(addr).await.unwrap_or_else(|_| panic!("{ctx}: connect to {addr}"));
+        let w = Worker {
+            id,
+            ctx,
+            rng: Rng(
+                ctx.seed ^ (((ctx.cycle as u64) << 8) | id).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ),
+            link,
+            group: format!("crash_g{id}"),
+            model: Arc::clone(model),
+            trip: Arc::clone(&trip),
+        };
+        handles.push(tokio::spawn(w.run(Arc::clone(&stop))));
+    }
+    tokio::time::sleep(load).await;
+    if let End::Kill { broker, delay } = end {
+        *trip.armed.lock().expect("the trip") = Some((broker.child.id(), delay));
+        let fired = tokio::time::timeout(Duration::from_secs(2), trip.fired.notified()).await;
+        if fired.is_err() {
+            // A load that sent nothing for so long is killed all the same.
+            trip.armed.lock().expect("the trip").take();
+            broker.child.kill().expect("SIGKILL the broker");
+        }
+        broker.child.wait().expect("reap the broker");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        if let Err(e) = tokio::time::timeout(PATIENCE, h).await.expect("the load stops") {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+    lock(model).unknown.len() - before
+}
+
+fn lock(model: &Mutex<Model>) -> std::sync::MutexGuard<'_, Model> {
+    model.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn must(ctx: Ctx, link: &mut Link, cmd: RemotingCommand) -> RemotingCommand {
+    let code = cmd.code;
+    link.call(cmd)
+        .await
+        .unwrap_or_else(|_| panic!("{ctx}: the broker went away during the check (request {code})"))
+}
+
+/// Every record of a queue (offset → record), and the queue's end.
+async fn scan(ctx: Ctx, link: &mut Link, (topic, queue): QueueKey) -> (i64, BTreeMap<i64, Rec>) {
+    let r = must(ctx, link, max_offset_request(topic, queue)).await;
+    let end =
+        number(&r, "offset").unwrap_or_else(|| panic!("{ctx}: the end of {topic}/{queue}: {r:?}"));
+    let mut records = BTreeMap::new();
+    let mut offset = 0;
+    while offset < end {
+        let r = must(ctx, link, pull_cmd(topic, queue, offset, SCAN_BATCH)).await;
+        if r.code == code::SUCCESS {
+            for m in decode_records(&r.body).expect("a valid pull body") {
+                records.insert(m.queue_offset, Rec::new(m));
+            }
+        }
+        // Holes (offsets of sends never answered) and a moved first offset are stepped over.
+        let moves = [
+            code::SUCCESS,
+            code::PULL_OFFSET_MOVED,
+            code::PULL_RETRY_IMMEDIATELY,
+            code::PULL_NOT_FOUND,
+        ];
+        let next = number(&r, "nextBeginOffset").unwrap_or(offset);
+        if moves.contains(&r.code) && next > offset {
+            offset = next;
+            continue;
+        }
+        assert!(
+            r.code == code::PULL_NOT_FOUND,
+            "{ctx}: reading {topic}/{queue} at {offset} (end {end}) is answered {r:?}"
+        );
+        break;
+    }
+    (end, records)
+}
+
+/// What differs between a held message and the record read at its place.
+fn differences(h: &Held, rec: &Rec) -> Vec<String> {
+    let (s, r) = (&h.sent, &rec.m);
+    let mut d = Vec::new();
+    if r.topic != s.topic || r.queue_id != s.queue {
+        d.push(format!("it is of {}/{}", r.topic, r.queue_id));
+    }
+    if r.body != s.body {
+        let at = r.body.iter().zip(s.body.iter()).position(|(a, b)| a != b);
+        d.push(format!(
+            "body differs (sent {} bytes, read {}, first difference at {at:?})",
+            s.body.len(),
+            r.body.len()
+        ));
+    }
+    if !r.body_crc_matches() {
+        d.push("its body CRC does not match".into());
+    }
+    if r.flag != s.flag {
+        d.push(format!("flag {} (sent {})", r.flag, s.flag));
+    }
+    if r.born_timestamp != s.born {
+        d.push(format!("born timestamp {} (sent {})", r.born_timestamp, s.born));
+    }
+    for (k, v) in &s.props {
+        match rec.props.get(k) {
+            None => d.push(format!("property {k} missing (sent {v:?})")),
+            Some(g) if g != v => d.push(format!("property {k} is {g:?} (sent {v:?})")),
+            Some(_) => {}
+        }
+    }
+    if let Some(ts) = h.store_ts {
+        if r.store_timestamp != ts {
+            d.push(format!("store timestamp {} (first read {ts})", r.store_timestamp));
+        }
+    }
+    if let Some(id) = &h.msg_id {
+        let now = r.offset_msg_id();
+        if now != *id {
+            d.push(format!("msgId {now} (the send was answered {id})"));
+        }
+    }
+    d
+}
+
+/// `0..=14, 20, 31..=40` for sorted offsets.
+fn ranges(offsets: &[i64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < offsets.len() {
+        let mut j = i;
+        while j + 1 < offsets.len() && offsets[j + 1] == offsets[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            offsets[i].to_string()
+        } else {
+            format!("{}..={}", offsets[i], offsets[j])
+        });
+        i = j + 1;
+    }
+    if parts.len() > 8 {
+        let more = parts.len() - 8;
+        parts.truncate(8);
+        parts.push(format!("and {more} more ranges"));
+    }
+    parts.join(", ")
+}
+
+/// Counts of one check, for the progress line.
+#[derive(Default)]
+struct Checked {
+    held: usize,
+    records: usize,
+    unknown_present: usize,
+    unknown_absent: usize,
+    commits: usize,
+    /// Per queue with missing messages: which, and the groups' commits there.
+    missing: Vec<String>,
+}
+
+impl fmt::Display for Checked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} messages held, {} records read, unanswered sends: {} messages present, {} absent; \
+             {} commits",
+            self.held, self.records, self.unknown_present, self.unknown_absent, self.commits
+        )
+    }
+}
+
+/// Reads every queue and every commit back and compares them with the model; resolves the
+/// unanswered sends (present: held from now on; absent: must never appear). Returns the problems
+/// (the load's included).
+async fn check(ctx: Ctx, addr: SocketAddr, model: &Mutex<Model>) -> (Vec<Problem>, Checked) {
+    let mut m = std::mem::take(&mut *lock(model));
+    let mut problems = std::mem::take(&mut m.problems);
+    let mut c = Checked::default();
+    let mut link = Link::open(addr).await.unwrap_or_else(|_| panic!("{ctx}: connect to {addr}"));
+    let when = ctx.when();
+    // Every record of every queue, by UNIQ_KEY.
+    let mut all: HashMap<QueueKey, BTreeMap<i64, Rec>> = HashMap::new();
+    let mut by_uniq: HashMap<String, (QueueKey, i64)> = HashMap::new();
+    for (topic, queues) in TOPICS {
+        for queue in 0..queues {
+            let key = (topic, queue);
+            let (end, records) = scan(ctx, &mut link, key).await;
+            let want = m.next_offset(key);
+            if end < want {
+                let what = format!("the queue ends at {end}, acknowledged messages reach {want}");
+                let kind = format!("a queue's end went back {when}");
+                problems.push(Problem::new(ctx, &kind, key, end, what));
+            }
+            for (offset, r) in &records {
+                c.records += 1;
+                let Some(uniq) = r.uniq() else {
+                    let props = String::from_utf8_lossy(&r.m.properties);
+                    let what = format!("properties {props:?}");
+                    problems.push(Problem::new(
+                        ctx,
+                        "a record without UNIQ_KEY",
+                        key,
+                        *offset,
+                        what,
+                    ));
+                    continue;
+                };
+                if let Some((k, o)) = by_uniq.insert(uniq.to_owned(), (key, *offset)) {
+                    let what = format!("UNIQ_KEY {uniq} is also at {}/{} offset {o}", k.0, k.1);
+                    problems.push(Problem::new(
+                        ctx,
+                        "a message is stored twice",
+                        key,
+                        *offset,
+                        what,
+                    ));
+                }
+            }
+            all.insert(key, records);
+        }
+    }
+    // Every held message at its place, intact.
+    for (key, held) in &mut m.queues {
+        let records = all.get(key).expect("every queue was read");
+        let mut missing = Vec::new();
+        for (offset, h) in held.iter_mut() {
+            c.held += 1;
+            let Some(r) = records.get(offset) else {
+                missing.push(*offset);
+                let kind = format!("acknowledged message missing {when}");
+                problems.push(Problem::new(ctx, &kind, *key, *offset, h.describe()));
+                continue;
+            };
+            let d = differences(h, r);
+            if !d.is_empty() {
+                let kind = format!("acknowledged message differs {when}");
+                let what = format!("{}: {}", h.describe(), d.join("; "));
+                problems.push(Problem::new(ctx, &kind, *key, *offset, what));
+            } else if h.store_ts.is_none() {
+                h.store_ts = Some(r.m.store_timestamp);
+            }
+        }
+        if !missing.is_empty() {
+            let commits: Vec<String> = m
+                .commits
+                .iter()
+                .filter(|((_, t, q), _)| (*t, *q) == *key)
+                .filter_map(|((g, _, _), c)| c.acked.map(|o| format!("{g} {o}")))
+                .collect();
+            c.missing.push(format!(
+                "{}/{}: {} of {} missing at {}; first record {:?}, committed: {}",
+                key.0,
+                key.1,
+                missing.len(),
+                held.len(),
+                ranges(&missing),
+                records.keys().next(),
+                if commits.is_empty() { "nothing".into() } else { commits.join(", ") }
+            ));
+        }
+    }
+    // Every record is a held message, or an unanswered send (whole and intact), nothing else.
+    let undecided: HashMap<&str, &Sent> =
+        m.unknown.iter().flatten().map(|s| (s.uniq.as_str(), s)).collect();
+    for (key, records) in &all {
+        for (offset, r) in records {
+            let Some(uniq) = r.uniq() else { continue };
+            let held_here = m.at.get(uniq) == Some(&(*key, *offset));
+            if held_here || undecided.contains_key(uniq) {
+                continue;
+            }
+            let what = if let Some((k, o)) = m.at.get(uniq) {
+                format!("UNIQ_KEY {uniq}, held at {}/{} offset {o}, is (also) here", k.0, k.1)
+            } else if let Some(cycle) = m.lost.get(uniq) {
+                format!("UNIQ_KEY {uniq} was absent after restart {cycle} and is back")
+            } else {
+                format!("UNIQ_KEY {uniq}: a record no send of the suite made")
+            };
+            problems.push(Problem::new(ctx, "an unexpected record", *key, *offset, what));
+        }
+    }
+    for sends in std::mem::take(&mut m.unknown) {
+        let found: Vec<Option<(QueueKey, i64)>> =
+            sends.iter().map(|s| by_uniq.get(&s.uniq).copied()).collect();
+        let first = &sends[0];
+        let key = (first.topic, first.queue);
+        if found.iter().all(Option::is_none) {
+            c.unknown_absent += sends.len();
+            for s in &sends {
+                m.lost.insert(s.uniq.clone(), ctx.cycle);
+            }
+            continue;
+        }
+        let base = found.iter().flatten().next().map_or(0, |(_, o)| *o)
+            - found.iter().position(Option::is_some).unwrap_or(0) as i64;
+        let whole = found.iter().enumerate().all(|(i, f)| *f == Some((key, base + i as i64)));
+        if !whole {
+            let places: Vec<String> = found
+                .iter()
+                .map(|f| f.map_or("absent".into(), |(k, o)| format!("{}/{} offset {o}", k.0, k.1)))
+                .collect();
+            let what = format!("{}: its messages are at [{}]", first.describe(), places.join(", "));
+            let kind = format!("an unanswered send is not whole or not where it was sent {when}");
+            problems.push(Problem::new(ctx, &kind, key, base, what));
+            continue;
+        }
+        c.unknown_present += sends.len();
+        for (i, s) in sends.into_iter().enumerate() {
+            let offset = base + i as i64;
+            let r = &all[&key][&offset];
+            let h = Held { sent: s, msg_id: None, store_ts: Some(r.m.store_timestamp) };
+            let d = differences(&h, r);
+            if !d.is_empty() {
+                let kind = format!("an unanswered send is stored altered {when}");
+                let what = format!("{}: {}", h.sent.describe(), d.join("; "));
+                problems.push(Problem::new(ctx, &kind, key, offset, what));
+            }
+            m.hold(ctx, offset, h);
+        }
+    }
+    problems.append(&mut m.problems);
+    // Every acknowledged commit reads back (or the one in flight at the kill).
+    for ((group, topic, queue), commit) in &mut m.commits {
+        let Commit { acked, pending } = *commit;
+        if acked.is_none() && pending.is_none() {
+            continue;
+        }
+        c.commits += 1;
+        let r = must(ctx, &mut link, query_cmd(group, topic, *queue)).await;
+        let got = (r.code == code::SUCCESS).then(|| number(&r, "offset")).flatten();
+        match got {
+            Some(o) if Some(o) == acked || Some(o) == pending => {
+                *commit = Commit { acked: Some(o), pending: None };
+            }
+            None if acked.is_none() => *commit = Commit::default(),
+            _ => {
+                let kind = format!("committed offset lost or changed {when}");
+                let what = format!(
+                    "group {group} committed {acked:?} (in flight at the kill: {pending:?}), \
+                     the broker answers {} {got:?} ({:?})",
+                    r.code, r.remark
+                );
+                problems.push(Problem::new(ctx, &kind, (topic, *queue), acked.unwrap_or(-1), what));
+            }
+        }
+    }
+    *lock(model) = m;
+    (problems, c)
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    Some(parsed.unwrap_or_else(|_| panic!("{name}={v} is not a number")))
+}
+
+#[tokio::test]
+async fn given_sigkills_under_load_should_keep_every_acknowledged_message_and_commit() {
+    let seed = env_number("BAIJI_CRASH_SEED").unwrap_or(DEFAULT_SEED);
+    let kills = env_number("BAIJI_CRASH_KILLS").map_or(DEFAULT_KILLS, |k| k as usize);
+    println!("crash suite: seed {seed:#x} (replay: BAIJI_CRASH_SEED={seed:#x}), {kills} kills");
+    let dir = StoreDir::new("crash");
+    let logs = StoreDir::new("crash-log");
+    std::fs::create_dir_all(&logs.0).expect("a log directory");
+    let log = logs.0.join("broker.log");
+    let ports = (
+        SocketAddr::from(([127, 0, 0, 1], free_port())),
+        SocketAddr::from(([127, 0, 0, 1], free_port())),
+    );
+    let addr = ports.0;
+    let mut rng = Rng(seed);
+    let ctx = Ctx { seed, cycle: 0 };
+    let started = Instant::now();
+    let mut broker = start(ctx, &dir.0, ports, &log).await;
+    println!("{ctx}: listening after {:?}", started.elapsed());
+    let mut link = Link::open(addr).await.expect("connect");
+    for (topic, queues) in TOPICS {
+        let r = must(ctx, &mut link, create_topic_request(topic, queues)).await;
+        assert_eq!(r.code, code::SUCCESS, "{ctx}: {topic} is created: {r:?}");
+    }
+    drop(link);
+    let model = Arc::new(Mutex::new(Model::default()));
+    // Cycle 0: the harness checked against the live broker, every request answered.
+    let unanswered = run_load(ctx, addr, &model, Duration::from_millis(800), End::Drain).await;
+    assert_eq!(unanswered, 0, "{ctx}: a live broker answers every request");
+    let started = Instant::now();
+    let (problems, checked) = check(ctx, addr, &model).await;
+    assert_no_problems(ctx, &problems, &checked);
+    println!("{ctx}: check took {:?}", started.elapsed());
+    assert!(checked.held > 0 && checked.commits > 0, "{ctx}: the load did something: {checked}");
+    println!("{ctx}: live check passed: {checked}, {:?}", lock(&model).stats);
+    let mut in_flight_kills = 0;
+    for cycle in 1..=kills {
+        let ctx = Ctx { seed, cycle };
+        let load = Duration::from_millis(500 + rng.below(1000));
+        let delay = Duration::from_micros(rng.below(600));
+        let kill = End::Kill { broker: &mut broker, delay };
+        let unanswered = run_load(ctx, addr, &model, load, kill).await;
+        in_flight_kills += usize::from(unanswered > 0);
+        let started = Instant::now();
+        broker = start(ctx, &dir.0, ports, &log).await;
+        let restart = started.elapsed();
+        let started = Instant::now();
+        let (problems, checked) = check(ctx, addr, &model).await;
+        assert_no_problems(ctx, &problems, &checked);
+        println!(
+            "{ctx}: killed {delay:?} after a send, {load:?} into the load, with {unanswered} \
+             sends unanswered; listening again after {restart:?}; check took {:?}: {checked}",
+            started.elapsed()
+        );
+    }
+    let stats = &lock(&model).stats;
+    println!("crash suite: seed {seed:#x}: passed, {stats:?}");
+    assert!(
+        in_flight_kills > 0,
+        "seed {seed:#x}: at least one of {kills} kills landed while a send was unanswered"
+    );
+    drop(broker);
+}
