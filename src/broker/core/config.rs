@@ -153,13 +153,14 @@ pub(crate) fn policy_name(p: MemoryPolicy) -> &'static str {
 }
 
 impl CoreConfig {
-    /// Bytes of each message segment file in the store directory: 64 MiB, or less for a
-    /// small memory budget (a sixteenth of it, at least 1 MiB and room for the largest
-    /// message), since the current segment's free tail and the spare one are held ahead of need.
+    /// Bytes of each message segment file in the store directory: a 64th of the memory budget
+    /// (16 MiB for the default 1 GiB), at least 1 MiB and room for the largest message, at
+    /// most 64 MiB. The current segment's free tail and the spare one are held (and counted)
+    /// ahead of need, so this is what the directory costs an idle broker, twice.
     pub fn segment_size(&self) -> usize {
         let largest = self.max_message_size.saturating_add(64 * 1024 + 48);
         let floor = largest.max(1 << 20).next_multiple_of(4096);
-        let share = usize::try_from(self.memory_budget / 16).unwrap_or(usize::MAX);
+        let share = usize::try_from(self.memory_budget / 64).unwrap_or(usize::MAX);
         share.clamp(floor, (64 << 20).max(floor)).next_multiple_of(4096)
     }
 
