@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-#[cfg(not(loom))]
-use super::pop_state;
 use super::{
     ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup, MessageStore, PopAck,
     PopConsumption, PopOutcome, PopPolicy, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
@@ -537,63 +535,9 @@ impl MemoryStore {
             let _ = store.group(&key.0, &key.1, Mode::Clustering);
             lock(&store.offsets.map).insert(key, offset);
         }
-        // After the commits: a POP group gets back what it acknowledged and what it had in
-        // flight (`pop_state`), then every change is journaled from now on.
-        store.restore_pop_state(&journal);
-        store
-            .engine
-            .set_pop_journal(Arc::new(pop_state::PopRecords::new(Arc::clone(&journal))))
-            .map_err(map_err)?;
         let settings = crate::engine::Settings { retention, ..store.engine.settings() };
         store.engine.apply_settings(settings).map_err(map_err)?;
         Ok((store, recovery))
-    }
-
-    /// Gives every group with POP records in `journal` its POP state back (see
-    /// [`pop_state`]); records it cannot put back are deleted. Returns the in-flight entries
-    /// put back.
-    #[cfg(not(loom))]
-    fn restore_pop_state(&self, journal: &Journal) -> usize {
-        let mut restored = 0;
-        for ((group, topic), queues) in pop_state::read(journal) {
-            if self.handle(&topic).is_none() {
-                pop_state::forget_subscription(journal, &group, &topic);
-                continue;
-            }
-            let g = match self.group(&group, &topic, Mode::Clustering) {
-                Ok(g) => g,
-                Err(e) => {
-                    // Kept for the next start (a cap on subscriptions, say).
-                    #[cfg(feature = "broker")]
-                    tracing::warn!(%group, %topic, error = %e, "POP state not restored");
-                    let _ = e;
-                    continue;
-                }
-            };
-            for (queue, records) in queues {
-                let entry_key = |off: u64| pop_state::entry_key(&group, &topic, queue, off);
-                let (gone, position) = match records.position {
-                    // Entries without a position (a crash between their records and it):
-                    // delivered again as new messages.
-                    None => (records.entries.iter().map(|(o, _)| *o).collect(), None),
-                    Some(p) => match g.restore_pop(queue, p, &records.entries) {
-                        Ok(r) => {
-                            restored += r.inflight;
-                            (r.dropped, None)
-                        }
-                        // A queue the topic no longer has.
-                        Err(_) => (
-                            records.entries.iter().map(|(o, _)| *o).collect(),
-                            pop_state::position_key(&group, &topic, queue),
-                        ),
-                    },
-                };
-                let keys: Vec<Vec<u8>> =
-                    gone.into_iter().filter_map(entry_key).chain(position).collect();
-                pop_state::forget(journal, keys.iter().map(|k| &k[..]));
-            }
-        }
-        restored
     }
 
     /// The engine underneath (statistics and tests).
