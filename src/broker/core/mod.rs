@@ -140,7 +140,7 @@ impl Core {
             clients: clients::ClientRegistry::default(),
             locks: locks::LockManager::default(),
             scheduler: delay::Scheduler::default(),
-            transactions: transaction::Transactions::default(),
+            transactions: transaction::Transactions::new(store.journal()),
             timers: timer::Timers::default(),
             routes: routes::RouteTable::default(),
             grpc_endpoint: None,
@@ -395,7 +395,9 @@ impl Core {
     }
 
     /// Creates the start-up topics ([`system_topics`](Self::system_topics)) and the store's
-    /// topics for the topic table's configs (at start) and publishes them.
+    /// topics for the topic table's configs (at start) and publishes them; over a store that
+    /// kept its state (a journal), rebuilds the undecided half messages from it
+    /// ([`transaction::restore`]).
     pub(crate) fn open(&self) {
         for t in self.system_topics() {
             if self.topics.get_perm(&t.topic_name).is_none() {
@@ -411,6 +413,7 @@ impl Core {
             }
             topic.set_keep_acknowledged(self.keep_acknowledged(&t.topic_name));
         }
+        transaction::restore(self);
         self.publish_topics();
     }
 }

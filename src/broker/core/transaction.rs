@@ -60,6 +60,26 @@
 //! producer's born time; a checked message keeps the ids it was sent with (RocketMQ's check
 //! names the re-appended copy), so the producer's original and checked decisions name the
 //! same entry.
+//!
+//! # Across a restart (`--store-path-root-dir`)
+//!
+//! With a store that has a journal ([`MessageStore::journal`]), the table itself is journaled:
+//! key `h` + the id (u64 BE) holds what [`Half`] holds (see [`encode_half`]). It is put when a
+//! half message is stored (before the send is answered), again when a check pass counts a
+//! check or moves the record (before the pass releases anything behind the old position), and
+//! deleted when the message is decided, moved to `TRANS_CHECK_MAX_TIME_TOPIC` or found evicted.
+//! The half topic, its records and the internal group's committed offset come back with the
+//! store; at start [`restore`] rebuilds the table from the journal, keeping each entry whose
+//! record is still at its position. So an undecided message is checked again (its checks and
+//! age continue, and a returning producer is asked at once, see
+//! [`Transactions::producer_joined`]), keeps the ids its producer was given, and a decided one
+//! is neither delivered again nor checked. The table is journaled rather than rebuilt from the
+//! half topic because a re-appended record no longer says which id it belongs to.
+//!
+//! A commit appends the real copy, then deletes the entry: a crash between the two (a window
+//! of one journal write) leaves the message undecided, and the producer's answer to the next
+//! check delivers it a second time (at least once, as RocketMQ's op topic gives). Without a
+//! journal nothing is written and the table starts empty, as before.
 
 use crate::sync::{lock, read, write, Arc, Mutex, MutexGuard, RwLock};
 use crate::sync::{AtomicU64, Ordering};
@@ -78,6 +98,9 @@ use super::Core;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::message::sys_flag;
 use crate::remoting::properties::{self, Routing};
+use crate::shm::Journal;
+#[cfg(doc)]
+use crate::store::MessageStore;
 use crate::store::{GroupStore, Retention, StoreError, TopicStore};
 use crate::time::now_ms;
 
@@ -99,8 +122,11 @@ const FILE_RESERVED_MS: u64 = 72 * 3600 * 1000;
 /// or a move can always add it.
 const CHECK_TIMES_ROOM: usize = CHECK_TIMES.len() + 2 + 10;
 
+/// First byte of the journal keys of undecided half messages (`h` + id, u64 BE).
+const JOURNAL_PREFIX: u8 = b'h';
+
 /// What the broker knows about one undecided half message.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Half {
     /// `PGROUP`: who may decide it, and whom to ask.
     group: String,
@@ -172,6 +198,51 @@ impl Table {
     }
 }
 
+/// The journal key of the half message `id`.
+fn half_key(id: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = JOURNAL_PREFIX;
+    k[1..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// A journal value of `h`: position, store time, immunity (u64 LE each), checks (u32 LE),
+/// whether the immunity was set (u8), the group's length (u16 LE) and bytes, then `UNIQ_KEY`.
+fn encode_half(h: &Half) -> Vec<u8> {
+    let group = &h.group.as_bytes()[..h.group.len().min(usize::from(u16::MAX))];
+    let mut v = Vec::with_capacity(31 + group.len() + h.uniq.len());
+    v.extend_from_slice(&h.at.to_le_bytes());
+    v.extend_from_slice(&h.stored_at.to_le_bytes());
+    v.extend_from_slice(&h.immune_ms.to_le_bytes());
+    v.extend_from_slice(&h.checks.to_le_bytes());
+    v.push(u8::from(h.immunity_set));
+    v.extend_from_slice(&(group.len() as u16).to_le_bytes());
+    v.extend_from_slice(group);
+    v.extend_from_slice(h.uniq.as_bytes());
+    v
+}
+
+/// The id and entry [`half_key`] and [`encode_half`] wrote; `None` for anything else.
+fn decode_half(key: &[u8], v: &[u8]) -> Option<(u64, Half)> {
+    let id = u64::from_be_bytes(key.strip_prefix(&[JOURNAL_PREFIX])?.try_into().ok()?);
+    let u64_at = |i: usize| v.get(i..i + 8)?.try_into().ok().map(u64::from_le_bytes);
+    let checks = u32::from_le_bytes(v.get(24..28)?.try_into().ok()?);
+    let immunity_set = *v.get(28)? != 0;
+    let glen = usize::from(u16::from_le_bytes(v.get(29..31)?.try_into().ok()?));
+    let group = std::str::from_utf8(v.get(31..31 + glen)?).ok()?.to_owned();
+    let uniq = std::str::from_utf8(v.get(31 + glen..)?).ok()?.to_owned();
+    let half = Half {
+        group,
+        uniq,
+        stored_at: u64_at(8)?,
+        immune_ms: u64_at(16)?,
+        immunity_set,
+        checks,
+        at: u64_at(0)?,
+    };
+    Some((id, half))
+}
+
 /// Figures about transactional messages (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TransactionStats {
@@ -205,11 +276,37 @@ pub(crate) struct Transactions {
     wake: Notify,
     /// The faces that reach producers, in the order they registered.
     checkers: RwLock<Vec<Arc<dyn ProducerCheck>>>,
+    /// Where the table is journaled (see the module docs); `None` keeps it in memory only.
+    journal: Option<Arc<Journal>>,
 }
 
 impl Transactions {
+    /// An empty table, journaled in `journal` if there is one (see the module docs).
+    pub(crate) fn new(journal: Option<Arc<Journal>>) -> Self {
+        Transactions { journal, ..Transactions::default() }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Table> {
         lock(&self.pending)
+    }
+
+    /// Journals the entry of `id` (nothing without a journal). Called with the table locked,
+    /// so the journal's last record of a key is the table's entry.
+    fn keep(&self, id: u64, half: &Half) -> Result<(), crate::shm::SegmentError> {
+        match &self.journal {
+            Some(j) => j.put(&half_key(id), &encode_half(half)),
+            None => Ok(()),
+        }
+    }
+
+    /// Deletes the journal's entry of `id` (nothing without a journal); a failure is logged:
+    /// after a restart the message is then checked again, if its record is still there.
+    fn forget(&self, id: u64) {
+        if let Some(j) = &self.journal {
+            if let Err(e) = j.delete(&half_key(id)) {
+                tracing::error!(id, error = %e, "a decided half message could not be journaled");
+            }
+        }
     }
 
     /// Adds a face the checker asks for producers (see [`ProducerCheck`]).
@@ -289,6 +386,12 @@ fn half_topic(core: &Core, pending: &mut Table) -> Result<Arc<dyn TopicStore>, S
     };
     if pending.holder.is_none() {
         pending.holder = Some(core.store.holder(HALF_GROUP, HALF_TOPIC)?);
+        if core.transactions.journal.is_some() {
+            // A committed offset journaled before the first half message: the store holds
+            // the half topic for the group again after a restart (it re-subscribes the
+            // groups that committed).
+            release(core, t.as_ref(), pending);
+        }
     }
     Ok(t)
 }
@@ -354,10 +457,15 @@ pub(crate) fn prepare(
     let mut pending = core.transactions.lock();
     let topic = half_topic(core, &mut pending)?;
     let offset = topic.append(0, stored, tag, now)?;
-    pending.insert(
-        offset,
-        Half { group, uniq, stored_at: now, immune_ms, immunity_set, checks: 0, at: offset },
-    );
+    let half = Half { group, uniq, stored_at: now, immune_ms, immunity_set, checks: 0, at: offset };
+    if let Err(e) = core.transactions.keep(offset, &half) {
+        // Not answered as stored: the record is released like a decided one.
+        release(core, topic.as_ref(), &pending);
+        return Err(PutError::Store(StoreError::Other(format!(
+            "the half message could not be journaled: {e}"
+        ))));
+    }
+    pending.insert(offset, half);
     Ok((topic.uid(), offset))
 }
 
@@ -545,11 +653,13 @@ fn decide(core: &Core, h: &Decision<'_>) -> Result<(), EndError> {
         None => {
             // Evicted under `drop-oldest`: nothing left to decide.
             pending.remove(offset);
+            core.transactions.forget(offset);
             release(core, topic.as_ref(), &pending);
             return Err(EndError::NotFound);
         }
     }
     pending.remove(offset);
+    core.transactions.forget(offset);
     release(core, topic.as_ref(), &pending);
     drop(pending);
     let counter =
@@ -641,6 +751,8 @@ fn check_pass(core: &Core) {
     let mut pending = core.transactions.lock();
     let mut end = topic.offsets(0).map_or(0, |(_, end)| end);
     let mut gone = Vec::new();
+    // Entries whose checks or position changed: journaled before anything is released.
+    let mut changed = Vec::new();
     let Table { halves, positions, .. } = &mut *pending;
     for (&id, half) in halves.iter_mut() {
         let age = now.saturating_sub(half.stored_at);
@@ -678,6 +790,7 @@ fn check_pass(core: &Core) {
             // counts before `resolveHalfMsg` looks for a channel: a group that never comes
             // back uses up its checks and the message moves on.
             half.checks += 1;
+            changed.push(id);
             checks.push(Check {
                 group: half.group.clone(),
                 offset: id,
@@ -695,6 +808,9 @@ fn check_pass(core: &Core) {
                     positions.insert(at);
                     half.at = at;
                     end = at + 1;
+                    if changed.last() != Some(&id) {
+                        changed.push(id);
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(id, error = %e, "a half message cannot move to the end yet")
@@ -704,8 +820,20 @@ fn check_pass(core: &Core) {
     }
     for id in gone {
         pending.remove(id);
+        core.transactions.forget(id);
     }
-    release(core, topic.as_ref(), &pending);
+    let mut kept = true;
+    for id in changed {
+        let Some(half) = pending.halves.get(&id) else { continue };
+        if let Err(e) = core.transactions.keep(id, half) {
+            // The journal still names the old position: it must stay held.
+            tracing::error!(id, error = %e, "a checked half message could not be journaled; nothing is released this pass");
+            kept = false;
+        }
+    }
+    if kept {
+        release(core, topic.as_ref(), &pending);
+    }
     drop(pending);
     for c in checks {
         let Some(to) = check_target(core, &c.group) else {
@@ -733,6 +861,62 @@ fn check_pass(core: &Core) {
 fn check_target(core: &Core, group: &str) -> Option<Box<dyn CheckProducer>> {
     let checkers = read(&core.transactions.checkers).clone();
     checkers.iter().find_map(|c| c.producer(core, group))
+}
+
+/// Rebuilds the table of undecided half messages from the journal at start (see the module
+/// docs): each entry whose record is still in the half topic at its position comes back, the
+/// others' keys are deleted, and the internal group holds the half topic again. Nothing
+/// without a journal, or when nothing was journaled.
+pub(crate) fn restore(core: &Core) {
+    let Some(journal) = &core.transactions.journal else { return };
+    let entries = journal.entries(&[JOURNAL_PREFIX]);
+    let Some(topic) = core.store.topic(HALF_TOPIC) else {
+        if !entries.is_empty() {
+            tracing::warn!(
+                entries = entries.len(),
+                "the half topic is gone: its journaled half messages are forgotten"
+            );
+            if let Err(e) = journal.delete_prefix(&[JOURNAL_PREFIX]) {
+                tracing::error!(error = %e, "forgotten half messages could not be journaled");
+            }
+        }
+        return;
+    };
+    let mut pending = core.transactions.lock();
+    if pending.holder.is_none() {
+        match core.store.holder(HALF_GROUP, HALF_TOPIC) {
+            Ok(h) => pending.holder = Some(h),
+            Err(e) => {
+                tracing::error!(error = %e, "the half topic cannot be held: undecided half messages are not restored");
+                return;
+            }
+        }
+    }
+    let (mut restored, mut lost) = (0usize, 0usize);
+    for (key, value) in entries {
+        let back = decode_half(&key, &value)
+            .filter(|(_, half)| core.store.get(topic.as_ref(), 0, half.at).is_some());
+        match back {
+            Some((id, half)) => {
+                pending.insert(id, half);
+                restored += 1;
+            }
+            None => {
+                lost += 1;
+                if let Err(e) = journal.delete(&key) {
+                    tracing::error!(error = %e, "a lost half message could not be journaled");
+                }
+            }
+        }
+    }
+    release(core, topic.as_ref(), &pending);
+    if restored + lost > 0 {
+        tracing::info!(
+            restored,
+            lost,
+            "undecided half messages restored (lost: their records were no longer stored)"
+        );
+    }
 }
 
 /// Checks undecided half messages every `transaction-check-interval`, and when a producer of a
@@ -796,6 +980,24 @@ mod tests {
         assert!(!t.per_group.contains_key("g2"), "a group without halves is forgotten");
         t.remove(5);
         assert!(t.by_uniq.is_empty() && t.per_group.is_empty() && t.positions.is_empty());
+    }
+
+    #[test]
+    fn given_a_half_entry_when_journaled_should_decode_to_the_same_entry_and_refuse_garbage() {
+        let mut h = half("pg", "7F00000100010000000000000000ABCD", 42);
+        h.stored_at = 1_700_000_000_123;
+        h.immune_ms = 6_000;
+        h.immunity_set = true;
+        h.checks = 3;
+        let (key, value) = (half_key(7), encode_half(&h));
+        assert_eq!(decode_half(&key, &value), Some((7, h.clone())));
+        let empty = half("", "", 0);
+        assert_eq!(decode_half(&half_key(0), &encode_half(&empty)), Some((0, empty)));
+        assert_eq!(decode_half(b"o\0\0\0\0\0\0\0\x07", &value), None, "another prefix");
+        assert_eq!(decode_half(&key[..8], &value), None, "a short key");
+        for cut in [0, 10, 28, 30, 32] {
+            assert_eq!(decode_half(&key, &value[..cut]), None, "cut at {cut}");
+        }
     }
 
     #[test]
