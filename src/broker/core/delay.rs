@@ -13,6 +13,18 @@
 //!
 //! Clients never see the schedule topic: it is not in the topic table, so it is neither routed
 //! nor readable, and sends to it are forbidden.
+//!
+//! # Across a restart (`--store-path-root-dir`)
+//!
+//! Nothing of its own is journaled: the schedule topic, its messages (with their store times)
+//! and the internal group's committed offsets come back with the store, and the scheduler
+//! starts each level at the later of the queue's first offset and the group's commit (the
+//! reaper may not have freed what was delivered before a crash). With a journal the group
+//! commits every level's start at once, so the store holds the schedule topic for it again
+//! after a restart even before its first delivery. Due times are store time plus the level's
+//! delay, so nothing is delivered early; a crash between a delivery's append and its commit
+//! (one journal write) delivers that message once more after the restart (at least once, as
+//! RocketMQ's `delayOffset.json` gives).
 
 use crate::sync::Arc;
 use std::time::Duration;
@@ -248,8 +260,23 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     };
     // The internal group's handle: it commits after every delivery.
     let holder = core.store.holder(SCHEDULE_GROUP, SCHEDULE_TOPIC).ok();
-    let mut next: Vec<u64> =
-        (0..MAX_LEVEL).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
+    // After a restart the group's commit may be past the first retained offset (what was
+    // delivered before a crash and not freed yet); in a fresh store it has none.
+    let mut next: Vec<u64> = (0..MAX_LEVEL)
+        .map(|q| {
+            let min = topic.offsets(q).map_or(0, |(min, _)| min);
+            core.store.committed(SCHEDULE_GROUP, SCHEDULE_TOPIC, q).map_or(min, |c| c.max(min))
+        })
+        .collect();
+    if let (Some(h), Some(_)) = (&holder, core.store.journal()) {
+        // A committed offset per level from the start: the store holds the topic for the
+        // group again after a restart (it re-subscribes the groups that committed).
+        for (q, offset) in (0..MAX_LEVEL).zip(&next) {
+            if let Err(e) = h.commit(q, *offset) {
+                tracing::error!(level = q + 1, error = %e, "the schedule group's start could not be committed");
+            }
+        }
+    }
     loop {
         let now = now_ms();
         let mut earliest: Option<u64> = None;

@@ -141,7 +141,7 @@ impl Core {
             locks: locks::LockManager::default(),
             scheduler: delay::Scheduler::default(),
             transactions: transaction::Transactions::new(store.journal()),
-            timers: timer::Timers::default(),
+            timers: timer::Timers::new(store.journal()),
             routes: routes::RouteTable::default(),
             grpc_endpoint: None,
             store_host,
@@ -396,8 +396,8 @@ impl Core {
 
     /// Creates the start-up topics ([`system_topics`](Self::system_topics)) and the store's
     /// topics for the topic table's configs (at start) and publishes them; over a store that
-    /// kept its state (a journal), rebuilds the undecided half messages from it
-    /// ([`transaction::restore`]).
+    /// kept its state (a journal), rebuilds the undecided half messages and the waiting timers
+    /// from it ([`transaction::restore`], [`timer::restore`]).
     pub(crate) fn open(&self) {
         for t in self.system_topics() {
             if self.topics.get_perm(&t.topic_name).is_none() {
@@ -414,6 +414,7 @@ impl Core {
             topic.set_keep_acknowledged(self.keep_acknowledged(&t.topic_name));
         }
         transaction::restore(self);
+        timer::restore(self);
         self.publish_topics();
     }
 }

@@ -23,8 +23,23 @@
 //!   index keeps the offsets delivered beyond the committed prefix ([`TimerIndex::done`]) and
 //!   commits as the prefix grows, so every stored copy is released exactly once.
 //!
-//! Waiting timer messages live in the store, so they count against the memory budget; a
-//! restart loses them, like every message.
+//! Waiting timer messages live in the store, so they count against the memory budget.
+//!
+//! # Across a restart (`--store-path-root-dir`)
+//!
+//! With a store that has a journal, the timer topic, its messages and the timer group's
+//! committed offsets come back after a restart or a crash; what the index held beyond them is
+//! the `done` offsets above each queue's committed prefix, journaled as key `t` + queue (u32
+//! BE) + offset (u64 BE), empty value. A delivered (or recalled, or evicted) message is
+//! recorded at once, under the index's lock: an offset above the prefix is journaled, one that
+//! extends the prefix is committed (the store journals the commit) and the keys the prefix
+//! passed are deleted. The group commits each queue's start as soon as it holds the topic, so
+//! the store holds the topic for it again after a restart. At start ([`restore`]) the index
+//! is rebuilt: each queue from its committed offset, every stored message whose offset is not
+//! journaled done waits again at the due time its record carries (`TIMER_OUT_MS`), so it is
+//! delivered once and never early. A crash between a delivery's append to its real topic and
+//! its record (one journal write) delivers it once more after the restart (at least once, as
+//! RocketMQ's timer checkpoint gives). Without a journal nothing is written, as before.
 
 use crate::sync::{Arc, Mutex};
 use std::borrow::Cow;
@@ -38,7 +53,8 @@ use super::delay::{self, Parked};
 use super::record::{NewRecord, PutError};
 use super::Core;
 use crate::remoting::properties::{self, Routing};
-use crate::store::{GroupStore, StoreError, TopicStore};
+use crate::shm::Journal;
+use crate::store::{Filter, GroupStore, StoreError, StoredRef, TopicStore};
 use crate::sync::lock;
 use crate::time::now_ms;
 
@@ -56,6 +72,10 @@ const DELIVERY_RESERVE: usize = properties::TIMER_DEQUEUE_MS.len() + 2 + 20;
 const BATCH: usize = 256;
 /// How long to wait before retrying when the real topic had no room.
 const RETRY_FULL: Duration = Duration::from_millis(100);
+/// First byte of the journal keys of done offsets (`t` + queue u32 BE + offset u64 BE).
+const DONE_PREFIX: u8 = b't';
+/// Messages read per call when the index is rebuilt at start.
+const REBUILD_BATCH: usize = 1024;
 
 /// How a sent message waits before it is delivered to its topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +243,11 @@ impl TimerIndex {
         self.waiting.remove(e)
     }
 
+    /// The first offset of `queue` not yet known done (everything below it is released).
+    pub(crate) fn next_release(&self, queue: u32) -> Option<u64> {
+        self.release.get(queue as usize).map(|r| r.next)
+    }
+
     /// Records that the message at `offset` of `queue` is delivered (or gone). Returns the
     /// queue's new committed offset when the prefix of done offsets grew: everything below
     /// it can be released. A repeated or unknown report changes nothing.
@@ -264,6 +289,23 @@ fn band(bounds: &[u64], delay_ms: u64) -> u32 {
     bounds.partition_point(|&b| b <= delay_ms) as u32
 }
 
+/// The journal key of a done offset.
+fn done_key(queue: u32, offset: u64) -> [u8; 13] {
+    let mut k = [0u8; 13];
+    k[0] = DONE_PREFIX;
+    k[1..5].copy_from_slice(&queue.to_be_bytes());
+    k[5..].copy_from_slice(&offset.to_be_bytes());
+    k
+}
+
+/// The queue and offset of a [`done_key`].
+fn decode_done_key(k: &[u8]) -> Option<(u32, u64)> {
+    let rest = k.strip_prefix(&[DONE_PREFIX])?;
+    let queue = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
+    let offset = u64::from_be_bytes(rest.get(4..)?.try_into().ok()?);
+    Some((queue, offset))
+}
+
 /// The timer topic and its index, created on first use.
 #[derive(Debug)]
 struct State {
@@ -276,14 +318,53 @@ struct State {
     in_flight: usize,
 }
 
+impl State {
+    /// Records that `e` is delivered, recalled or gone. Without a journal, returns the commit
+    /// that releases what it allows, for the caller to make after the lock. With one, records
+    /// it now (see the module docs: journals an offset above the prefix, or commits the grown
+    /// prefix and deletes the keys it passed) and returns `None`.
+    fn finish(&mut self, journal: Option<&Journal>, e: &Entry) -> Option<(u32, u64)> {
+        let Some(j) = journal else {
+            return self.index.done(e.queue, e.offset).map(|c| (e.queue, c));
+        };
+        let before = self.index.next_release(e.queue)?;
+        match self.index.done(e.queue, e.offset) {
+            None if e.offset > before => {
+                if let Err(err) = j.put(&done_key(e.queue, e.offset), &[]) {
+                    tracing::error!(queue = e.queue, offset = e.offset, error = %err, "a delivered timer message could not be journaled: a restart delivers it again");
+                }
+            }
+            None => {}
+            Some(c) => {
+                if let Err(err) = self.holder.commit(e.queue, c) {
+                    tracing::error!(queue = e.queue, offset = c, error = %err, "delivered timer messages could not be released");
+                }
+                for o in before + 1..c {
+                    if let Err(err) = j.delete(&done_key(e.queue, o)) {
+                        tracing::warn!(error = %err, "a released timer offset could not be forgotten (dropped at the next start)");
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
 /// The broker's timer messages: the index and a wake-up for the delivery task.
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
     state: Mutex<Option<State>>,
     wake: Notify,
+    /// Where the done offsets are journaled (see the module docs); `None`: nowhere.
+    journal: Option<Arc<Journal>>,
 }
 
 impl Timers {
+    /// No timer state yet; done offsets journaled in `journal` if there is one.
+    pub(crate) fn new(journal: Option<Arc<Journal>>) -> Self {
+        Timers { journal, ..Timers::default() }
+    }
+
     /// Timer messages waiting (those being delivered right now included).
     pub(crate) fn waiting(&self) -> usize {
         lock(&self.state).as_ref().map_or(0, |st| st.index.len() + st.in_flight)
@@ -291,7 +372,8 @@ impl Timers {
 }
 
 /// Runs `f` on the timer state, creating the topic (one queue per band, held by the timer
-/// group before anything is stored in it) on first use.
+/// group before anything is stored in it) on first use; with a journal, the index is rebuilt
+/// from what the store kept (see [`rebuild`]).
 fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, StoreError> {
     let mut g = lock(&core.timers.state);
     if let Some(st) = g.as_mut() {
@@ -301,11 +383,101 @@ fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, Stor
     let queues = u32::try_from(bounds.len() + 1).unwrap_or(u32::MAX);
     let topic = core.store.ensure_topic(TIMER_TOPIC, queues)?;
     let holder = core.store.holder(TIMER_GROUP, TIMER_TOPIC)?;
-    let starts: Vec<u64> =
-        (0..topic.queue_count()).map(|q| topic.offsets(q).map_or(0, |(min, _)| min)).collect();
+    let journal = core.timers.journal.as_deref();
+    let starts: Vec<u64> = (0..topic.queue_count())
+        .map(|q| {
+            let min = topic.offsets(q).map_or(0, |(min, _)| min);
+            match journal.and(core.store.committed(TIMER_GROUP, TIMER_TOPIC, q)) {
+                Some(committed) => committed.max(min),
+                None => min,
+            }
+        })
+        .collect();
     let index = TimerIndex::new(starts);
     let st = g.insert(State { topic, holder, bounds, index, in_flight: 0 });
+    if let Some(j) = journal {
+        rebuild(j, st);
+    }
     Ok(f(st))
+}
+
+/// Puts back into a new index (whose queues start at the timer group's committed offsets)
+/// every stored timer message not journaled done, then reports the journaled done offsets
+/// (committing the prefix a crash may have left uncommitted) and commits every queue's start,
+/// so the group has a committed offset the store restores (see the module docs).
+fn rebuild(journal: &Journal, st: &mut State) {
+    let queues = st.topic.queue_count();
+    let mut done: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); queues as usize];
+    for (k, _) in journal.entries(&[DONE_PREFIX]) {
+        let known = decode_done_key(&k)
+            .filter(|(q, o)| st.index.next_release(*q).is_some_and(|next| *o >= next));
+        match known {
+            Some((q, o)) => {
+                done[q as usize].insert(o);
+            }
+            None => {
+                // Below the committed prefix (a crash before its deletion) or unknown.
+                if let Err(e) = journal.delete(&k) {
+                    tracing::warn!(error = %e, "a released timer offset could not be forgotten");
+                }
+            }
+        }
+    }
+    let mut waiting = 0usize;
+    for (q, done) in (0..queues).zip(&done) {
+        let Some(mut from) = st.index.next_release(q) else { continue };
+        let end = st.topic.offsets(q).map_or(0, |(_, end)| end);
+        let index = &mut st.index;
+        while from < end {
+            let mut visit = |m: StoredRef<'_>| {
+                if !done.contains(&m.offset) {
+                    index.insert(entry_of(q, &m));
+                    waiting += 1;
+                }
+                true
+            };
+            match st.topic.read(q, from, REBUILD_BATCH, &Filter::All, &mut visit) {
+                Ok(out) if out.next_offset > from => from = out.next_offset,
+                _ => break,
+            }
+        }
+    }
+    for (q, done) in (0..queues).zip(done) {
+        for offset in done {
+            st.finish(Some(journal), &Entry { due: 0, queue: q, offset, key: 0 });
+        }
+        if let Some(start) = st.index.next_release(q) {
+            if let Err(e) = st.holder.commit(q, start) {
+                tracing::error!(queue = q, error = %e, "the timer group's start could not be committed");
+            }
+        }
+    }
+    if waiting > 0 {
+        tracing::info!(waiting, "timer messages restored");
+    }
+}
+
+/// The index entry of a stored timer message: due at its `TIMER_OUT_MS` (at once when it has
+/// none or its record is malformed: delivery then drops it as it would have).
+fn entry_of(queue: u32, m: &StoredRef<'_>) -> Entry {
+    let props = super::record::decode(m.record).map_or(&[][..], |d| d.properties);
+    let due = properties::find(props, properties::TIMER_OUT_MS)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let real_topic = properties::find(props, properties::REAL_TOPIC).unwrap_or_default();
+    let uniq = properties::find(props, properties::UNIQ_KEY).unwrap_or_default();
+    Entry { due, queue, offset: m.offset, key: key_of(real_topic, uniq) }
+}
+
+/// Rebuilds the timer index at start from a store that kept its state (see the module docs);
+/// nothing without a journal or before any timer message was ever stored.
+pub(crate) fn restore(core: &Core) {
+    if core.timers.journal.is_none() || core.store.topic(TIMER_TOPIC).is_none() {
+        return;
+    }
+    if let Err(e) = with_state(core, |_| ()) {
+        tracing::error!(error = %e, "the timer topic cannot be held: waiting timer messages are not restored");
+    }
 }
 
 /// Stores a message on `topic` queue `queue` as `wait` says: parked in the schedule topic
@@ -429,10 +601,10 @@ pub(crate) fn recall(
         if !st.index.remove(&e) {
             return false;
         }
-        (st.index.done(e.queue, e.offset), Arc::clone(&st.holder))
+        (st.finish(core.timers.journal.as_deref(), &e), Arc::clone(&st.holder))
     };
-    if let Some(c) = commit {
-        let _ = holder.commit(e.queue, c);
+    if let Some((q, c)) = commit {
+        let _ = holder.commit(q, c);
     }
     true
 }
@@ -440,6 +612,8 @@ pub(crate) fn recall(
 /// Delivers timer messages when due until shutdown.
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let mut due = Vec::with_capacity(BATCH);
+    let journal = core.timers.journal.clone();
+    let journal = journal.as_deref();
     loop {
         let now = now_ms();
         let taken = with_state(&core, |st| {
@@ -471,13 +645,22 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 waiting.push(e);
                 continue;
             }
-            match deliver(&core, topic.as_ref(), e) {
-                Ok(true) => released.push(e),
-                Ok(false) => waiting.push(e),
+            let delivered = match deliver(&core, topic.as_ref(), e) {
+                Ok(true) => true,
+                Ok(false) => {
+                    waiting.push(e);
+                    false
+                }
                 Err(err) => {
                     tracing::warn!(error = %err, "delivering a timer message failed; dropped");
-                    released.push(e);
+                    true
                 }
+            };
+            if delivered && journal.is_some() {
+                // Recorded at once, not after the batch: a crash re-delivers at most this one.
+                let _ = with_state(&core, |st| st.finish(journal, &e));
+            } else if delivered {
+                released.push(e);
             }
         }
         let no_room = !waiting.is_empty();
@@ -488,9 +671,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 st.index.insert(e);
             }
             for e in released {
-                if let Some(c) = st.index.done(e.queue, e.offset) {
-                    commits.push((e.queue, c));
-                }
+                commits.extend(st.finish(None, &e));
             }
             st.index.next_due()
         })
@@ -679,6 +860,19 @@ mod tests {
         assert_eq!(idx.pop_due(100), Some(b), "never handed out");
         assert_eq!(idx.pop_due(100), Some(c));
         assert_eq!(idx.pop_due(100), None);
+    }
+
+    #[test]
+    fn given_a_done_offset_when_journaled_should_decode_to_its_queue_and_offset_and_refuse_garbage()
+    {
+        let k = done_key(57, (1 << 36) - 1);
+        assert_eq!(decode_done_key(&k), Some((57, (1 << 36) - 1)));
+        assert!(done_key(1, 0) > done_key(0, u64::MAX), "keys sort by queue, then offset");
+        assert_eq!(decode_done_key(&k[..12]), None, "a short key");
+        let mut other = k;
+        other[0] = b'h';
+        assert_eq!(decode_done_key(&other), None, "another prefix");
+        assert_eq!(decode_done_key(&[k.as_slice(), &[0]].concat()), None, "a long key");
     }
 
     #[test]
