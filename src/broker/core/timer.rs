@@ -387,7 +387,7 @@ fn with_state<R>(core: &Core, f: impl FnOnce(&mut State) -> R) -> Result<R, Stor
     let starts: Vec<u64> = (0..topic.queue_count())
         .map(|q| {
             let min = topic.offsets(q).map_or(0, |(min, _)| min);
-            match journal.and(core.store.committed(TIMER_GROUP, TIMER_TOPIC, q)) {
+            match journal.and_then(|_| core.store.committed(TIMER_GROUP, TIMER_TOPIC, q)) {
                 Some(committed) => committed.max(min),
                 None => min,
             }

@@ -751,7 +751,9 @@ fn check_pass(core: &Core) {
     let mut pending = core.transactions.lock();
     let mut end = topic.offsets(0).map_or(0, |(_, end)| end);
     let mut gone = Vec::new();
-    // Entries whose checks or position changed: journaled before anything is released.
+    // Entries whose checks or position changed: journaled before anything is released (only
+    // collected when there is a journal).
+    let journaled = core.transactions.journal.is_some();
     let mut changed = Vec::new();
     let Table { halves, positions, .. } = &mut *pending;
     for (&id, half) in halves.iter_mut() {
@@ -790,7 +792,9 @@ fn check_pass(core: &Core) {
             // counts before `resolveHalfMsg` looks for a channel: a group that never comes
             // back uses up its checks and the message moves on.
             half.checks += 1;
-            changed.push(id);
+            if journaled {
+                changed.push(id);
+            }
             checks.push(Check {
                 group: half.group.clone(),
                 offset: id,
@@ -808,7 +812,7 @@ fn check_pass(core: &Core) {
                     positions.insert(at);
                     half.at = at;
                     end = at + 1;
-                    if changed.last() != Some(&id) {
+                    if journaled && changed.last() != Some(&id) {
                         changed.push(id);
                     }
                 }
