@@ -105,10 +105,10 @@ pub(crate) unsafe fn scan(
         } else if w3 == 0 {
             // Free space (the unused tail of a segment): skip whole zero chunks, which hold no
             // header, instead of testing every 8 bytes.
-            // SAFETY: the function's contract: nobody writes these bytes meanwhile.
-            while at + ZERO_CHUNK <= end
-                && unsafe { mem.with_bytes(at, ZERO_CHUNK, |b| b == &ZEROS[..]) }
-            {
+            while at + ZERO_CHUNK <= end && {
+                // SAFETY: the function's contract: nobody writes these bytes meanwhile.
+                unsafe { mem.with_bytes(at, ZERO_CHUNK, |b| b == &ZEROS[..]) }
+            } {
                 at += ZERO_CHUNK;
             }
         }
