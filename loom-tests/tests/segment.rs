@@ -11,7 +11,8 @@
 
 mod common;
 
-use baiji::shm::{Log, LogConfig, Reclaim, RecordMeta, Recovered, NO_CLAIM};
+use baiji::__private::{Queue, Reclaimer};
+use baiji::shm::{Log, LogConfig, Reclaim, RecordMeta, Recovered, Reservation, NO_CLAIM};
 use bytes::Bytes;
 use common::{model, model_capped};
 use crossbeam_epoch::Collector;
@@ -150,6 +151,121 @@ fn commit_mark_vs_crash_scan() {
         assert!(scanned.is_ok());
         drop(g);
         writer.join().unwrap();
+    });
+}
+
+/// S3 applied to the queue, the durable append: (1) reserve and fill a record, (2) link the
+/// message with `Queue::append_claimed`, which stores the offset it is about to take as the
+/// record's claim before each publishing CAS, (3) commit. An offset a reader has seen linked
+/// is, in every crash image taken after that, covered by a record's claim, committed or torn,
+/// so recovery never gives an offset a consumer may have seen to another message. One producer
+/// appends a single message, the other a batch of two under one record (claiming the batch's
+/// last offset); a reader walks the queue, then scans the log. Once all are done, each record's
+/// claim is the last offset its producer got (also after a lost CAS and a second attempt).
+///
+/// Catches `claim_after_publish` (the claim stored only after the publishing CAS succeeded:
+/// the reader sees the offset linked while its record still claims nothing).
+///
+/// Kept small: the records are reserved and filled on the main thread before the producers
+/// start (the fill racing a crash scan is `commit_mark_vs_crash_scan`'s), and the producers
+/// link under `unprotected` guards (nothing is unlinked or freed here): with epoch pins on all
+/// three threads even the bound-1 exploration ran past 200 s. The reader is a spawned thread,
+/// not the main one: loom's DPOR remembers only an object's last access, and a reader on the
+/// main thread ran its walk before either producer in every explored schedule (it never saw a
+/// node, so the mutant survived). Bound 3: about 35 CPU-seconds, 54-58 s wall at load 5-7;
+/// the mutant needs one preemption (the producer's, between its CAS and its claim) and is
+/// caught in 0.02 s (measured 2026-12-05).
+#[test]
+fn claim_before_publish_vs_crash_scan() {
+    model(|| {
+        let log = log(TWO_RECORDS, Reclaim::OnTruncate);
+        // Offsets from 1: under loom the index stride is 2, so in either order only the batch
+        // records an index entry (offset 2).
+        let q = Arc::new(Queue::new(1, Reclaimer::new()));
+        // Step 1 of both appends: stream 1 is the single message's record, stream 2 the
+        // batch's; neither claims anything yet.
+        let (single, batch) = {
+            let h = log.collector().register();
+            let g = h.pin();
+            let reserve = |stream: u64| match log.append(meta(stream), &[&payload(stream)], &g) {
+                Ok(r) => r,
+                Err(e) => panic!("append: {e}"),
+            };
+            (reserve(1), reserve(2))
+        };
+        // Steps 2 and 3; returns (stream, the last offset it got, the committed payload).
+        let produce = |mut r: Reservation, stream: u64| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                // SAFETY: nothing is unlinked from the queue or freed while the model runs (no
+                // reaper), so the guard has nothing to protect.
+                let g = unsafe { crossbeam_epoch::unprotected() };
+                let mut claim = |offset: u64| r.set_claim(offset);
+                let last = if stream == 2 {
+                    let batch =
+                        [(Bytes::from_static(b"b0"), 0, 0), (Bytes::from_static(b"b1"), 0, 0)];
+                    match q.append_batch_claimed(batch, g, &mut claim) {
+                        Some(a) => a.offset + 1,
+                        None => panic!("a non-empty batch is appended"),
+                    }
+                } else {
+                    q.append_claimed(Bytes::from_static(b"a"), 0, 0, g, &mut claim).offset
+                };
+                (stream, last, r.commit()) // only now would the producer be answered
+            })
+        };
+        let producers = [produce(single, 1), produce(batch, 2)];
+        let reader = {
+            let (log, q) = (Arc::clone(&log), Arc::clone(&q));
+            thread::spawn(move || {
+                let h = log.collector().register();
+                let g = h.pin();
+                let mut seen = None;
+                let mut n = q.head(&g);
+                while let Some(next) = n.next(&g) {
+                    seen = Some(next.offset());
+                    n = next;
+                }
+                // The crash image, taken after the walk: the highest claim of any record.
+                let mut claimed = None;
+                let scanned = log.scan(&g, |r| {
+                    let claim = match r {
+                        Recovered::Record(r) => r.claim,
+                        Recovered::Torn(t) => t.claim,
+                    };
+                    if claim != NO_CLAIM {
+                        claimed = claimed.max(Some(claim));
+                    }
+                });
+                assert!(scanned.is_ok());
+                if let Some(seen) = seen {
+                    assert!(
+                        claimed.is_some_and(|c| c >= seen),
+                        "S3: offset {seen} was seen linked, but the crash image claims only \
+                         {claimed:?}"
+                    );
+                }
+            })
+        };
+        reader.join().unwrap();
+
+        let mut want = Vec::new();
+        let mut kept = Vec::new(); // the records' payloads, held until the last scan
+        for p in producers {
+            let (stream, last, bytes) = p.join().unwrap();
+            assert_eq!(bytes[..], payload(stream));
+            want.push((stream, last));
+            kept.push(bytes);
+        }
+        let h = log.collector().register();
+        let mut got = Vec::new();
+        let scanned = log.scan(&h.pin(), |r| match r {
+            Recovered::Record(r) => got.push((r.stream, r.claim)),
+            Recovered::Torn(t) => panic!("nothing is torn once every writer committed: {t:?}"),
+        });
+        assert!(scanned.is_ok());
+        got.sort_unstable();
+        assert_eq!(got, want, "each record claims the last offset its producer got");
     });
 }
 
