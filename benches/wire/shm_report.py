@@ -72,27 +72,34 @@ def main(out):
         sizes = {}
         for l in open(dirs):
             if l.strip():
-                tag, kb = l.split("\t")
-                sizes[tag] = int(kb or 0)
+                cols = l.rstrip("\n").split("\t")
+                # tag, idle kB, after kB (older runs: tag, after kB)
+                idle_dir, after_dir = (cols[1], cols[2]) if len(cols) > 2 else ("0", cols[1])
+                sizes[cols[0]] = (int(idle_dir or 0), int(after_dir or 0))
         drained = [(t, kb) for t, kb in sorted(sizes.items()) if t.startswith("d-")]
         if drained:
             lines += [
                 "## After draining the backlog (workload d)",
                 "",
-                "RSS after the drain (and the settle time) against RSS idle before the run; for",
-                "shm, plus the store directory's size after the drain (its files are RAM too).",
+                "RSS after the drain (and the settle time) against RSS idle before the run, and",
+                "the same with the store directory's size added (its files are RAM too; their",
+                "mapped pages are also in the RSS, so the sum counts them twice on both sides).",
                 "",
-                "| run | RSS idle | RSS after | directory | (RSS after + directory) / idle |",
-                "|---|---:|---:|---:|---:|",
+                "| run | RSS idle | RSS after | RSS after / idle | directory idle | directory after | (RSS + directory) after / idle |",
+                "|---|---:|---:|---:|---:|---:|---:|",
             ]
-            for tag, kb in drained:
+            for tag, (idle_dir, kb) in drained:
                 for d in runs.get(("d", tag.split("-")[1]), []):
                     if f"{tag}.json" not in d.get("command", ""):
                         continue
                     b = d["broker"]
                     idle, after = b.get("rss_idle_kb") or 0, b.get("rss_after_kb") or 0
-                    ratio = (after + kb) / idle if idle else float("nan")
-                    lines.append(f"| {tag} | {idle:,} KiB | {after:,} KiB | {kb:,} KiB | {ratio:.3f} |")
+                    rss = after / idle if idle else float("nan")
+                    both = (after + kb) / (idle + idle_dir) if idle else float("nan")
+                    lines.append(
+                        f"| {tag} | {idle:,} KiB | {after:,} KiB | {rss:.3f} | {idle_dir:,} KiB "
+                        f"| {kb:,} KiB | {both:.3f} |"
+                    )
             lines.append("")
     tsv = os.path.join(out, "recovery.tsv")
     if os.path.exists(tsv):

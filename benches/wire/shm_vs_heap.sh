@@ -90,12 +90,14 @@ main() {
         rm -rf "$SHM_BASE"
         log "run $tag"
         start "$m" "$OUT/logs/$tag.broker.log"
+        local idle_kb
+        idle_kb=$(du -sk "$SHM_BASE" 2>/dev/null | cut -f1 || echo 0)
         # shellcheck disable=SC2046
         "$BAIJI" bench --driver raw --namesrv "127.0.0.1:$NS" --broker-pid "$PID" --system baiji \
           --workload "$w" --quiet --json "$OUT/raw/$tag.json" $(workload_args "$w") \
           >"$OUT/logs/$tag.txt" 2>&1 || log "run $tag failed; see $OUT/logs/$tag.txt"
         # The directory's size after the run (workload d: after draining the backlog).
-        printf '%s\t%s\n' "$tag" "$(du -sk "$SHM_BASE" 2>/dev/null | cut -f1 || echo 0)" >>"$OUT/dir_kb.tsv"
+        printf '%s\t%s\t%s\n' "$tag" "${idle_kb:-0}" "$(du -sk "$SHM_BASE" 2>/dev/null | cut -f1 || echo 0)" >>"$OUT/dir_kb.tsv"
         stop
       done
     done

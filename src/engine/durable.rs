@@ -357,9 +357,13 @@ impl Durable {
         Ok(())
     }
 
-    /// Journals a queue's first live offset (before the nodes below it are freed).
-    pub(crate) fn head_moved(&self, stream: u64, first: u64) {
-        if let Err(e) = self.journal.put(&head_key(stream), &first.to_le_bytes()) {
+    /// Journals queues' first live offsets, `(stream, first)` each, in one journal call
+    /// (before the nodes below them are freed).
+    pub(crate) fn heads_moved(&self, heads: &[(u64, u64)]) {
+        let entries: Vec<([u8; 9], [u8; 8])> =
+            heads.iter().map(|(stream, first)| (head_key(*stream), first.to_le_bytes())).collect();
+        let changes = entries.iter().map(|(k, v)| (&k[..], &v[..]));
+        if let Err(e) = self.journal.put_all(changes) {
             self.failed(&e);
         }
     }

@@ -20,6 +20,7 @@ impl Inner {
         retention: Retention,
         keep_ms: u64,
         now: u64,
+        heads: &mut Vec<(u64, u64)>,
     ) -> u64 {
         let mut head = eq.q.lock_head();
         let guard = self.pin();
@@ -45,7 +46,8 @@ impl Inner {
         });
         drop(holds);
         if u.count > 0 {
-            self.journal_head(eq, &guard);
+            // Journaled at the end of the pass, before `free_ready` (see `journal_heads`).
+            heads.push((eq.stream, eq.q.first_offset(&guard)));
             let released = eq.account_unlinked(u.count, u.payload_bytes, false);
             self.used.fetch_sub(released, Ordering::Relaxed);
         }
@@ -59,9 +61,22 @@ impl Inner {
     pub(super) fn journal_head(&self, eq: &TopicQueue, guard: &crossbeam_epoch::Guard) {
         #[cfg(not(loom))]
         if let Some(d) = &self.durable {
-            d.head_moved(eq.stream, eq.q.first_offset(guard));
+            d.heads_moved(&[(eq.stream, eq.q.first_offset(guard))]);
         }
         let _ = (eq, guard);
+    }
+
+    /// Journals the heads a reaper pass moved, in one journal call: the nodes it unlinked
+    /// reach the [`Reclaimer`](crate::queue::Reclaimer) through the epoch, and the pass's own
+    /// `free_ready`, which follows this, frees them. (An engine without a reaper thread may
+    /// also free them from a topic deletion racing the pass: a crash in that window serves
+    /// those acknowledged messages again, it loses nothing.)
+    fn journal_heads(&self, heads: &[(u64, u64)]) {
+        #[cfg(not(loom))]
+        if let (Some(d), false) = (&self.durable, heads.is_empty()) {
+            d.heads_moved(heads);
+        }
+        let _ = heads;
     }
 
     /// A refused append's attempt to make room. With a reaper thread, only wakes it: request
@@ -110,15 +125,17 @@ impl Inner {
         let spare = u128::from(budget) * u128::from(KEEP_YIELDS_AT_PERCENT) / 100;
         let roomy =
             u128::from(self.used.load(Ordering::Relaxed)) <= spare || mutant("keep_ignores_budget");
+        let mut heads = Vec::new();
         for t in &topics {
             let retention = t.retention(self.live.retention());
             let keep = t.keep_acknowledged(self.config.keep_acknowledged);
             let keep_ms =
                 if roomy { u64::try_from(keep.as_millis()).unwrap_or(u64::MAX) } else { 0 };
             for eq in t.queues.iter() {
-                n += self.reap_queue(eq, retention, keep_ms, now);
+                n += self.reap_queue(eq, retention, keep_ms, now, &mut heads);
             }
         }
+        self.journal_heads(&heads);
         n += self.sweep_graveyard();
         // Push this thread's deferred functions to the collector and let it advance.
         self.pin().flush();
