@@ -10,6 +10,7 @@
 #   benches/wire/shm_vs_heap.sh                          # 3 repetitions, both workloads
 #   REPS=1 DURATION=5 benches/wire/shm_vs_heap.sh        # a quick look
 #   RECOVERY="1000000:128 8388608:128" benches/wire/shm_vs_heap.sh
+#   ONLY_RECOVERY=1 benches/wire/shm_vs_heap.sh          # the recovery runs only
 #
 # Threads: the broker's tokio runtime (2 workers on this 2-core machine) and its reaper and
 # segment-maintenance threads; the load generator's producers and consumer (workload a: 1
@@ -52,11 +53,11 @@ stop() {
 }
 trap 'stop; rm -rf "$SHM_BASE"' EXIT
 
-start() { # mode logfile [extra broker args...]
-  local mode=$1 file=$2
-  shift 2
+start() { # mode logfile budget [extra broker args...]
+  local mode=$1 file=$2 budget=$3
+  shift 3
   local args=(broker --listen "127.0.0.1:$BROKER" --namesrv-listen "127.0.0.1:$NS"
-    --grpc-listen off --memory-budget 4g "$@")
+    --grpc-listen off --memory-budget "$budget" "$@")
   if [ "$mode" = shm ]; then args+=(--store-path-root-dir "$SHM_BASE"); fi
   "$BAIJI" "${args[@]}" >"$file" 2>&1 &
   PID=$!
@@ -75,21 +76,22 @@ main() {
   log "building baiji (release)"
   (cd "$ROOT" && cargo build --release --bin baiji)
   mkdir -p "$OUT/raw" "$OUT/logs"
-  {
+  [ "${ONLY_RECOVERY:-}" = 1 ] || {
     echo "Run on $(date -u '+%Y-%m-%d %H:%M') UTC at baiji commit \`$(git -C "$ROOT" rev-parse --short HEAD)\`"
     echo "($(git -C "$ROOT" status --porcelain | wc -l) uncommitted paths), $(nproc) cores,"
     echo "load average at start $(cut -d' ' -f1-3 /proc/loadavg); shm directory $SHM_BASE ($(stat -f -c %T /dev/shm))."
   } >"$OUT/meta.md"
-  : >"$OUT/dir_kb.tsv"
+  [ "${ONLY_RECOVERY:-}" = 1 ] || : >"$OUT/dir_kb.tsv"
   local modes=(heap shm)
   for rep in $(seq 1 "$REPS"); do
+    [ "${ONLY_RECOVERY:-}" = 1 ] && break
     for w in $WORKLOADS; do
       for i in 0 1; do
         local m=${modes[$(((i + rep - 1) % 2))]}
         local tag="$w-$m-r$rep"
         rm -rf "$SHM_BASE"
         log "run $tag"
-        start "$m" "$OUT/logs/$tag.broker.log"
+        start "$m" "$OUT/logs/$tag.broker.log" 4g
         local idle_kb
         idle_kb=$(du -sk "$SHM_BASE" 2>/dev/null | cut -f1 || echo 0)
         # shellcheck disable=SC2046
@@ -115,8 +117,8 @@ recovery() {
     rm -rf "$SHM_BASE"
     log "recovery: filling $count x $size B"
     # Kept with no group: retention long and large enough for all of them.
-    local keep=(--memory-budget 8g --retention-secs 86400 --retention-bytes 4g)
-    start shm "$OUT/logs/recovery-$count-$size.fill.log" "${keep[@]}"
+    local keep=(--retention-secs 86400 --retention-bytes 4g)
+    start shm "$OUT/logs/recovery-$count-$size.fill.log" 8g "${keep[@]}"
     "$BAIJI" bench --driver raw --namesrv "127.0.0.1:$NS" --broker-pid "$PID" --system baiji \
       --workload d --backlog --count "$count" --producers 1 --mode batch --batch 64 \
       --groups 0 --size "$size" --queues 4 --warmup 0 --quiet \
@@ -125,7 +127,7 @@ recovery() {
     local log_file="$OUT/logs/recovery-$count-$size.restart.log"
     local t0
     t0=$(date +%s%N)
-    start shm "$log_file" "${keep[@]}"
+    start shm "$log_file" 8g "${keep[@]}"
     "$BAIJI" bench --driver raw --namesrv "127.0.0.1:$NS" --system baiji --workload a \
       --rate 1000 --count 1 --producers 1 --mode sync --groups 0 --size 16 --queues 4 \
       --warmup 0 --quiet >"$OUT/logs/recovery-$count-$size.send.txt" 2>&1 || log "first send failed"

@@ -522,7 +522,7 @@ mod tests {
     }
 
     #[test]
-    fn given_an_append_torn_by_a_crash_when_reopened_should_make_its_offset_a_hole() {
+    fn given_appends_torn_by_a_crash_when_reopened_should_make_their_offsets_holes() {
         let d = TestDir::new("durable-torn");
         {
             let (e, _) = open(&d);
@@ -545,14 +545,24 @@ mod tests {
             let header = super::entry_header(6, 0, 5);
             let r = d.log.append(meta, &[&header, b"three"], &guard).expect("reserve");
             drop(r.commit());
+            // And the last record torn too: a batch of two that claimed offsets 3 and 4.
+            let meta =
+                RecordMeta { kind: super::MESSAGES, stream: super::stream_of(1, 0), claim: 4 };
+            let header = super::entry_header(7, 0, 4);
+            let torn = d.log.append(meta, &[&header, b"last"], &guard).expect("reserve");
+            std::mem::forget(torn);
         }
         let (e, r) = open(&d);
-        assert_eq!((r.torn_records, r.holes, r.messages), (1, 1, 2), "{r:?}");
+        assert_eq!((r.torn_records, r.holes, r.messages), (2, 3, 2), "{r:?}");
         let got: Vec<(u64, Bytes)> = messages(&e, "H", 0).into_iter().map(|m| (m.0, m.3)).collect();
         assert_eq!(got, vec![(0, Bytes::from("one")), (2, Bytes::from("three"))]);
         let t = e.topic("H").expect("h");
         assert!(t.get(0, 1, |_| ()).expect("get").is_none(), "a hole is no message");
-        assert_eq!(t.append(0, Message::new("four")).expect("append").offset, 3);
+        assert_eq!(
+            t.append(0, Message::new("four")).expect("append").offset,
+            5,
+            "no offset a torn record claimed is reused"
+        );
         t.set_retention(Retention { time: Duration::from_secs(3600), bytes: 0 });
         e.reap();
         assert_eq!(e.bytes_used(), 2 * SEGMENT as u64, "holes are counted and given back too");
