@@ -121,25 +121,25 @@ recovery() {
     start shm "$OUT/logs/recovery-$count-$size.fill.log" 8g "${keep[@]}"
     "$BAIJI" bench --driver raw --namesrv "127.0.0.1:$NS" --broker-pid "$PID" --system baiji \
       --workload d --backlog --count "$count" --producers 1 --mode batch --batch 64 \
-      --groups 0 --size "$size" --queues 4 --warmup 0 --quiet \
+      --groups 0 --size "$size" --queues 4 --warmup 0 --topic recovery_fill --quiet \
       >"$OUT/logs/recovery-$count-$size.fill.txt" 2>&1 || log "fill failed"
     kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=""
     local log_file="$OUT/logs/recovery-$count-$size.restart.log"
-    local t0
-    t0=$(date +%s%N)
-    start shm "$log_file" 8g "${keep[@]}"
-    "$BAIJI" bench --driver raw --namesrv "127.0.0.1:$NS" --system baiji --workload a \
-      --rate 1000 --count 1 --producers 1 --mode sync --groups 0 --size 16 --queues 4 \
-      --warmup 0 --quiet >"$OUT/logs/recovery-$count-$size.send.txt" 2>&1 || log "first send failed"
-    local t1
-    t1=$(date +%s%N)
+    # Process start -> first answered send, by a minimal remoting client (first_send.py).
+    local out ms_first
+    out=$(python3 "$ROOT/benches/wire/first_send.py" "127.0.0.1:$BROKER" recovery_fill -- \
+      "$BAIJI" broker --listen "127.0.0.1:$BROKER" --namesrv-listen "127.0.0.1:$NS" \
+      --grpc-listen off --memory-budget 8g "${keep[@]}" --store-path-root-dir "$SHM_BASE" \
+      2>"$log_file") || log "first send failed: $out"
+    ms_first=${out%% *}
+    PID=$(echo "$out" | cut -d' ' -f2)
     local restored ms
     restored=$(grep -o '[0-9]* messages restored' "$log_file" | grep -o '^[0-9]*' || echo '?')
     ms=$(grep -o 'restored in [0-9.]* s' "$log_file" | grep -o '[0-9.]*' || echo '?')
     local rss
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status" 2>/dev/null || echo '?')
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$count" "$size" "$((count * size))" "$restored" \
-      "$ms" "$(((t1 - t0) / 1000000))" "$rss" >>"$OUT/recovery.tsv"
+      "$ms" "$ms_first" "$rss" >>"$OUT/recovery.tsv"
     stop
   done
 }
