@@ -23,6 +23,9 @@ pub use crate::engine::{
     AckOutcome, Delivery, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopAck,
     PopInit, PopOutcome, PopPolicy, PopRequest, Popped, Retention, Settings, MAX_QUEUES,
 };
+#[cfg(not(loom))]
+pub use crate::engine::EngineRecovery;
+pub use crate::engine::StorageStats;
 pub use crate::queue::WaitId;
 pub use memory::MemoryStore;
 
@@ -451,7 +454,7 @@ pub trait StoreStats: Send + Sync {
     }
     /// The segment files of a store whose state outlives the process; `None` for one that
     /// keeps nothing.
-    fn storage(&self) -> Option<crate::engine::StorageStats> {
+    fn storage(&self) -> Option<StorageStats> {
         None
     }
 }

@@ -94,7 +94,7 @@ pub(crate) struct Core {
     /// Where topic and group configs are journaled (`store-path-root-dir`), if anywhere.
     pub(crate) journal: Option<journal::ConfigJournal>,
     /// What the store found in `store-path-root-dir` at start (metrics, runtime info).
-    pub(crate) recovery: Option<crate::engine::EngineRecovery>,
+    pub(crate) recovery: Option<crate::store::EngineRecovery>,
 }
 
 impl std::fmt::Debug for Core {
