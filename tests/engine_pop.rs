@@ -2,12 +2,13 @@
 //! `given_<state>_when_<action>_should_<outcome>`. Invariant numbers refer to
 //! `docs/design.md`. Time is the caller's (`now_ms`), so nothing here sleeps.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use baiji::engine::{
-    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopAck, PopInit,
-    PopOutcome, PopPolicy, PopRequest, Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE,
-    INFLIGHT_LIMIT,
+    AckOutcome, Engine, EngineConfig, EngineError, Filter, Group, Message, PopAck, PopChange,
+    PopEntry, PopHolder, PopInit, PopJournal, PopOutcome, PopPolicy, PopRequest, PopRestored,
+    Retention, StartFrom, SubscribeOptions, INFLIGHT_ENTRY_SIZE, INFLIGHT_LIMIT,
 };
 use bytes::Bytes;
 
@@ -460,4 +461,153 @@ fn given_two_deliveries_in_place_when_a_message_keeps_failing_should_redeliver_o
     let late = pop_with(&g, &req(1, 10, 1120), &policy);
     assert_eq!(late.revive.len(), 1, "a hand-over nobody settled is handed out again");
     assert!(g.ack_popped(third.receipt(&third.revive[0])).is_err(), "under a new receipt");
+}
+
+/// A POP journal as a store keeps one: the last position of each queue and the last entry of
+/// each offset, every subscription's records deleted when it ends.
+#[derive(Debug, Default)]
+struct Recorder {
+    state: std::sync::Mutex<RecordedState>,
+}
+
+#[derive(Debug, Default, Clone, PartialEq)]
+struct RecordedState {
+    positions: std::collections::BTreeMap<(String, String, u32), u64>,
+    entries: std::collections::BTreeMap<(String, String, u32, u64), PopEntry>,
+    changes: usize,
+    ended: Vec<(String, String)>,
+}
+
+impl PopJournal for Recorder {
+    fn record(&self, c: &PopChange<'_>) {
+        let mut s = self.state.lock().unwrap();
+        s.changes += 1;
+        let (g, t) = (c.group.to_owned(), c.topic.to_owned());
+        for (off, e) in c.entries {
+            let k = (g.clone(), t.clone(), c.queue, *off);
+            match e {
+                Some(e) => s.entries.insert(k, *e),
+                None => s.entries.remove(&k),
+            };
+        }
+        if let Some(p) = c.position {
+            s.positions.insert((g, t, c.queue), p);
+        }
+    }
+
+    fn ended(&self, group: &str, topic: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.positions.retain(|(g, t, _), _| !(g == group && t == topic));
+        s.entries.retain(|(g, t, _, _), _| !(g == group && t == topic));
+        s.ended.push((group.to_owned(), topic.to_owned()));
+    }
+}
+
+impl Recorder {
+    fn state(&self) -> RecordedState {
+        self.state.lock().unwrap().clone()
+    }
+
+    /// Queue 0's position and entries of G in T.
+    fn queue0(&self) -> (u64, Vec<(u64, PopEntry)>) {
+        let s = self.state();
+        let key = ("G".to_owned(), "T".to_owned());
+        let pos = s.positions[&(key.0.clone(), key.1.clone(), 0)];
+        let entries = s
+            .entries
+            .iter()
+            .filter(|((g, t, q, _), _)| (g, t, *q) == (&key.0, &key.1, 0))
+            .map(|((_, _, _, off), e)| (*off, *e))
+            .collect();
+        (pos, entries)
+    }
+}
+
+/// An engine with a journal and `messages` messages in queue 0 of T, subscribed by G.
+fn journaled(messages: usize) -> (Engine, Group, Arc<Recorder>) {
+    let (e, g) = setup(messages);
+    let rec = Arc::new(Recorder::default());
+    e.set_pop_journal(rec.clone()).expect("the first journal");
+    (e, g, rec)
+}
+
+#[test]
+fn given_pops_acks_and_changes_when_journaled_should_record_the_position_and_each_entry() {
+    let (e, g, rec) = journaled(6);
+    assert!(e.set_pop_journal(rec.clone()).is_err(), "set once");
+    let o = pop(&g, &req(6, 10_000, 1000));
+    assert_eq!(rec.queue0().0, 6, "every offset below 6 is acknowledged or in flight");
+    for off in [0, 2, 3] {
+        g.pop_ack(0, off, o.pop_time).unwrap();
+    }
+    let renewed = g.change_invisible(0, 4, o.pop_time, 60_000, 1001).unwrap();
+    let (pos, entries) = rec.queue0();
+    let entry =
+        |pop_time, invisible_ms, holder| PopEntry { pop_time, invisible_ms, attempts: 1, holder };
+    assert_eq!(pos, 6);
+    assert_eq!(
+        entries,
+        [
+            (1, entry(1000, 10_000, PopHolder::Consumer)),
+            (4, entry(renewed, 60_000, PopHolder::ConsumerChanged)),
+            (5, entry(1000, 10_000, PopHolder::Consumer)),
+        ],
+        "what is in flight, as it is now"
+    );
+    let changes = rec.state().changes;
+    assert!(pop(&g, &req(6, 10_000, 1002)).messages.is_empty());
+    assert_eq!(rec.state().changes, changes, "a pop that changes nothing records nothing");
+    g.unsubscribe();
+    let s = rec.state();
+    assert!(s.positions.is_empty() && s.entries.is_empty(), "an ended group's state is gone");
+    assert_eq!(s.ended, [("G".to_owned(), "T".to_owned())]);
+}
+
+#[test]
+fn given_a_recorded_pop_state_when_restored_after_a_restart_should_keep_acks_receipts_and_invisible_times(
+) {
+    // Before the restart: 6 popped at 1000 for 10 s, 0, 2 and 3 acknowledged, 4 made
+    // invisible for a minute.
+    let (_before, g, rec) = journaled(6);
+    let o = pop(&g, &req(6, 10_000, 1000));
+    for off in [0, 2, 3] {
+        g.pop_ack(0, off, o.pop_time).unwrap();
+    }
+    let renewed = g.change_invisible(0, 4, o.pop_time, 60_000, 1001).unwrap();
+    let (pos, entries) = rec.queue0();
+    // After it: the same messages and one more, a fresh subscription given the state back.
+    let (after, g) = setup(7);
+    let idle = after.stats().bytes_used;
+    let r = g.restore_pop(0, pos, &entries).expect("restored");
+    assert_eq!(r, PopRestored { inflight: 3, acked: 3, dropped: vec![] });
+    assert_eq!(g.inflight(), 3);
+    assert_eq!(after.stats().bytes_used, idle + 3 * INFLIGHT_ENTRY_SIZE, "charged as before");
+    after.reap();
+    assert_eq!(after.stats().live_messages, 6, "0 is acknowledged and reclaimed (2, 3 behind 1)");
+    assert_eq!(offsets(&pop(&g, &req(8, 10_000, 1100))), [6], "only the new message");
+    assert_eq!(offsets(&pop(&g, &req(8, 10_000, 10_999))), Vec::<u64>::new(), "not before");
+    let back = pop(&g, &req(8, 10_000, 11_000));
+    assert_eq!(offsets(&back), [1, 5], "the unacknowledged ones, once their time ended");
+    assert!(back.messages.iter().all(|m| m.attempts == 2), "as redeliveries");
+    assert_eq!(g.pop_ack(0, 4, renewed).unwrap(), AckOutcome::Acked, "the receipt holds");
+    let late = offsets(&pop(&g, &req(8, 10_000, 70_000)));
+    assert_eq!(late, [1, 5, 6], "every expired one again, but not 4: acknowledged");
+}
+
+#[test]
+fn given_entries_a_commit_acknowledged_or_past_the_position_when_restoring_should_drop_them() {
+    let (_before, g, rec) = journaled(4);
+    let o = pop(&g, &req(4, 10_000, 1000));
+    g.pop_ack(0, 2, o.pop_time).unwrap();
+    let (_, mut entries) = rec.queue0();
+    assert_eq!(entries.iter().map(|(o, _)| *o).collect::<Vec<_>>(), [0, 1, 3]);
+    let (_after, g) = setup(4);
+    g.commit(0, 1).unwrap();
+    entries.push((9, entries[0].1));
+    let r = g.restore_pop(0, 4, &entries).expect("restored");
+    assert_eq!(r.dropped, [0, 9], "below the commit, past the position");
+    assert_eq!((r.inflight, r.acked), (2, 1), "1 and 3 in flight, 2 acknowledged");
+    let again = g.restore_pop(0, 4, &entries).expect("a queue popped already");
+    assert_eq!(again, PopRestored::default(), "is left as it is");
+    assert_eq!(offsets(&pop(&g, &req(8, 10_000, 11_000))), [1, 3]);
 }

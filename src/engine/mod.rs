@@ -67,6 +67,10 @@
 //! | member join / leave | `Subscription::add_member`, `remove_member` |
 //! | commit, per-message ack | `Subscription::commit`, `Subscription::ack` |
 //! | pop, POP ack, change of invisible time | `Subscription::pop_queue`, `pop_ack`, `change_invisible` (`group/pop.rs`) |
+//!
+//! The POP changes are reported to a [`PopJournal`] when one is set
+//! ([`Engine::set_pop_journal`]), under the queue's lock, and an ended subscription tells it
+//! too; [`Group::restore_pop`] gives a recorded POP state back.
 
 mod budget;
 mod config;
@@ -100,8 +104,8 @@ pub use group::Group;
 pub use handle::{Producer, ReadOutcome, TopicHandle};
 pub use types::{
     AckOutcome, Delivery, EngineStats, Filter, GroupStats, MemberId, Message, MessageRef, Mode,
-    PopAck, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Popped, QueueStats, Receipt,
-    StartFrom,
+    PopAck, PopChange, PopEntry, PopHolder, PopInit, PopJournal, PopOutcome, PopPolicy, PopReceipt,
+    PopRequest, PopRestored, Popped, QueueStats, Receipt, StartFrom,
 };
 
 /// Bytes the engine counts for each message on top of its payload (its queue node).
@@ -175,6 +179,9 @@ pub(crate) struct Inner {
     /// The message log and journal of an engine opened on a directory ([`Engine::open`]).
     #[cfg(not(loom))]
     durable: Option<durable::Durable>,
+    /// Where POP state changes are reported ([`Engine::set_pop_journal`]); set once, before
+    /// anything pops. `std`'s, even under loom: it never changes once set.
+    pop_journal: std::sync::OnceLock<std::sync::Arc<dyn PopJournal>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -189,6 +196,11 @@ impl std::fmt::Debug for Inner {
 impl Inner {
     pub(crate) fn pin(&self) -> Guard {
         self.epoch.pin()
+    }
+
+    /// The POP journal, if one was set ([`Engine::set_pop_journal`]).
+    pub(crate) fn pop_journal(&self) -> Option<&dyn PopJournal> {
+        self.pop_journal.get().map(|j| &**j)
     }
 
     fn check_open(&self) -> Result<(), EngineError> {
@@ -359,6 +371,7 @@ impl Engine {
             config,
             #[cfg(not(loom))]
             durable,
+            pop_journal: std::sync::OnceLock::new(),
         });
         let reaper = if inner.config.reaper_thread { Some(spawn_reaper(&inner)?) } else { None };
         Ok(Engine { inner, reaper })
@@ -390,6 +403,24 @@ impl Engine {
         self.inner.live.set(settings);
         self.inner.room.wake_all();
         Ok(())
+    }
+
+    /// Reports every change of the groups' POP state (pops, POP acks, changes of invisible
+    /// time, ended subscriptions) to `journal` from now on, so that a store can keep it over
+    /// a restart and give it back with [`Group::restore_pop`] (see [`PopJournal`] for when it
+    /// is called). Set it before anything pops; an engine without one (the heap-only mode)
+    /// does no such work.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidConfig`] if a journal was set already.
+    pub fn set_pop_journal(
+        &self,
+        journal: std::sync::Arc<dyn PopJournal>,
+    ) -> Result<(), EngineError> {
+        self.inner
+            .pop_journal
+            .set(journal)
+            .map_err(|_| EngineError::InvalidConfig("a POP journal is set already".into()))
     }
 
     /// Creates a topic with `queues` queues. Creating an existing topic with the same queue
@@ -476,7 +507,7 @@ impl Engine {
         let subscriptions = std::mem::take(&mut *write(&t.subscriptions));
         self.inner.forget_subscriptions(subscriptions.len() as u64);
         for s in subscriptions.into_values() {
-            let forgotten = s.close(&|| self.inner.pin());
+            let forgotten = s.close(&|| self.inner.pin(), self.inner.pop_journal());
             self.inner.charge_inflight(-(forgotten as i64));
         }
         self.inner.release_later(t);
@@ -551,8 +582,10 @@ impl Engine {
         let mut subscriptions = write(&t.subscriptions);
         match subscriptions.get(group) {
             Some(s) if !s.is_closed() => return existing(s),
-            // Released as idle, and not yet taken out of the map: replaced.
-            Some(_) => {
+            // Released as idle, and not yet taken out of the map: replaced, once its closing
+            // has finished (a POP journal hears of its end before the new one's changes).
+            Some(s) => {
+                s.wait_closed();
                 subscriptions.remove(group);
                 self.inner.forget_subscriptions(1);
             }

@@ -386,3 +386,92 @@ impl Default for PopPolicy {
         PopPolicy::IN_PLACE
     }
 }
+
+/// Who holds a popped, unacknowledged message (see [`Group::pop_with`](super::Group::pop_with)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PopHolder {
+    /// The consumer it was popped to.
+    Consumer,
+    /// The consumer it was popped to, who changed its invisible time since (an ordered
+    /// repeat keeps the deadline it chose).
+    ConsumerChanged,
+    /// The caller of the pop that handed it out for revival or dead-lettering.
+    Caller,
+}
+
+/// One popped, unacknowledged message of a queue, as a [`PopJournal`] is told it and as
+/// [`Group::restore_pop`](super::Group::restore_pop) takes it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PopEntry {
+    /// The pop time of its latest delivery (with its queue and offset, its receipt), ms.
+    pub pop_time: u64,
+    /// How long after `pop_time` it stays invisible, ms.
+    pub invisible_ms: u64,
+    /// Deliveries to the group so far.
+    pub attempts: u32,
+    /// Who holds it.
+    pub holder: PopHolder,
+}
+
+impl PopEntry {
+    /// When it becomes visible again (the pop that finds it expired redelivers or hands it
+    /// over), ms since the Unix epoch.
+    pub fn deadline(&self) -> u64 {
+        self.pop_time.saturating_add(self.invisible_ms)
+    }
+}
+
+/// What changed in one queue's POP state, as a [`PopJournal`] is told it.
+#[derive(Debug, Clone, Copy)]
+pub struct PopChange<'a> {
+    /// The group.
+    pub group: &'a str,
+    /// The topic.
+    pub topic: &'a str,
+    /// The queue.
+    pub queue: u32,
+    /// The queue's pop position, when it moved (or was set by the queue's first pop): every
+    /// offset below it is acknowledged by the group or in flight.
+    pub position: Option<u64>,
+    /// In-flight entries that changed, by offset: `Some` the entry now (popped, redelivered,
+    /// handed over, its invisible time changed), `None` no longer in flight (acknowledged,
+    /// dead-lettered, or gone from the queue).
+    pub entries: &'a [(u64, Option<PopEntry>)],
+}
+
+/// Where an engine reports every change of its groups' POP state, so that it can be kept
+/// over a restart ([`Engine::set_pop_journal`](super::Engine::set_pop_journal); the store
+/// opened on a directory journals it, see `docs/restarts.md`).
+///
+/// # Protocol
+///
+/// [`record`](Self::record) is called with the queue's lock held, after the change and before
+/// the pop, ack or change of invisible time returns: the changes of one queue reach the
+/// journal in the order they were made, and a caller is answered only after its change was
+/// recorded. [`ended`](Self::ended) is called when a subscription ends (unsubscribed, released
+/// as idle, its topic deleted), with its membership lock held, after every queue of it was
+/// settled (nothing of it is recorded afterwards) and before a new subscription of the same
+/// group to the topic can be made (`Engine::subscribe` waits for that lock of an ended
+/// predecessor). Neither may call back into the engine.
+///
+/// The state of a queue is its position `P` and its in-flight entries: an offset below `P`
+/// that is not in flight is acknowledged. Replaying the last position and the last entry of
+/// each offset recorded gives it back ([`Group::restore_pop`](super::Group::restore_pop)).
+pub trait PopJournal: Send + Sync + std::fmt::Debug {
+    /// One change of one queue's POP state.
+    fn record(&self, change: &PopChange<'_>);
+    /// The subscription of `group` to `topic` ended: its POP state is gone.
+    fn ended(&self, group: &str, topic: &str);
+}
+
+/// What [`Group::restore_pop`](super::Group::restore_pop) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PopRestored {
+    /// Entries put back in flight.
+    pub inflight: usize,
+    /// Offsets below the position acknowledged (neither in flight nor acknowledged before).
+    pub acked: u64,
+    /// Entries not put back, whose records a journal may delete: acknowledged already (below
+    /// a commit), at or past the position, or no longer in the queue (a hole, or evicted).
+    pub dropped: Vec<u64>,
+}

@@ -57,7 +57,10 @@
 //!
 //! Lock order: the topic's subscription map, then the subscription's membership, then a queue
 //! track (`close_if_idle` alone holds several: all of them, in queue order), then the queue's
-//! head lock, then its holds.
+//! head lock, then its holds. A [`PopJournal`](super::PopJournal) is called under a queue track
+//! or (when the subscription ends) the membership lock, and takes only locks of its own.
+//! `Engine::subscribe` replacing an ended subscription takes that one's membership lock (under
+//! the map's) to wait until its closing, and its journal's `ended`, are done.
 
 use crossbeam_epoch::Guard;
 
@@ -70,7 +73,7 @@ use track::Track;
 
 use super::topic::{Topic, TopicQueue};
 use super::types::GroupStats;
-use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, StartFrom};
+use super::types::{AckOutcome, Delivery, Filter, MemberId, Mode, PopJournal, StartFrom};
 use super::{Consumer, EngineError, Inner};
 use crate::queue::{Node, WaitList};
 use crate::sync::plain::AtomicU64 as PlainU64;
@@ -205,10 +208,13 @@ impl Group {
     /// Ends the subscription. Messages it alone held become reclaimable; its members get
     /// [`EngineError::NotAMember`]. Idempotent.
     pub fn unsubscribe(&self) {
-        self.forget();
         let inner = &self.inner;
-        let forgotten = self.sub.close(&|| inner.pin());
+        // Closed before it leaves the map: a new subscription of the group is made only once
+        // this one has ended (`Engine::subscribe` waits for a closing predecessor), so a POP
+        // journal hears of the end before the new one's first change.
+        let forgotten = self.sub.close(&|| inner.pin(), inner.pop_journal());
         inner.charge_inflight(-(forgotten as i64));
+        self.forget();
     }
 
     /// When the subscription last saw activity, ms since the Unix epoch: its creation, a pop,
@@ -227,7 +233,7 @@ impl Group {
         let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         let Some(idle_since) = now_ms.checked_sub(idle_ms) else { return false };
         let inner = &self.inner;
-        match self.sub.close_if_idle(idle_since, now_ms, &|| inner.pin()) {
+        match self.sub.close_if_idle(idle_since, now_ms, &|| inner.pin(), inner.pop_journal()) {
             Some(forgotten) => {
                 inner.charge_inflight(-(forgotten as i64));
                 self.forget();
@@ -760,10 +766,14 @@ impl Subscription {
     }
 
     /// Ends the subscription: acknowledges what must be acknowledged so that the holds can
-    /// close (see the module docs), closes them, and wakes members so they see `NotAMember`.
-    /// Returns how many POP in-flight entries it forgot (their bookkeeping bytes go back to
-    /// the budget).
-    pub(crate) fn close(&self, guard_fn: &dyn Fn() -> Guard) -> u64 {
+    /// close (see the module docs), closes them, tells `journal` that its POP state is gone,
+    /// and wakes members so they see `NotAMember`. Returns how many POP in-flight entries it
+    /// forgot (their bookkeeping bytes go back to the budget).
+    pub(crate) fn close(
+        &self,
+        guard_fn: &dyn Fn() -> Guard,
+        journal: Option<&dyn PopJournal>,
+    ) -> u64 {
         let mut m = lock(&self.membership);
         if self.closed.swap(true, Ordering::AcqRel) {
             return 0;
@@ -773,6 +783,7 @@ impl Subscription {
         for (eq, st) in self.topic.queues.iter().zip(self.queues.iter()) {
             forgotten += self.settle_queue(eq, &mut lock(st), &guard_fn());
         }
+        self.journal_end(journal);
         drop(m);
         self.closed_wake();
         forgotten
@@ -790,6 +801,7 @@ impl Subscription {
         idle_since: u64,
         now: u64,
         guard_fn: &dyn Fn() -> Guard,
+        journal: Option<&dyn PopJournal>,
     ) -> Option<u64> {
         let mut m = lock(&self.membership);
         if self.is_closed() || !m.members.is_empty() || self.last_active_ms() > idle_since {
@@ -814,9 +826,25 @@ impl Subscription {
             forgotten += self.settle_queue(eq, st, &guard_fn());
         }
         drop(states);
+        self.journal_end(journal);
         drop(m);
         self.closed_wake();
         Some(forgotten)
+    }
+
+    /// Tells `journal` that this (clustering) subscription's POP state is gone: called by a
+    /// closing subscription with its membership lock held, after every queue was settled
+    /// (see [`PopJournal`]'s protocol).
+    fn journal_end(&self, journal: Option<&dyn PopJournal>) {
+        if let (Some(j), Mode::Clustering) = (journal, self.mode) {
+            j.ended(&self.group, &self.topic.name);
+        }
+    }
+
+    /// Returns once a closing of this subscription (`close`, `close_if_idle`), if one runs, has
+    /// finished: both hold the membership lock from setting `closed` to their end.
+    pub(crate) fn wait_closed(&self) {
+        drop(lock(&self.membership));
     }
 
     /// A closing subscription's work in one queue (its lock held, `closed` already set):

@@ -53,6 +53,19 @@
 //! nothing is handed over: every expired message is redelivered from its own queue until its
 //! attempts run out, then acknowledged and handed out in `dead`.
 //!
+//! # Journal and restore
+//!
+//! With a [`PopJournal`] set (an engine under a store opened on a directory), every pop, POP
+//! ack and change of invisible time reports what it changed in the queue, still under the
+//! queue's lock and before it returns: the entries it touched as they are now (`None` once
+//! gone) and the pop position if it moved. Offsets below the position that are not in flight
+//! are acknowledged, so the last position and the last entry per offset are the queue's whole
+//! POP state; `restore_pop` gives it back to a fresh subscription (acknowledging the rest of
+//! what is below the position, putting the entries back under their own pop times). Entries
+//! that leave otherwise (a commit or an eviction acknowledged them) are reported as gone the
+//! next time the queue is popped, as they are forgotten then. Without a journal nothing is
+//! collected.
+//!
 //! # Invariants
 //!
 //! * The node's ack counter is bumped through the track only (`ack_one`, `mark`, `ack_until`),
@@ -73,7 +86,8 @@ use crossbeam_epoch::Guard;
 use super::track::delivery_of;
 use super::{Counters, Group, QueueState, Subscription};
 use crate::engine::types::{
-    AckOutcome, PopAck, PopInit, PopOutcome, PopPolicy, PopReceipt, PopRequest, Popped,
+    AckOutcome, PopAck, PopChange, PopEntry, PopHolder, PopInit, PopJournal, PopOutcome, PopPolicy,
+    PopReceipt, PopRequest, PopRestored, Popped,
 };
 use crate::engine::EngineError;
 use crate::queue::NodeRef;
@@ -126,6 +140,32 @@ impl Inflight {
         now >= self.deadline() && now > self.pop_time
     }
 
+    fn entry(&self) -> PopEntry {
+        PopEntry {
+            pop_time: self.pop_time,
+            invisible_ms: self.invisible_ms,
+            attempts: self.attempts,
+            holder: match self.holder {
+                Holder::Consumer { changed: false } => PopHolder::Consumer,
+                Holder::Consumer { changed: true } => PopHolder::ConsumerChanged,
+                Holder::Caller => PopHolder::Caller,
+            },
+        }
+    }
+
+    fn from_entry(e: &PopEntry) -> Self {
+        Inflight {
+            pop_time: e.pop_time,
+            invisible_ms: e.invisible_ms,
+            attempts: e.attempts.max(1),
+            holder: match e.holder {
+                PopHolder::Consumer => Holder::Consumer { changed: false },
+                PopHolder::ConsumerChanged => Holder::Consumer { changed: true },
+                PopHolder::Caller => Holder::Caller,
+            },
+        }
+    }
+
     /// Hands the (expired) message to the pop's caller at `now`, under a new receipt and
     /// invisible for `lease_ms`: neither redelivered nor taken again meanwhile.
     fn take(&mut self, now: u64, lease_ms: u64) {
@@ -164,6 +204,32 @@ impl PopQueue {
     fn next_expiry(&self) -> Option<u64> {
         self.inflight.values().map(|e| e.deadline().max(e.pop_time + 1)).min()
     }
+
+    /// Tells `journal` (if any) what changed: the entries of `touched` as they are now, and
+    /// the position if it is not `before` any more. Called under the queue's lock.
+    fn report(
+        &self,
+        journal: Option<&dyn PopJournal>,
+        sub: &Subscription,
+        queue: u32,
+        before: Option<u64>,
+        touched: &[u64],
+    ) {
+        let Some(j) = journal else { return };
+        let position = (self.started && before != Some(self.pos)).then_some(self.pos);
+        if position.is_none() && touched.is_empty() {
+            return;
+        }
+        let entries: Vec<(u64, Option<PopEntry>)> =
+            touched.iter().map(|off| (*off, self.inflight.get(off).map(Inflight::entry))).collect();
+        j.record(&PopChange {
+            group: &sub.group,
+            topic: &sub.topic.name,
+            queue,
+            position,
+            entries: &entries,
+        });
+    }
 }
 
 fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -175,12 +241,13 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 impl Subscription {
     /// Pops queue `queue` into `out` (up to `req.max` messages in `out.messages` in all),
-    /// treating expired messages as `policy` says. Returns the change in the number of
-    /// in-flight entries.
+    /// treating expired messages as `policy` says, and tells `journal` what changed. Returns
+    /// the change in the number of in-flight entries.
     ///
     /// # Errors
     /// [`EngineError::QueueOutOfRange`]; [`EngineError::NotAMember`] if the subscription ended
     /// or is broadcasting.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn pop_queue(
         &self,
         queue: u32,
@@ -188,6 +255,7 @@ impl Subscription {
         policy: &PopPolicy,
         out: &mut PopOutcome,
         guard: &Guard,
+        journal: Option<&dyn PopJournal>,
     ) -> Result<i64, EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
         let QueueState::Clustering { track, pop, .. } = &mut *st else {
@@ -198,9 +266,19 @@ impl Subscription {
         let now = req.now_ms;
         out.pop_time = now;
         let before = pop.inflight.len() as i64;
+        // What a journal is told (nothing is collected without one).
+        let journaling = journal.is_some();
+        let pos_before = pop.started.then_some(pop.pos);
+        let mut touched: Vec<u64> = Vec::new();
         let mut dropped = track.reconcile(q.first_offset(guard));
         // Acknowledged otherwise since (a commit of the same group name, an eviction).
-        pop.inflight.retain(|off, _| !track.is_acked(*off));
+        pop.inflight.retain(|off, _| {
+            let keep = !track.is_acked(*off);
+            if !keep && journaling {
+                touched.push(*off);
+            }
+            keep
+        });
         if !pop.started {
             pop.started = true;
             let (first, end) = (q.first_offset(guard), q.next_offset(guard));
@@ -215,16 +293,17 @@ impl Subscription {
             pop.pos = start.max(track.frontier);
             pop.pos_ref = None;
         }
-        let finish = |pop: &PopQueue, out: &mut PopOutcome, dropped: u64| {
+        let finish = |pop: &PopQueue, out: &mut PopOutcome, dropped: u64, touched: &[u64]| {
             Counters::add(&self.counters.dropped, dropped);
             out.next_expiry = earliest(out.next_expiry, pop.next_expiry());
+            pop.report(journal, self, queue, pos_before, touched);
             pop.inflight.len() as i64 - before
         };
         if req.order && pop.inflight.values().any(|e| !e.expired(now)) {
             let repeat = req.attempt_id.is_some() && pop.attempt.as_deref() == req.attempt_id;
             if !repeat {
                 out.blocked += 1;
-                return Ok(finish(pop, out, dropped));
+                return Ok(finish(pop, out, dropped, &touched));
             }
             // The same batch again, under receipts of this pop time (review-e77444b L7).
             for (&off, e) in pop.inflight.iter_mut() {
@@ -247,8 +326,11 @@ impl Subscription {
                     if changed { deadline.saturating_sub(now) } else { req.invisible_ms };
                 out.messages.push(Popped { delivery: delivery_of(queue, n), attempts: e.attempts });
                 Counters::add(&self.counters.delivered, 1);
+                if journaling {
+                    touched.push(off);
+                }
             }
-            return Ok(finish(pop, out, dropped));
+            return Ok(finish(pop, out, dropped, &touched));
         }
         let start_len = out.messages.len();
         // Visible again: redelivered first, handed out for revival, or dead-lettered once
@@ -258,6 +340,10 @@ impl Subscription {
         for off in expired {
             if out.messages.len() >= req.max {
                 break;
+            }
+            if journaling {
+                // Each way below changes the entry or removes it.
+                touched.push(off);
             }
             let Some(n) = q.find(off, guard) else {
                 pop.inflight.remove(&off);
@@ -313,6 +399,9 @@ impl Subscription {
             out.scan_limited += u32::from(t.scan_limited);
             for d in fresh {
                 pop.inflight.insert(d.offset, Inflight::fresh(now, req.invisible_ms));
+                if journaling {
+                    touched.push(d.offset);
+                }
                 out.messages.push(Popped { delivery: d, attempts: 1 });
             }
         }
@@ -323,7 +412,7 @@ impl Subscription {
         if req.order && out.messages.len() > start_len {
             pop.attempt = req.attempt_id.map(str::to_owned);
         }
-        Ok(finish(pop, out, dropped))
+        Ok(finish(pop, out, dropped, &touched))
     }
 
     /// Acknowledges the popped message at `offset` of `queue` under the receipt `pop_time`.
@@ -338,6 +427,7 @@ impl Subscription {
         offset: u64,
         pop_time: u64,
         guard: &Guard,
+        journal: Option<&dyn PopJournal>,
     ) -> Result<(PopAck, i64), EngineError> {
         let (eq, mut st) = self.open_queue(queue)?;
         let QueueState::Clustering { track, pop, .. } = &mut *st else {
@@ -354,6 +444,8 @@ impl Subscription {
                 if r == Ok(AckOutcome::Acked) {
                     Counters::add(&self.counters.acked, 1);
                 }
+                let started = pop.started.then_some(pop.pos);
+                pop.report(journal, self, queue, started, &[offset]);
                 r.map(|outcome| (PopAck { outcome, room_freed }, -1))
             }
             Some(_) => Err(EngineError::StaleReceipt { queue, offset }),
@@ -384,6 +476,7 @@ impl Subscription {
         pop_time: u64,
         invisible_ms: u64,
         now: u64,
+        journal: Option<&dyn PopJournal>,
     ) -> Result<u64, EngineError> {
         let (_, mut st) = self.open_queue(queue)?;
         let QueueState::Clustering { pop, .. } = &mut *st else {
@@ -404,10 +497,70 @@ impl Subscription {
                 if let Holder::Consumer { changed } = &mut e.holder {
                     *changed = true;
                 }
+                let started = pop.started.then_some(pop.pos);
+                pop.report(journal, self, queue, started, &[offset]);
                 Ok(renewed)
             }
             _ => Err(EngineError::StaleReceipt { queue, offset }),
         }
+    }
+
+    /// Gives queue `queue` back the POP state a [`PopJournal`] recorded: pop position
+    /// `position` and the in-flight `entries`. Every offset below the position that is not in
+    /// flight is acknowledged (bumped once, as a POP ack would); entries are put back with
+    /// their pop time (their receipts stay valid), invisible time, attempts and holder. An
+    /// entry already acknowledged (below a commit), at or past the position (clamped to the
+    /// queue's end) or no longer in the queue is not put back, and is listed in
+    /// [`PopRestored::dropped`]. A queue popped already is left as it is. Returns what it did
+    /// and the change in the number of in-flight entries.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`]; [`EngineError::NotAMember`] if the subscription ended
+    /// or is broadcasting.
+    pub(crate) fn restore_pop(
+        &self,
+        queue: u32,
+        position: u64,
+        entries: &[(u64, PopEntry)],
+        guard: &Guard,
+    ) -> Result<(PopRestored, i64), EngineError> {
+        let (eq, mut st) = self.open_queue(queue)?;
+        let QueueState::Clustering { track, pop, .. } = &mut *st else {
+            return Err(EngineError::NotAMember);
+        };
+        let mut out = PopRestored::default();
+        if pop.started {
+            return Ok((out, 0));
+        }
+        self.touch();
+        let q = &eq.q;
+        let before = pop.inflight.len() as i64;
+        let mut dropped = track.reconcile(q.first_offset(guard));
+        let position = position.min(q.next_offset(guard));
+        let mut keep: BTreeMap<u64, Inflight> = BTreeMap::new();
+        for (off, e) in entries {
+            let live = *off < position
+                && !track.is_acked(*off)
+                && q.find(*off, guard).is_some_and(|n| !n.is_hole());
+            if live {
+                keep.insert(*off, Inflight::from_entry(e));
+            } else {
+                out.dropped.push(*off);
+            }
+        }
+        let (acked, filtered) =
+            track.ack_below_except(q, position, |o| keep.contains_key(&o), &mut dropped, guard);
+        Counters::add(&self.counters.acked, acked);
+        Counters::add(&self.counters.filtered, filtered);
+        Counters::add(&self.counters.dropped, dropped);
+        out.acked = acked + filtered;
+        // An eviction since the checks above took what it took: forgotten at the next pop.
+        out.inflight = keep.len();
+        pop.inflight.append(&mut keep);
+        pop.started = true;
+        pop.pos = position.max(track.frontier);
+        pop.pos_ref = None;
+        Ok((out, pop.inflight.len() as i64 - before))
     }
 
     /// In-flight entries of every queue.
@@ -463,7 +616,8 @@ impl Group {
         out: &mut PopOutcome,
     ) -> Result<(), EngineError> {
         self.check()?;
-        let delta = self.sub.pop_queue(queue, req, policy, out, &self.inner.pin())?;
+        let journal = self.inner.pop_journal();
+        let delta = self.sub.pop_queue(queue, req, policy, out, &self.inner.pin(), journal)?;
         self.inner.charge_inflight(delta);
         Ok(())
     }
@@ -492,7 +646,8 @@ impl Group {
     pub fn ack_popped(&self, receipt: PopReceipt) -> Result<PopAck, EngineError> {
         self.check()?;
         let PopReceipt { queue, offset, pop_time } = receipt;
-        let (ack, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin())?;
+        let journal = self.inner.pop_journal();
+        let (ack, delta) = self.sub.pop_ack(queue, offset, pop_time, &self.inner.pin(), journal)?;
         self.inner.charge_inflight(delta);
         Ok(ack)
     }
@@ -511,7 +666,8 @@ impl Group {
         now_ms: u64,
     ) -> Result<u64, EngineError> {
         self.check()?;
-        self.sub.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)
+        let journal = self.inner.pop_journal();
+        self.sub.change_invisible(queue, offset, pop_time, invisible_ms, now_ms, journal)
     }
 
     /// [`change_invisible`](Self::change_invisible) by a [`PopReceipt`]; returns the new one.
@@ -528,6 +684,33 @@ impl Group {
         let PopReceipt { queue, offset, pop_time } = receipt;
         let renewed = self.change_invisible(queue, offset, pop_time, invisible_ms, now_ms)?;
         Ok(PopReceipt { pop_time: renewed, ..receipt })
+    }
+
+    /// Gives queue `queue` back the POP state a [`PopJournal`] recorded before a restart (see
+    /// [`Engine::set_pop_journal`](crate::engine::Engine::set_pop_journal)): the last position
+    /// and the last entry of each in-flight offset it was told. Call it on a fresh
+    /// subscription (from [`StartFrom::First`](crate::engine::StartFrom::First)), after any
+    /// commit is re-applied and before the queue is popped: every offset below `position`
+    /// that is not in `entries` is acknowledged, and each entry is in flight again with its
+    /// pop time (a receipt handed out before the restart still acknowledges it), invisible
+    /// time, attempts and holder, so it comes back when its invisible time ends, not before.
+    /// Entries it could not put back are listed in [`PopRestored::dropped`]; a queue popped
+    /// already is left as it is. Nothing is reported to the journal.
+    ///
+    /// # Errors
+    /// [`EngineError::QueueOutOfRange`], [`EngineError::NotAMember`] (ended or broadcasting),
+    /// [`EngineError::Closed`].
+    pub fn restore_pop(
+        &self,
+        queue: u32,
+        position: u64,
+        entries: &[(u64, PopEntry)],
+    ) -> Result<PopRestored, EngineError> {
+        self.check()?;
+        let (restored, delta) =
+            self.sub.restore_pop(queue, position, entries, &self.inner.pin())?;
+        self.inner.charge_inflight(delta);
+        Ok(restored)
     }
 
     /// Popped messages not yet acknowledged (nor dead-lettered), those handed out for revival

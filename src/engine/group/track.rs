@@ -194,6 +194,48 @@ impl Track {
         (count, filtered)
     }
 
+    /// Acknowledges every offset in `[frontier, to)` that `keep` rejects and that is not
+    /// acknowledged yet, bumping each node once, and raises the high-water mark to `to`: a
+    /// POP group's state given back after a restart (`Subscription::restore_pop`), where every
+    /// offset below the pop position is acknowledged unless it is in flight (`keep`). Returns
+    /// `(acked, filtered)`, holes counted as filtered. `to` must not exceed the queue's end.
+    /// Reconciles evictions first (their count is added to `dropped`).
+    pub(super) fn ack_below_except(
+        &mut self,
+        q: &Queue,
+        to: u64,
+        keep: impl Fn(u64) -> bool,
+        dropped: &mut u64,
+        guard: &Guard,
+    ) -> (u64, u64) {
+        *dropped += self.reconcile(q.first_offset(guard));
+        self.hwm = self.hwm.max(to);
+        if to <= self.frontier {
+            return (0, 0);
+        }
+        let Some(mut n) = node_ending_at(q, self.frontier_ref, self.frontier, guard) else {
+            *dropped += self.reconcile(q.first_offset(guard));
+            return (0, 0);
+        };
+        let (mut count, mut filtered) = (0, 0);
+        while n.end() < to {
+            let Some(next) = n.next(guard) else { break };
+            n = next;
+            let off = n.offset();
+            if keep(off) || self.is_acked(off) {
+                continue;
+            }
+            n.ack();
+            if n.is_hole() {
+                filtered += 1;
+            } else {
+                count += 1;
+            }
+            self.mark(q, n);
+        }
+        (count, filtered)
+    }
+
     /// Acknowledges one delivered offset.
     pub(super) fn ack_one(
         &mut self,
