@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+#[cfg(not(loom))]
+use super::pop_state;
 use super::{
     ConsumerOffsets, GroupFigures, GroupStore, MemoryStats, MessageLookup, MessageStore, PopAck,
     PopConsumption, PopOutcome, PopPolicy, PopReceipt, PopRequest, QueueFigures, ReadOutcome,
@@ -408,6 +410,19 @@ pub struct MemoryStore {
     offsets: Offsets,
     /// The store's journal (topic uids, committed offsets) when opened on a directory.
     journal: Option<Arc<Journal>>,
+    /// POP state read back at open and not yet given back to its groups
+    /// ([`PopConsumption::restore_pop_state`]).
+    #[cfg(not(loom))]
+    pending_pop: PendingPop,
+}
+
+/// POP state waiting to be given back (see [`MemoryStore::open`]): `any` says whether there is
+/// some, so that the POP paths check one flag (never set in heap mode) before the lock.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+struct PendingPop {
+    any: std::sync::atomic::AtomicBool,
+    records: Mutex<pop_state::Records>,
 }
 
 /// A topic uid's journal key.
@@ -435,6 +450,8 @@ impl MemoryStore {
             uids: Mutex::new(Uids { next: 1, free: VecDeque::new() }),
             offsets: Arc::default(),
             journal: None,
+            #[cfg(not(loom))]
+            pending_pop: PendingPop::default(),
         })
     }
 
@@ -443,6 +460,10 @@ impl MemoryStore {
     /// store left there, after a clean stop or a crash alike. Every group with a committed
     /// offset is subscribed again at once, so the messages it has not consumed are held for
     /// it until its consumers come back (what it consumed is freed at its next commit). Until they are, retention frees nothing (see below).
+    /// Every group with POP state (its pop positions and in-flight messages, journaled as it
+    /// changes: `pop_state`) is subscribed again too and holds every retained message until
+    /// [`PopConsumption::restore_pop_state`] gives its state back (at the latest, the first
+    /// POP call does).
     ///
     /// # Errors
     /// [`StoreError::Other`] if the configuration is invalid or the directory's logs cannot be
@@ -493,6 +514,7 @@ impl MemoryStore {
                 journal: Some(Arc::clone(&journal)),
             }),
             journal: Some(Arc::clone(&journal)),
+            pending_pop: PendingPop::default(),
         };
         let mut names: Vec<String> = names.into_iter().collect();
         names.sort();
@@ -535,9 +557,107 @@ impl MemoryStore {
             let _ = store.group(&key.0, &key.1, Mode::Clustering);
             lock(&store.offsets.map).insert(key, offset);
         }
+        // A POP group holds what it held, and gets its state back with
+        // `restore_pop_state` (see there); every change is journaled from now on.
+        store.hold_pop_groups(&journal);
+        store
+            .engine
+            .set_pop_journal(Arc::new(pop_state::PopRecords::new(Arc::clone(&journal))))
+            .map_err(map_err)?;
         let settings = crate::engine::Settings { retention, ..store.engine.settings() };
         store.engine.apply_settings(settings).map_err(map_err)?;
         Ok((store, recovery))
+    }
+
+    /// Subscribes every group with POP records in `journal` again, so that it holds every
+    /// retained message until its state is given back ([`restore_pop`](Self::restore_pop)),
+    /// and keeps the records for that. Records of a topic that is gone are deleted.
+    #[cfg(not(loom))]
+    fn hold_pop_groups(&self, journal: &Journal) {
+        let mut records = pop_state::read(journal);
+        records.retain(|(group, topic), _| {
+            if self.handle(topic).is_none() {
+                pop_state::forget_subscription(journal, group, topic);
+                return false;
+            }
+            if let Err(e) = self.group(group, topic, Mode::Clustering) {
+                // Kept for the next start (a cap on subscriptions, say).
+                #[cfg(feature = "broker")]
+                tracing::warn!(%group, %topic, error = %e, "POP state not restored");
+                let _ = e;
+                return false;
+            }
+            true
+        });
+        let any = !records.is_empty();
+        *lock(&self.pending_pop.records) = records;
+        // Relaxed: set before the store is shared.
+        self.pending_pop.any.store(any, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Gives the POP groups their state back if it is still pending: called first by every
+    /// POP path, so that nothing pops, acknowledges or changes a group before it has its state.
+    fn resume_pop(&self) {
+        #[cfg(not(loom))]
+        // Acquire: pairs with the Release store in `restore_pop`, after which the state is in
+        // place.
+        if self.pending_pop.any.load(std::sync::atomic::Ordering::Acquire) {
+            self.restore_pop();
+        }
+    }
+
+    /// Gives every pending POP group its state back (see [`pop_state`]): the acknowledgements
+    /// and in-flight entries of each queue with a position, under the pending lock (a POP path
+    /// racing it waits for it in [`resume_pop`](Self::resume_pop)). An entry below the
+    /// group's committed offset is not put back in flight. Records that cannot be put back are
+    /// deleted. Returns the in-flight entries put back.
+    #[cfg(not(loom))]
+    fn restore_pop(&self) -> usize {
+        let mut pending = lock(&self.pending_pop.records);
+        let records = std::mem::take(&mut *pending);
+        let Some(journal) = &self.journal else { return 0 };
+        let mut restored = 0;
+        for ((group, topic), queues) in records {
+            let Ok(g) = self.engine.group(&group, &topic) else { continue };
+            for (queue, mut records) in queues {
+                let committed = self.offsets.get(&(group.clone(), topic.clone(), queue));
+                let mut gone: Vec<u64> = Vec::new();
+                records.entries.retain(|(off, _)| {
+                    let keep = !committed.is_some_and(|c| *off < c);
+                    if !keep {
+                        gone.push(*off);
+                    }
+                    keep
+                });
+                let mut position = None;
+                match records.position {
+                    // Entries without a position (a crash between their records and it): they
+                    // are delivered again as new messages.
+                    None => gone.extend(records.entries.iter().map(|(o, _)| *o)),
+                    Some(p) => match g.restore_pop(queue, p, &records.entries) {
+                        Ok(r) => {
+                            restored += r.inflight;
+                            gone.extend(r.dropped);
+                        }
+                        // A queue the topic no longer has.
+                        Err(_) => {
+                            gone.extend(records.entries.iter().map(|(o, _)| *o));
+                            position = pop_state::position_key(&group, &topic, queue);
+                        }
+                    },
+                }
+                let keys: Vec<Vec<u8>> = gone
+                    .into_iter()
+                    .filter_map(|off| pop_state::entry_key(&group, &topic, queue, off))
+                    .chain(position)
+                    .collect();
+                pop_state::forget(journal, keys.iter().map(|k| &k[..]));
+            }
+        }
+        // Release: pairs with the Acquire load in `resume_pop`.
+        self.pending_pop.any.store(false, std::sync::atomic::Ordering::Release);
+        drop(pending);
+        restored
     }
 
     /// The engine underneath (statistics and tests).
@@ -720,7 +840,17 @@ impl ConsumerOffsets for MemoryStore {
 }
 
 impl PopConsumption for MemoryStore {
+    fn restore_pop_state(&self) -> usize {
+        #[cfg(not(loom))]
+        {
+            self.restore_pop()
+        }
+        #[cfg(loom)]
+        0
+    }
+
     fn pop_group(&self, group: &str, topic: &str) -> Result<Arc<dyn GroupStore>, StoreError> {
+        self.resume_pop();
         let g = match self.engine.group(group, topic) {
             Ok(g) if g.mode() == Mode::Clustering => g,
             // POP is clustering consumption; a broadcasting group of that name keeps its state.
@@ -736,6 +866,7 @@ impl PopConsumption for MemoryStore {
     }
 
     fn pop_ack(&self, group: &str, topic: &str, r: PopReceipt) -> Result<PopAck, StoreError> {
+        self.resume_pop();
         let g = self.engine.group(group, topic).map_err(map_err)?;
         g.ack_popped(engine_receipt(r)).map_err(map_err)
     }
@@ -748,11 +879,13 @@ impl PopConsumption for MemoryStore {
         invisible_ms: u64,
         now_ms: u64,
     ) -> Result<u64, StoreError> {
+        self.resume_pop();
         let g = self.engine.group(group, topic).map_err(map_err)?;
         g.change_invisible(r.queue, r.offset, r.pop_time, invisible_ms, now_ms).map_err(map_err)
     }
 
     fn inflight(&self, group: &str, topic: &str) -> u64 {
+        self.resume_pop();
         self.engine.group(group, topic).map_or(0, |g| g.inflight())
     }
 
@@ -762,6 +895,8 @@ impl PopConsumption for MemoryStore {
         now_ms: u64,
         may_release: &mut dyn FnMut(&str, &str) -> bool,
     ) -> Vec<(String, String)> {
+        // A restored group's in-flight messages keep it.
+        self.resume_pop();
         let released = self.engine.release_idle_groups(idle, now_ms, may_release);
         if !released.is_empty() {
             let gone: std::collections::HashSet<(&str, &str)> =

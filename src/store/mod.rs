@@ -12,6 +12,8 @@
 //! never copied), the tag hash it filters on and the store timestamp.
 
 mod memory;
+#[cfg(not(loom))]
+mod pop_state;
 
 use std::sync::Arc;
 use std::task::Waker;
@@ -396,6 +398,17 @@ pub trait PopConsumption: Send + Sync {
     ) -> Result<u64, StoreError>;
     /// Popped, unacknowledged messages of `group` in `topic`.
     fn inflight(&self, group: &str, topic: &str) -> u64;
+    /// Gives the POP groups of a store whose state outlives the process their state back:
+    /// what each acknowledged stays acknowledged, what it had in flight is in flight again
+    /// under the same receipts and comes back when its invisible time ends. A store opened on
+    /// its earlier state holds the groups' messages until then, and does it by itself at the
+    /// first POP call; its user calls it earlier, once the topics' settings (keeping
+    /// acknowledged messages) are in force, since the acknowledgements it gives back let
+    /// messages be freed. Returns the in-flight entries put back (0 the second time, and for
+    /// a store that keeps nothing).
+    fn restore_pop_state(&self) -> usize {
+        0
+    }
     /// Ends every subscription that has had no member, no activity (pop, ack, change of
     /// invisible time, commit) for `idle` and no popped message still invisible at `now_ms`,
     /// and that `may_release(group, topic)` accepts; returns the `(group, topic)` pairs it

@@ -396,8 +396,10 @@ impl Core {
 
     /// Creates the start-up topics ([`system_topics`](Self::system_topics)) and the store's
     /// topics for the topic table's configs (at start) and publishes them; over a store that
-    /// kept its state (a journal), rebuilds the undecided half messages and the waiting timers
-    /// from it ([`transaction::restore`], [`timer::restore`]).
+    /// kept its state (a journal), gives the POP groups their state back once the topics'
+    /// settings are in force ([`crate::store::PopConsumption::restore_pop_state`]) and rebuilds
+    /// the undecided half messages and the waiting timers from it ([`transaction::restore`],
+    /// [`timer::restore`]).
     pub(crate) fn open(&self) {
         for t in self.system_topics() {
             if self.topics.get_perm(&t.topic_name).is_none() {
@@ -412,6 +414,11 @@ impl Core {
                 topic.set_retention(r);
             }
             topic.set_keep_acknowledged(self.keep_acknowledged(&t.topic_name));
+        }
+        // Once the topics keep what they keep: the acknowledgements given back free messages.
+        let restored = self.store.restore_pop_state();
+        if restored > 0 {
+            tracing::info!("POP state restored: {restored} popped messages still in flight");
         }
         transaction::restore(self);
         timer::restore(self);
