@@ -56,6 +56,8 @@ mod relay;
 mod reply;
 #[path = "broker_raw/restart.rs"]
 mod restart;
+#[path = "broker_raw/restart_pop.rs"]
+mod restart_pop;
 #[path = "broker_raw/restart_state.rs"]
 mod restart_state;
 #[path = "broker_raw/sql92.rs"]

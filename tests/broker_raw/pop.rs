@@ -13,8 +13,8 @@ use baiji::remoting::header::{
 };
 use baiji::remoting::message::DecodedMessage;
 
-const TOPIC: &str = "PopTopic";
-const GROUP: &str = "pop_group";
+pub(super) const TOPIC: &str = "PopTopic";
+pub(super) const GROUP: &str = "pop_group";
 
 /// A broker with `PopTopic` (4 queues) and `pop_group` known from a heartbeat.
 async fn pop_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> (RunningBroker, Conn) {
@@ -27,13 +27,14 @@ async fn pop_broker(tweak: impl FnOnce(&mut BrokerConfig)) -> (RunningBroker, Co
     (broker, conn)
 }
 
-struct Pop<'a> {
-    queue: i32,
-    max: i32,
-    invisible_ms: i64,
-    poll_ms: i64,
-    order: bool,
-    attempt_id: Option<&'a str>,
+/// A `POP_MESSAGE` of `pop_group` on `PopTopic` (see [`pop_request`]).
+pub(super) struct Pop<'a> {
+    pub(super) queue: i32,
+    pub(super) max: i32,
+    pub(super) invisible_ms: i64,
+    pub(super) poll_ms: i64,
+    pub(super) order: bool,
+    pub(super) attempt_id: Option<&'a str>,
 }
 
 impl Default for Pop<'_> {
@@ -42,7 +43,8 @@ impl Default for Pop<'_> {
     }
 }
 
-fn pop_request(p: &Pop<'_>) -> RemotingCommand {
+/// The frame of pop `p`, born now.
+pub(super) fn pop_request(p: &Pop<'_>) -> RemotingCommand {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("a clock after 1970")
@@ -66,9 +68,9 @@ fn pop_request(p: &Pop<'_>) -> RemotingCommand {
 
 /// A popped message and its receipt, as the Rust client keeps them.
 #[derive(Debug, Clone)]
-struct Got {
-    msg: DecodedMessage,
-    extra_info: String,
+pub(super) struct Got {
+    pub(super) msg: DecodedMessage,
+    pub(super) extra_info: String,
 }
 
 /// The group's pop retry topic, where expired messages are revived (RocketMQ's V1 name).
@@ -89,7 +91,7 @@ impl Got {
 }
 
 /// The messages of a successful pop, each with the `POP_CK` the client would build.
-fn popped(r: &RemotingCommand) -> Vec<Got> {
+pub(super) fn popped(r: &RemotingCommand) -> Vec<Got> {
     assert_eq!(r.code, code::SUCCESS, "the pop finds messages: {r:?}");
     let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields).expect("a pop header");
     let starts = h.start_offset_info.clone().expect("startOffsetInfo is set");
@@ -128,7 +130,8 @@ fn popped(r: &RemotingCommand) -> Vec<Got> {
         .collect()
 }
 
-fn ack_request(g: &Got) -> RemotingCommand {
+/// An `ACK_MESSAGE` of `g` by its receipt.
+pub(super) fn ack_request(g: &Got) -> RemotingCommand {
     let topic = g.real_topic();
     let h = AckMessageRequestHeader {
         consumer_group: GROUP,
@@ -140,7 +143,8 @@ fn ack_request(g: &Got) -> RemotingCommand {
     request(rc::ACK_MESSAGE, h.to_ext_fields())
 }
 
-fn change_request(g: &Got, invisible_ms: i64) -> RemotingCommand {
+/// A `CHANGE_MESSAGE_INVISIBLETIME` of `g` by its receipt.
+pub(super) fn change_request(g: &Got, invisible_ms: i64) -> RemotingCommand {
     let topic = g.real_topic();
     let h = ChangeInvisibleTimeRequestHeader {
         consumer_group: GROUP,
@@ -153,7 +157,8 @@ fn change_request(g: &Got, invisible_ms: i64) -> RemotingCommand {
     request(rc::CHANGE_MESSAGE_INVISIBLETIME, h.to_ext_fields())
 }
 
-async fn send_n(conn: &mut Conn, queue: i32, n: usize) {
+/// Sends `n` messages to queue `queue` of `PopTopic`, bodies `m0`, `m1`, ….
+pub(super) async fn send_n(conn: &mut Conn, queue: i32, n: usize) {
     for i in 0..n {
         let r = conn.call(send_request(TOPIC, queue, format!("m{i}"))).await;
         assert_eq!(r.code, code::SUCCESS, "the send is accepted: {r:?}");
