@@ -10,8 +10,8 @@
 //! broker runs with `--keep-acknowledged-secs` (and `--retention-secs`) of an hour: nothing it
 //! acknowledged may be freed during the run, before or after a restart.
 //!
-//! Each kill waits, once the cycle's seeded load time has passed, for the next send to be
-//! written, then SIGKILLs the broker a seeded 0–600 µs later from the sender's thread: while the
+//! Each kill waits, once the cycle's seeded load time has passed, for the next send (or pop, or
+//! POP ack) to be written, then SIGKILLs the broker a seeded 0–600 µs later from the sender's thread: while the
 //! broker reads, stores or answers that send. Cycle 0 checks the model against the live broker
 //! before any kill (the harness's own sanity check). `BAIJI_CRASH_SEED` (decimal or `0x` hex)
 //! replays a run's choices (load mix, kill points; the interleaving of the connections is the
@@ -34,9 +34,23 @@
 //! (timers, delay levels, commits) stored before that kill, and at most one such duplicate per
 //! kind per kill. The last cycle ends with a settle phase (the producer connected again, up to
 //! 30 s) after which every answered timer and delay-level message and every answered transaction
-//! meant to commit must have been delivered. POP with acknowledgements is not in the load yet:
-//! its state is being made restart-safe in a change not on main when this was written (see
-//! `POP:` in `Worker::run`).
+//! meant to commit must have been delivered.
+//!
+//! POP with acknowledgements runs beside the sends on its own connection: the group
+//! `crash_pop` pops every queue of `CrashPop` (one of the topics the load sends to) with raw
+//! `POP_MESSAGE` frames, a 2–4 s invisible time and up to 16 messages at a time, acknowledges
+//! 85 % of what it pops at once (`ACK_MESSAGE` by the receipt) and leaves the rest to come back
+//! (from the group's retry topic); its pops and acks fire an armed kill too. Each delivery is
+//! checked as it is read, against every earlier one of its UNIQ_KEY, so the first pops after a
+//! restart check what the restart kept: a copy (topic, queue, offset) whose ack was answered
+//! SUCCESS more than 100 ms (`POP_SLACK_MS`) before its invisible time ended is never popped
+//! again, nor another copy of that message unless both are retry copies stored on both sides of
+//! a restart (docs/restarts.md's revive made twice across a crash, counted); a message popped
+//! and not acknowledged (left, or its ack cut by a kill) is not popped again before its pop time
+//! (the answer's `popTime`) plus its invisible time, less 100 ms of slack, measured at the
+//! moment the redelivering pop's answer was read; an ack of a current receipt within its
+//! invisible time is not refused. The settle phase also pops until every message held in
+//! `CrashPop` has been popped at least once, which the last check requires.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -46,7 +60,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use baiji::remoting::header::{SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader};
+use baiji::remoting::header::{
+    AckMessageRequestHeader, FromExtFields, PopMessageRequestHeader, PopMessageResponseHeader,
+    SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
 use baiji::remoting::message::{encode_batch_entry, sys_flag, DecodedMessage};
 use baiji::remoting::msgid::decode_offset_msg_id;
 use bytes::Bytes;
@@ -60,8 +77,19 @@ use rng::Rng;
 
 const DEFAULT_SEED: u64 = 0x0026_C0DE_5EED;
 const DEFAULT_KILLS: usize = 22;
+/// The topic the POP group consumes (the load sends to it as to the others).
+const POP_TOPIC: &str = "CrashPop";
 /// The topics and their queues.
-const TOPICS: [(&str, i32); 3] = [("CrashA", 4), ("CrashB", 3), ("CrashC", 2)];
+const TOPICS: [(&str, i32); 4] = [("CrashA", 4), ("CrashB", 3), ("CrashC", 2), (POP_TOPIC, 2)];
+/// The POP consumer group, and its retry topic (where an expired message is revived).
+const POP_GROUP: &str = "crash_pop";
+const POP_RETRY: &str = "%RETRY%crash_pop_CrashPop";
+/// Clock slack of the POP checks (ms): a message is early only if it came back more than this
+/// before its pop time plus invisible time, and an ack proves something only if it was
+/// answered more than this before it.
+const POP_SLACK_MS: i64 = 100;
+/// Percent of the POP deliveries acknowledged (the others are left to come back).
+const POP_ACK_PERCENT: u64 = 85;
 /// Where timer and delay-level messages are delivered, and its queues.
 const TIMED: (&str, i32) = ("CrashTimed", 2);
 /// Where committed transactions are delivered, and its queues.
@@ -249,6 +277,70 @@ struct Delivered {
     seen: usize,
 }
 
+/// What became of a POP delivery's receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    /// Left unacknowledged on purpose: it must come back, not before its invisible time.
+    Left,
+    /// Written but not answered (the broker was killed): it may come back or not.
+    InFlight,
+    /// Answered SUCCESS at this epoch ms, more than [`POP_SLACK_MS`] before its invisible time
+    /// ended: that copy must never be popped again.
+    Acked(i64),
+    /// Answered only near or after the end of its invisible time: proves nothing.
+    Late,
+}
+
+/// One delivery of a message by POP.
+#[derive(Debug, Clone)]
+struct Delivery {
+    /// Where the popped copy is (`CrashPop` or the group's retry topic).
+    place: Place,
+    store_ts: i64,
+    cycle: usize,
+    /// The pop time of its pop's answer (the receipt's; the broker's clock, epoch ms).
+    pop_time: i64,
+    invisible: i64,
+    /// Epoch ms when the pop's answer was read.
+    read_at: i64,
+    ack: Ack,
+}
+
+impl Delivery {
+    /// When it may come back.
+    fn deadline(&self) -> i64 {
+        self.pop_time + self.invisible
+    }
+
+    fn describe(&self) -> String {
+        let (t, q, o) = self.place;
+        let ack = match self.ack {
+            Ack::Left => "left unacknowledged".to_owned(),
+            Ack::InFlight => "its ack unanswered at a kill".to_owned(),
+            Ack::Acked(at) => format!("acknowledged, answered SUCCESS at {at}"),
+            Ack::Late => "acknowledged late".to_owned(),
+        };
+        format!(
+            "popped from {t}/{q} offset {o} in cycle {} with pop time {} and invisible time {} ms \
+             (until {}), {ack}",
+            self.cycle,
+            self.pop_time,
+            self.invisible,
+            self.deadline()
+        )
+    }
+}
+
+/// Two copies of a message in the retry topic, stored on both sides of a restart: the
+/// revive copy docs/restarts.md allows to be made twice across a crash.
+fn revived_twice(a: &Delivery, b: &Delivery, restarts: &[(usize, i64)]) -> bool {
+    let (lo, hi) = (a.store_ts.min(b.store_ts), a.store_ts.max(b.store_ts));
+    a.place.0 == POP_RETRY
+        && b.place.0 == POP_RETRY
+        && a.place != b.place
+        && restarts.iter().any(|&(_, spawned)| lo < spawned && spawned <= hi)
+}
+
 #[derive(Debug, Default)]
 struct Stats {
     sends: u64,
@@ -265,6 +357,16 @@ struct Stats {
     unknown_answers: u64,
     /// Checks of a transaction whose committed copy a check had found (the window's case).
     checks_after_delivery: u64,
+    /// POP requests answered with messages, the messages they delivered, and of those the
+    /// redeliveries, the acks answered in time, the late ones and those left unacknowledged.
+    pops: u64,
+    popped: u64,
+    pop_redeliveries: u64,
+    pop_acks: u64,
+    pop_late_acks: u64,
+    pop_left: u64,
+    /// Retry copies of one message made on both sides of a restart (the revive window).
+    pop_revived_twice: u64,
 }
 
 type QueueKey = (&'static str, i32);
@@ -290,6 +392,8 @@ struct Model {
     copies: BTreeMap<Place, Delivered>,
     /// Each restart's cycle and the epoch ms at which it was spawned.
     restarts: Vec<(usize, i64)>,
+    /// Every POP delivery, by UNIQ_KEY, in the order they were read.
+    pops: HashMap<String, Vec<Delivery>>,
     /// What the load found wrong on the live broker.
     problems: Vec<Problem>,
     stats: Stats,
@@ -315,6 +419,57 @@ impl Model {
 
     fn next_offset(&self, key: QueueKey) -> i64 {
         self.queues.get(&key).and_then(|q| q.keys().next_back()).map_or(0, |o| o + 1)
+    }
+
+    /// Records a POP delivery of `uniq` and checks it against the earlier ones: no copy whose
+    /// ack was answered in time is popped again (another copy only as a revive made twice
+    /// across a kill), and nothing comes back before the last delivery's pop time plus
+    /// invisible time (less [`POP_SLACK_MS`]).
+    fn popped(&mut self, ctx: Ctx, uniq: &str, d: Delivery) {
+        let (t, q, o) = d.place;
+        let prev = self.pops.entry(uniq.to_owned()).or_default();
+        let mut revived_twice_now = false;
+        for p in prev.iter() {
+            let Ack::Acked(at) = p.ack else { continue };
+            if revived_twice(p, &d, &self.restarts) {
+                revived_twice_now = true;
+                continue;
+            }
+            let kind = if p.place == d.place {
+                "a message whose ack was answered SUCCESS was popped again"
+            } else {
+                "a message whose ack was answered SUCCESS was popped again as another copy"
+            };
+            let what = format!(
+                "UNIQ_KEY {uniq}: earlier {}; popped again (answer read at {}, {} ms after the \
+                 ack) in cycle {}",
+                p.describe(),
+                d.read_at,
+                d.read_at - at,
+                d.cycle
+            );
+            self.problems.push(Problem::new(ctx, kind, (t, q), o, what));
+        }
+        if let Some(last) = prev.last() {
+            let early = last.deadline() - (d.read_at + POP_SLACK_MS);
+            let acked = matches!(last.ack, Ack::Acked(_));
+            if early > 0 && !acked && !revived_twice(last, &d, &self.restarts) {
+                let what = format!(
+                    "UNIQ_KEY {uniq}: earlier {}; popped again in cycle {} with its answer \
+                     read at {}, {} ms before it was due (slack {POP_SLACK_MS} ms)",
+                    last.describe(),
+                    d.cycle,
+                    d.read_at,
+                    last.deadline() - d.read_at
+                );
+                let kind = "a popped, unacknowledged message came back before its invisible time";
+                self.problems.push(Problem::new(ctx, kind, (t, q), o, what));
+            }
+            self.stats.pop_redeliveries += 1;
+        }
+        self.stats.pop_revived_twice += u64::from(revived_twice_now);
+        self.stats.popped += 1;
+        self.pops.entry(uniq.to_owned()).or_default().push(d);
     }
 }
 
@@ -671,9 +826,8 @@ impl Worker {
             Ok(_) => {}
         }
         while !stop.load(Ordering::Relaxed) {
-            // POP: POP with acknowledgements belongs in this mix (pop, ack some, kill; after the
-            // restart acknowledged ones never return, unacknowledged ones return after their
-            // invisible time) once POP state survives a restart: that change is not on main yet.
+            // POP with acknowledgements runs beside this mix on its own connection (`PopWorker`),
+            // consuming what the sends put into `CrashPop`.
             let step = match self.rng.below(100) {
                 0..=49 => self.single().await,
                 50..=72 => self.batch().await,
@@ -1081,6 +1235,200 @@ impl TxWorker {
     }
 }
 
+/// A `POP_MESSAGE` of [`POP_GROUP`] on [`POP_TOPIC`], every queue (and the retry topic).
+fn pop_cmd(max: i32, invisible: i64) -> RemotingCommand {
+    let h = PopMessageRequestHeader {
+        consumer_group: POP_GROUP,
+        topic: POP_TOPIC,
+        queue_id: -1,
+        max_msg_nums: max,
+        invisible_time: invisible,
+        poll_time: 0,
+        born_time: epoch_ms(),
+        init_mode: 0,
+        exp_type: Some("TAG"),
+        exp: Some("*"),
+        order: false,
+        attempt_id: None,
+    };
+    request(rc::POP_MESSAGE, h.to_ext_fields())
+}
+
+/// An `ACK_MESSAGE` of a popped copy at `place` by its receipt.
+fn pop_ack_cmd((topic, queue, offset): Place, extra_info: &str) -> RemotingCommand {
+    let h = AckMessageRequestHeader {
+        consumer_group: POP_GROUP,
+        topic,
+        queue_id: queue,
+        extra_info,
+        offset,
+    };
+    request(rc::ACK_MESSAGE, h.to_ext_fields())
+}
+
+/// A pop's answer: its pop time and invisible time, and each message with its receipt
+/// (`extraInfo`, built as rocketmq-client-rust's `processPopResponse` builds it); or what is
+/// wrong with it.
+type Receipts = (i64, i64, Vec<(DecodedMessage, String)>);
+
+fn receipts(r: &RemotingCommand) -> Result<Receipts, String> {
+    let h = PopMessageResponseHeader::from_ext_fields(&r.ext_fields)
+        .map_err(|e| format!("its header: {e:?}"))?;
+    let starts = h.start_offset_info.clone().ok_or("it has no startOffsetInfo")?;
+    let msgs = decode_records(&r.body).map_err(|e| format!("its body: {e:?}"))?;
+    let mut out = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let flag = if m.topic.starts_with("%RETRY%") { "1" } else { "0" };
+        let q = m.queue_id.to_string();
+        let start = starts
+            .split(';')
+            .find_map(|e| {
+                let f: Vec<&str> = e.split(' ').collect();
+                (f.len() == 3 && f[0] == flag && f[1] == q).then(|| f[2].to_owned())
+            })
+            .ok_or_else(|| format!("startOffsetInfo {starts:?} names no queue {flag}@{q}"))?;
+        let extra = format!(
+            "{start} {} {} {} {flag} baiji-a {q} {}",
+            h.pop_time, h.invisible_time, h.revive_qid, m.queue_offset
+        );
+        out.push((m, extra));
+    }
+    Ok((h.pop_time as i64, h.invisible_time as i64, out))
+}
+
+/// The POP consumer: pops every queue of [`POP_TOPIC`] with a short invisible time (2–4 s),
+/// acknowledges most of what it pops right away and leaves the rest to come back; every
+/// delivery and ack goes to the model, which checks it ([`Model::popped`]). Its pops and acks
+/// fire an armed kill too.
+struct PopWorker {
+    ctx: Ctx,
+    rng: Rng,
+    link: Link,
+    model: Arc<Mutex<Model>>,
+    trip: Arc<Trip>,
+}
+
+impl PopWorker {
+    fn model(&self) -> std::sync::MutexGuard<'_, Model> {
+        lock(&self.model)
+    }
+
+    async fn run(mut self, stop: Arc<AtomicBool>) {
+        while !stop.load(Ordering::Relaxed) {
+            let pause = match self.pop().await {
+                Err(Lost) => return,
+                Ok(0) => 20 + self.rng.below(30),
+                Ok(_) => 1 + self.rng.below(10),
+            };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+    }
+
+    /// One pop, and the acks of what it delivered; returns how many messages it delivered.
+    async fn pop(&mut self) -> Result<usize, Lost> {
+        let ctx = self.ctx;
+        let invisible = 2000 + self.rng.below(2001) as i64;
+        let max = 1 + self.rng.below(16) as i32;
+        let opaque = self.link.send(pop_cmd(max, invisible)).await?;
+        self.trip.sent();
+        let r = self.link.answer(opaque).await?;
+        let read_at = epoch_ms();
+        if r.code == code::PULL_NOT_FOUND || r.code == code::POLLING_TIMEOUT {
+            return Ok(0);
+        }
+        if r.code != code::SUCCESS {
+            let what = format!("a pop of {POP_GROUP} was answered {r:?}");
+            self.model().problems.push(Problem::other(ctx, "a pop was refused", what));
+            return Ok(0);
+        }
+        let (pop_time, invisible, msgs) = match receipts(&r) {
+            Ok(got) => got,
+            Err(e) => {
+                let what = format!("{e}: {r:?}");
+                self.model().problems.push(Problem::other(
+                    ctx,
+                    "a pop's answer is malformed",
+                    what,
+                ));
+                return Ok(0);
+            }
+        };
+        let n = msgs.len();
+        let acked: Vec<bool> = msgs.iter().map(|_| self.rng.below(100) < POP_ACK_PERCENT).collect();
+        let mut acks = Vec::new();
+        {
+            let mut model = lock(&self.model);
+            model.stats.pops += 1;
+            for ((m, extra), ack_it) in msgs.into_iter().zip(acked) {
+                let topic = match m.topic.as_str() {
+                    POP_TOPIC => POP_TOPIC,
+                    POP_RETRY => POP_RETRY,
+                    other => {
+                        let what = format!("a pop of {POP_TOPIC} delivered a message of {other}");
+                        let place = (POP_TOPIC, m.queue_id);
+                        let kind = "a pop delivered another topic";
+                        model.problems.push(Problem::new(ctx, kind, place, m.queue_offset, what));
+                        continue;
+                    }
+                };
+                let place = (topic, m.queue_id, m.queue_offset);
+                let Some(uniq) = uniq_of(&m) else {
+                    let what = format!("properties {:?}", String::from_utf8_lossy(&m.properties));
+                    let kind = "a popped message has no UNIQ_KEY";
+                    model.problems.push(Problem::new(ctx, kind, (topic, place.1), place.2, what));
+                    continue;
+                };
+                let ack = if ack_it {
+                    acks.push((uniq.clone(), place, extra));
+                    Ack::InFlight
+                } else {
+                    model.stats.pop_left += 1;
+                    Ack::Left
+                };
+                let d = Delivery {
+                    place,
+                    store_ts: m.store_timestamp,
+                    cycle: ctx.cycle,
+                    pop_time,
+                    invisible,
+                    read_at,
+                    ack,
+                };
+                model.popped(ctx, &uniq, d);
+            }
+        }
+        for (uniq, place, extra) in acks {
+            let opaque = self.link.send(pop_ack_cmd(place, &extra)).await?;
+            self.trip.sent();
+            let r = self.link.answer(opaque).await?;
+            let at = epoch_ms();
+            let in_time = at + POP_SLACK_MS < pop_time + invisible;
+            let ack = match (r.code == code::SUCCESS, in_time) {
+                (true, true) => Ack::Acked(at),
+                _ => Ack::Late,
+            };
+            let mut model = self.model();
+            let deliveries = model.pops.get_mut(&uniq);
+            let Some(d) = deliveries.and_then(|v| v.iter_mut().rev().find(|d| d.place == place))
+            else {
+                continue;
+            };
+            d.ack = ack;
+            let refused = (r.code != code::SUCCESS && in_time)
+                .then(|| format!("UNIQ_KEY {uniq}: {}: the ack was answered {r:?}", d.describe()));
+            if let Some(what) = refused {
+                let kind = "an ack within the invisible time was refused";
+                model.problems.push(Problem::new(ctx, kind, (place.0, place.1), place.2, what));
+            }
+            match ack {
+                Ack::Acked(_) => model.stats.pop_acks += 1,
+                _ => model.stats.pop_late_acks += 1,
+            }
+        }
+        Ok(n)
+    }
+}
+
 /// The broker process; killed when dropped (a failing suite leaves nothing running).
 struct Broker {
     child: Child,
@@ -1180,6 +1528,15 @@ async fn run_load(
         sending: true,
     };
     handles.push(tokio::spawn(tx.run(Arc::clone(&stop))));
+    let link = Link::open(addr).await.unwrap_or_else(|_| panic!("{ctx}: connect to {addr}"));
+    let pop = PopWorker {
+        ctx,
+        rng: Rng(ctx.seed ^ ((ctx.cycle as u64) << 8 | 0xFE).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        link,
+        model: Arc::clone(model),
+        trip: Arc::clone(&trip),
+    };
+    handles.push(tokio::spawn(pop.run(Arc::clone(&stop))));
     tokio::time::sleep(load).await;
     if let End::Kill { broker, delay } = end {
         *trip.armed.lock().expect("the trip") = Some((broker.child.id(), delay));
@@ -1333,6 +1690,12 @@ struct Checked {
     tx_commits: usize,
     /// Messages delivered twice across a kill (the at-least-once window).
     duplicates: usize,
+    /// Messages held in `CrashPop`, those popped at least once, the deliveries acknowledged in
+    /// time, and the retry copies made twice across a kill.
+    pop_held: usize,
+    pop_popped: usize,
+    pop_acked: usize,
+    pop_revived_twice: usize,
 }
 
 impl fmt::Display for Checked {
@@ -1341,7 +1704,8 @@ impl fmt::Display for Checked {
             f,
             "{} messages held, {} records read, unanswered sends: {} messages present, {} absent; \
              {} commits; timers and delay levels: {} of {} delivered; transactions: {} of {} \
-             meant to commit delivered; {} delivered twice across a kill",
+             meant to commit delivered; {} delivered twice across a kill; POP: {} of {} popped, \
+             {} acked, {} revived twice across a kill",
             self.held,
             self.records,
             self.unknown_present,
@@ -1351,7 +1715,11 @@ impl fmt::Display for Checked {
             self.timed_sent,
             self.tx_delivered,
             self.tx_commits,
-            self.duplicates
+            self.duplicates,
+            self.pop_popped,
+            self.pop_held,
+            self.pop_acked,
+            self.pop_revived_twice
         )
     }
 }
@@ -1538,8 +1906,31 @@ async fn check(
         }
     }
     check_delivered(ctx, &mut link, &mut m, &mut problems, &mut c, complete).await;
+    check_popped(ctx, &m, &mut problems, &mut c, complete);
     *lock(model) = m;
     (problems, c)
+}
+
+/// Counts what the POP group was given; with `complete` (after the settle phase) every message
+/// held in [`POP_TOPIC`] must have been popped at least once. (Each delivery was checked as it
+/// was read, [`Model::popped`]: its problems come with the load's.)
+fn check_popped(ctx: Ctx, m: &Model, problems: &mut Vec<Problem>, c: &mut Checked, complete: bool) {
+    for (&key, held) in m.queues.iter().filter(|((t, _), _)| *t == POP_TOPIC) {
+        for (&offset, h) in held {
+            c.pop_held += 1;
+            if m.pops.contains_key(&h.sent.uniq) {
+                c.pop_popped += 1;
+            } else if complete {
+                let kind = format!(
+                    "a message of {POP_TOPIC} was never popped (settle phase of {SETTLE:?})"
+                );
+                problems.push(Problem::new(ctx, &kind, key, offset, h.describe()));
+            }
+        }
+    }
+    let deliveries = m.pops.values().flatten();
+    c.pop_acked = deliveries.filter(|d| matches!(d.ack, Ack::Acked(_))).count();
+    c.pop_revived_twice = m.stats.pop_revived_twice as usize;
 }
 
 /// Every record of `CrashTimed` and `CrashTx`, by place.
@@ -1730,8 +2121,9 @@ async fn check_delivered(
 }
 
 /// The settle phase after the last restart: the transactions' producer connected again
-/// (answering checks, sending nothing) until every answered timer and delay-level message and
-/// every answered transaction meant to commit is delivered, or [`SETTLE`] has passed.
+/// (answering checks, sending nothing) and the POP consumer popping until every answered timer
+/// and delay-level message and every answered transaction meant to commit is delivered and
+/// every message held in [`POP_TOPIC`] was popped, or [`SETTLE`] has passed.
 async fn settle(ctx: Ctx, addr: SocketAddr, model: &Arc<Mutex<Model>>) -> Duration {
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
@@ -1744,6 +2136,14 @@ async fn settle(ctx: Ctx, addr: SocketAddr, model: &Arc<Mutex<Model>>) -> Durati
         sending: false,
     };
     let producer = tokio::spawn(tx.run(Arc::clone(&stop)));
+    let pop = PopWorker {
+        ctx,
+        rng: Rng(ctx.seed ^ 0xFE),
+        link: Link::open(addr).await.unwrap_or_else(|_| panic!("{ctx}: connect to {addr}")),
+        model: Arc::clone(model),
+        trip: Arc::new(Trip::default()),
+    };
+    let consumer = tokio::spawn(pop.run(Arc::clone(&stop)));
     let mut link = Link::open(addr).await.unwrap_or_else(|_| panic!("{ctx}: connect to {addr}"));
     loop {
         let found = scan_delivered(ctx, &mut link).await;
@@ -1754,7 +2154,10 @@ async fn settle(ctx: Ctx, addr: SocketAddr, model: &Arc<Mutex<Model>>) -> Durati
             let timed = m.timed.values().filter(|t| t.answered);
             let txs = m.txs.values().filter(|t| t.answered && t.fate.commits());
             let sent = timed.map(|t| &t.sent).chain(txs.map(|t| &t.sent));
+            let to_pop =
+                m.queues.iter().filter(|((t, _), _)| *t == POP_TOPIC).flat_map(|(_, q)| q.values());
             sent.filter(|s| !delivered.contains(s.uniq.as_str())).count()
+                + to_pop.filter(|h| !m.pops.contains_key(&h.sent.uniq)).count()
         };
         if waiting == 0 || started.elapsed() > SETTLE {
             break;
@@ -1762,8 +2165,10 @@ async fn settle(ctx: Ctx, addr: SocketAddr, model: &Arc<Mutex<Model>>) -> Durati
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     stop.store(true, Ordering::Relaxed);
-    if let Err(e) = tokio::time::timeout(PATIENCE, producer).await.expect("the producer stops") {
-        std::panic::resume_unwind(e.into_panic());
+    for task in [producer, consumer] {
+        if let Err(e) = tokio::time::timeout(PATIENCE, task).await.expect("the settle load stops") {
+            std::panic::resume_unwind(e.into_panic());
+        }
     }
     started.elapsed()
 }
