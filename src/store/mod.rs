@@ -21,13 +21,13 @@ use std::task::Waker;
 use bytes::Bytes;
 use thiserror::Error;
 
+#[cfg(not(loom))]
+pub use crate::engine::EngineRecovery;
+pub use crate::engine::StorageStats;
 pub use crate::engine::{
     AckOutcome, Delivery, EngineConfig, EngineError, Filter, MemberId, MemoryPolicy, Mode, PopAck,
     PopInit, PopOutcome, PopPolicy, PopRequest, Popped, Retention, Settings, MAX_QUEUES,
 };
-#[cfg(not(loom))]
-pub use crate::engine::EngineRecovery;
-pub use crate::engine::StorageStats;
 pub use crate::queue::WaitId;
 pub use memory::MemoryStore;
 
