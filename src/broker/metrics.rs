@@ -167,110 +167,118 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
 /// now and what the start found there.
 fn storage(t: &mut Text, core: &Core) {
     let (Some(s), Some(r)) = (core.store.storage(), &core.recovery) else { return };
-    for (name, kind, help, value) in [
-        (
-            "baiji_store_segment_bytes",
-            "gauge",
-            "Bytes of message segment files mapped in the store directory (counted in the memory budget).",
-            s.segment_bytes.to_string(),
-        ),
-        ("baiji_store_segments", "gauge", "Message segment files mapped now.", s.segments.to_string()),
-        (
-            "baiji_store_freed_segments_total",
-            "counter",
-            "Message segment files freed (all their messages reclaimed) and removed.",
-            s.freed_segments.to_string(),
-        ),
-        (
-            "baiji_store_journal_bytes",
-            "gauge",
-            "Bytes of the store's journal files (topics, queue heads, uids, committed offsets).",
-            s.journal_bytes.to_string(),
-        ),
-        (
-            "baiji_store_failed_writes_total",
-            "counter",
-            "Store journal changes that could not be written (a full tmpfs): not kept over a restart.",
-            s.failed_writes.to_string(),
-        ),
-        (
-            "baiji_store_recovered_messages",
-            "gauge",
-            "Messages restored from the store directory at start.",
-            r.messages.to_string(),
-        ),
-        (
-            "baiji_store_recovered_holes",
-            "gauge",
-            "Offsets restored as holes at start (claimed by sends a crash cut short, never answered).",
-            r.holes.to_string(),
-        ),
-        (
-            "baiji_store_torn_records",
-            "gauge",
-            "Torn message records skipped at start (never served).",
-            r.torn_records.to_string(),
-        ),
-        (
-            "baiji_store_dropped_records",
-            "gauge",
-            "Complete records not restored at start: already reclaimed, or of a deleted topic.",
-            r.dropped_records.to_string(),
-        ),
-        (
-            "baiji_store_quarantined_segments",
-            "gauge",
-            "Segment files set aside at start (renamed *.quarantine: damaged, foreign or truncated).",
-            r.quarantined.len().to_string(),
-        ),
-        (
-            "baiji_store_recovery_seconds",
-            "gauge",
-            "Time restoring the store directory took at start.",
-            format!("{:.6}", r.elapsed.as_secs_f64()),
-        ),
-    ] {
-        t.family(name, kind, help);
-        t.sample(name, &[], value);
-    }
+    unlabelled(
+        t,
+        [
+            (
+                "baiji_store_segment_bytes",
+                "gauge",
+                "Bytes of message segment files mapped in the store directory (counted in the memory budget).",
+                s.segment_bytes.to_string(),
+            ),
+            ("baiji_store_segments", "gauge", "Message segment files mapped now.", s.segments.to_string()),
+            (
+                "baiji_store_freed_segments_total",
+                "counter",
+                "Message segment files freed (all their messages reclaimed) and removed.",
+                s.freed_segments.to_string(),
+            ),
+            (
+                "baiji_store_journal_bytes",
+                "gauge",
+                "Bytes of the store's journal files (topics, queue heads, uids, committed offsets).",
+                s.journal_bytes.to_string(),
+            ),
+            (
+                "baiji_store_failed_writes_total",
+                "counter",
+                "Store journal changes that could not be written (a full tmpfs): not kept over a restart.",
+                s.failed_writes.to_string(),
+            ),
+            (
+                "baiji_store_recovered_messages",
+                "gauge",
+                "Messages restored from the store directory at start.",
+                r.messages.to_string(),
+            ),
+            (
+                "baiji_store_recovered_holes",
+                "gauge",
+                "Offsets restored as holes at start (claimed by sends a crash cut short, never answered).",
+                r.holes.to_string(),
+            ),
+            (
+                "baiji_store_torn_records",
+                "gauge",
+                "Torn message records skipped at start (never served).",
+                r.torn_records.to_string(),
+            ),
+            (
+                "baiji_store_dropped_records",
+                "gauge",
+                "Complete records not restored at start: already reclaimed, or of a deleted topic.",
+                r.dropped_records.to_string(),
+            ),
+            (
+                "baiji_store_quarantined_segments",
+                "gauge",
+                "Segment files set aside at start (renamed *.quarantine: damaged, foreign or truncated).",
+                r.quarantined.len().to_string(),
+            ),
+            (
+                "baiji_store_recovery_seconds",
+                "gauge",
+                "Time restoring the store directory took at start.",
+                format!("{:.6}", r.elapsed.as_secs_f64()),
+            ),
+        ],
+    );
 }
 
 /// The configuration journal's figures (`store-path-root-dir`; none without it).
 fn journal(t: &mut Text, core: &Core) {
     let Some(j) = &core.journal else { return };
     let f = j.figures();
-    for (name, kind, help, value) in [
-        (
-            "baiji_config_journal_recovered_records",
-            "gauge",
-            "Records of topic and group configs read back at start.",
-            f.recovered_records.to_string(),
-        ),
-        (
-            "baiji_config_journal_torn_records",
-            "gauge",
-            "Torn records skipped at start (changes a crash cut short, never answered).",
-            f.torn_records.to_string(),
-        ),
-        (
-            "baiji_config_journal_recovery_seconds",
-            "gauge",
-            "Time reading the configuration journal back at start took.",
-            format!("{:.6}", f.recovery_time.as_secs_f64()),
-        ),
-        (
-            "baiji_config_journal_failed_writes_total",
-            "counter",
-            "Config changes the journal could not write (not kept over a restart).",
-            f.failed_writes.to_string(),
-        ),
-        (
-            "baiji_config_journal_bytes",
-            "gauge",
-            "Bytes of the configuration journal's mapped segment files.",
-            f.mapped_bytes.to_string(),
-        ),
-    ] {
+    unlabelled(
+        t,
+        [
+            (
+                "baiji_config_journal_recovered_records",
+                "gauge",
+                "Records of topic and group configs read back at start.",
+                f.recovered_records.to_string(),
+            ),
+            (
+                "baiji_config_journal_torn_records",
+                "gauge",
+                "Torn records skipped at start (changes a crash cut short, never answered).",
+                f.torn_records.to_string(),
+            ),
+            (
+                "baiji_config_journal_recovery_seconds",
+                "gauge",
+                "Time reading the configuration journal back at start took.",
+                format!("{:.6}", f.recovery_time.as_secs_f64()),
+            ),
+            (
+                "baiji_config_journal_failed_writes_total",
+                "counter",
+                "Config changes the journal could not write (not kept over a restart).",
+                f.failed_writes.to_string(),
+            ),
+            (
+                "baiji_config_journal_bytes",
+                "gauge",
+                "Bytes of the configuration journal's mapped segment files.",
+                f.mapped_bytes.to_string(),
+            ),
+        ],
+    );
+}
+
+/// One family with one unlabelled sample per `(name, kind, help, value)`.
+fn unlabelled<const N: usize>(t: &mut Text, rows: [(&str, &str, &str, String); N]) {
+    for (name, kind, help, value) in rows {
         t.family(name, kind, help);
         t.sample(name, &[], value);
     }
@@ -551,7 +559,7 @@ fn memory(
         "baiji_group_held_bytes",
         "gauge",
         "Bytes of retained messages a group holds (not yet acknowledged), estimated per queue \
-         from its mean message size.",
+             from its mean message size.",
     );
     for g in groups {
         let labels = [("topic", g.topic.as_str()), ("consumer_group", g.group.as_str())];
@@ -572,7 +580,7 @@ fn memory(
         "baiji_subscriptions",
         "gauge",
         "Subscriptions (consumer group x topic) holding messages; POP-only ones are released \
-         after group-idle-secs without activity.",
+             after group-idle-secs without activity.",
     );
     t.sample("baiji_subscriptions", &[], subscriptions);
     t.family(
@@ -613,7 +621,7 @@ fn refusals(t: &mut Text, (mem, policy): (&MemoryStats, &str), core: &Core, face
         "baiji_dead_letter_failures_total",
         "counter",
         "Dead-letter copies of popped messages the store refused; each message stays in flight \
-         and is tried again a second later.",
+             and is tried again a second later.",
     );
     // Relaxed: statistics.
     let failed = core.counters.dead_letters_failed.load(Ordering::Relaxed);
@@ -622,7 +630,7 @@ fn refusals(t: &mut Text, (mem, policy): (&MemoryStats, &str), core: &Core, face
         "baiji_pop_revive_failures_total",
         "counter",
         "Copies of expired popped messages into their group's pop retry topic the store \
-         refused; each message stays in flight and is tried again a second later.",
+             refused; each message stays in flight and is tried again a second later.",
     );
     // Relaxed: statistics.
     let failed = core.counters.revives_failed.load(Ordering::Relaxed);
@@ -720,7 +728,7 @@ async fn answer(core: &Core, face: &RemotingState, mut stream: TcpStream) -> std
     };
     let mut resp = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n",
+             Connection: close\r\n\r\n",
         body.len()
     );
     resp.push_str(&body);

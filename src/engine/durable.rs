@@ -395,7 +395,7 @@ mod tests {
 
     const SEGMENT: usize = 64 << 10;
 
-    fn config() -> EngineConfig {
+    pub(super) fn config() -> EngineConfig {
         EngineConfig {
             reaper_thread: false,
             max_message_size: 16 << 10,
@@ -404,7 +404,7 @@ mod tests {
         }
     }
 
-    fn open(d: &TestDir) -> (Engine, super::EngineRecovery) {
+    pub(super) fn open(d: &TestDir) -> (Engine, super::EngineRecovery) {
         let dir = Directory::open(&d.0, "c/b").expect("directory");
         Engine::open(config(), &dir, SEGMENT).expect("engine")
     }
@@ -591,24 +591,11 @@ mod tests {
 #[cfg(test)]
 mod damage_tests {
     use std::os::unix::fs::FileExt;
-    use std::time::Duration;
 
-    use crate::engine::{Engine, EngineConfig, Message, Retention};
+    use crate::engine::{Engine, Message};
     use crate::shm::tests::TestDir;
-    use crate::shm::Directory;
 
-    const SEGMENT: usize = 64 << 10;
-
-    fn open(d: &TestDir) -> (Engine, super::EngineRecovery) {
-        let config = EngineConfig {
-            reaper_thread: false,
-            max_message_size: 16 << 10,
-            retention: Retention { time: Duration::from_secs(3600), bytes: u64::MAX },
-            ..EngineConfig::default()
-        };
-        let dir = Directory::open(&d.0, "c/b").expect("directory");
-        Engine::open(config, &dir, SEGMENT).expect("engine")
-    }
+    use super::tests::open;
 
     fn message_segments(d: &TestDir) -> Vec<std::path::PathBuf> {
         let mut v: Vec<_> = std::fs::read_dir(&d.0)

@@ -311,7 +311,7 @@ impl Engine {
     /// ahead of need) and each message's record headers on top of its payload and node.
     ///
     /// Consumer groups are not kept: subscribe again after opening (a store on top keeps its
-    /// committed offsets itself, as [`crate::store::MemoryStore`] does).
+    /// committed offsets itself, as the crate's `MemoryStore` does).
     ///
     /// # Errors
     /// [`EngineError::InvalidConfig`]; [`EngineError::Storage`] if the directory's logs cannot

@@ -407,9 +407,9 @@ pub struct MemoryStore {
     topics: RwLock<HashMap<String, Arc<MemTopic>>>,
     by_uid: RwLock<HashMap<u32, Arc<MemTopic>>>,
     uids: Mutex<Uids>,
+    /// Committed offsets; its journal is the store's (topic uids, committed offsets, POP
+    /// state) when the store was opened on a directory.
     offsets: Offsets,
-    /// The store's journal (topic uids, committed offsets) when opened on a directory.
-    journal: Option<Arc<Journal>>,
     /// POP state read back at open and not yet given back to its groups
     /// ([`PopConsumption::restore_pop_state`]).
     #[cfg(not(loom))]
@@ -449,7 +449,6 @@ impl MemoryStore {
             by_uid: RwLock::new(HashMap::new()),
             uids: Mutex::new(Uids { next: 1, free: VecDeque::new() }),
             offsets: Arc::default(),
-            journal: None,
             #[cfg(not(loom))]
             pending_pop: PendingPop::default(),
         })
@@ -513,7 +512,6 @@ impl MemoryStore {
                 map: Mutex::new(HashMap::new()),
                 journal: Some(Arc::clone(&journal)),
             }),
-            journal: Some(Arc::clone(&journal)),
             pending_pop: PendingPop::default(),
         };
         let mut names: Vec<String> = names.into_iter().collect();
@@ -543,18 +541,14 @@ impl MemoryStore {
                 journal.delete(&k).map_err(store_error)?;
                 continue;
             };
-            if offset > t.offsets_end() {
-                // Beyond what the queue holds (its last segments were set aside): keep the
-                // client's view, nothing to hold.
-                lock(&store.offsets.map).insert(key, offset);
-                continue;
+            // The group holds what it has not consumed until its consumers are back (nothing
+            // to hold past the queue's end: its last segments were set aside). Its commit is
+            // not applied as acknowledgements here: that happens with the next commit, after
+            // the layer above has set each topic's settings (keeping acknowledged messages,
+            // `Core::open`), so nothing is freed that a running broker would have kept.
+            if offset <= t.offsets_end() {
+                let _ = store.group(&key.0, &key.1, Mode::Clustering);
             }
-            // The group holds what it has not consumed until its consumers are back. Its
-            // commit is not applied as acknowledgements here: that happens with the next
-            // commit, after the layer above has set each topic's settings (keeping
-            // acknowledged messages, `Core::open`), so nothing is freed that a running
-            // broker would have kept.
-            let _ = store.group(&key.0, &key.1, Mode::Clustering);
             lock(&store.offsets.map).insert(key, offset);
         }
         // A POP group holds what it held, and gets its state back with
@@ -615,7 +609,7 @@ impl MemoryStore {
     fn restore_pop(&self) -> usize {
         let mut pending = lock(&self.pending_pop.records);
         let records = std::mem::take(&mut *pending);
-        let Some(journal) = &self.journal else { return 0 };
+        let Some(journal) = self.journal_ref() else { return 0 };
         let mut restored = 0;
         for ((group, topic), queues) in records {
             let Ok(g) = self.engine.group(&group, &topic) else { continue };
@@ -658,6 +652,11 @@ impl MemoryStore {
         self.pending_pop.any.store(false, std::sync::atomic::Ordering::Release);
         drop(pending);
         restored
+    }
+
+    /// The store's journal, if it was opened on a directory.
+    fn journal_ref(&self) -> Option<&Arc<Journal>> {
+        self.offsets.journal.as_ref()
     }
 
     /// The engine underneath (statistics and tests).
@@ -730,7 +729,7 @@ impl MessageStore for MemoryStore {
                 return Err(e);
             }
         };
-        if let Some(j) = &self.journal {
+        if let Some(j) = self.journal_ref() {
             // Before anything is appended: message ids name the uid.
             if let Err(e) = j.put(&uid_key(name), &uid.to_le_bytes()) {
                 let _ = self.engine.delete_topic(name);
@@ -751,7 +750,7 @@ impl MessageStore for MemoryStore {
         }
         self.offsets.forget(|(_, topic, _)| topic == name);
         let deleted = self.engine.delete_topic(name).map_err(map_err);
-        if let (Some(j), Ok(())) = (&self.journal, &deleted) {
+        if let (Some(j), Ok(())) = (self.journal_ref(), &deleted) {
             if let Err(e) = j.delete(&uid_key(name)) {
                 #[cfg(feature = "broker")]
                 tracing::error!("topic {name}'s deletion could not be journaled: {e}");
@@ -776,7 +775,7 @@ impl MessageStore for MemoryStore {
     }
 
     fn journal(&self) -> Option<Arc<Journal>> {
-        self.journal.clone()
+        self.offsets.journal.clone()
     }
 }
 
@@ -971,7 +970,7 @@ impl super::StoreSettings for MemoryStore {
 impl StoreStats for MemoryStore {
     fn storage(&self) -> Option<crate::engine::StorageStats> {
         let mut s = self.engine.storage_stats()?;
-        if let Some(j) = &self.journal {
+        if let Some(j) = self.journal_ref() {
             s.journal_bytes += j.stats().mapped_bytes;
         }
         Some(s)
