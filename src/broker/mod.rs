@@ -314,6 +314,13 @@ async fn start_inner(
     opened: Option<(crate::shm::Directory, crate::engine::EngineRecovery)>,
 ) -> Result<RunningBroker, BrokerError> {
     let namesrvs = config.namesrv_addrs()?;
+    let replica_set = config.core.replica_set().map_err(BrokerError::Config)?;
+    #[cfg(not(feature = "replicas"))]
+    if replica_set.is_some() {
+        return Err(BrokerError::Config(
+            "replica-peers needs a baiji built with the `replicas` feature (part of `cli`)".into(),
+        ));
+    }
     let (gate, acl) = security(&config.security)?;
     // First of what can be refused at start: a directory another broker holds.
     let journal = match (config.core.store_dir(), &opened) {
@@ -417,6 +424,14 @@ async fn start_inner(
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     self::core::spawn_tasks(&core, &mut tasks, &shutdown_rx);
+    // A replica joins its broker set before the broker port takes a send.
+    #[cfg(feature = "replicas")]
+    if let Some((id, peers)) = replica_set {
+        let replica = self::core::replica::Replica::start(&core, id, &peers, shutdown_rx.clone())
+            .await
+            .map_err(BrokerError::Config)?;
+        let _ = core.replica.set(replica);
+    }
     // The remoting face: the broker port and its fast port, the embedded name server's, the
     // registrar.
     watch_security(&gate, &face, &mut tasks, &shutdown_rx);

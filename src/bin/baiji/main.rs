@@ -137,11 +137,21 @@ struct BrokerArgs {
     keep_acknowledged_secs: Option<u64>,
     /// Directory where the broker keeps state that outlives the process, in memory-mapped
     /// files (RocketMQ: storePathRootDir; a tmpfs directory such as /dev/shm/baiji/broker-a is
-    /// RAM, no disk I/O); `none` (the default) keeps nothing. Today: topic and subscription
-    /// group configs, and after a clean stop the end and committed offsets (messages are not
-    /// kept yet). One broker per directory.
+    /// RAM, no disk I/O); `none` (the default) keeps nothing. It keeps messages, topic and
+    /// group configs, committed offsets, POP state, half messages and timers (README
+    /// "Restarts"). One broker per directory.
     #[arg(long, value_name = "DIR")]
     store_path_root_dir: Option<std::path::PathBuf>,
+    /// This process's id in its broker set, one of --replica-peers' ids (RocketMQ DLedger:
+    /// dLegerSelfId).
+    #[arg(long)]
+    replica_id: Option<u64>,
+    /// The broker set this process is one of: 'id=host:port;id=host:port;id=host:port', each
+    /// replica's id and replica port (Raft traffic; RocketMQ DLedger: dLegerPeers). Three
+    /// processes with one --broker-name and external --namesrv-addr: a send is answered once two
+    /// hold it; the leader registers as brokerId 0, followers as their replica id.
+    #[arg(long)]
+    replica_peers: Option<String>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -383,6 +393,12 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.keep_acknowledged_secs {
         c.core.keep_acknowledged_secs = v;
+    }
+    if a.replica_id.is_some() {
+        c.core.replica_id = a.replica_id;
+    }
+    if a.replica_peers.is_some() {
+        c.core.replica_peers = a.replica_peers.clone();
     }
     if let Some(v) = &a.store_path_root_dir {
         c.core.store_path_root_dir = Some(v.clone());

@@ -102,10 +102,19 @@ pub struct CoreConfig {
     /// Where the broker keeps its state in memory-mapped files that outlive the process
     /// (RocketMQ: `storePathRootDir`; best a tmpfs directory such as `/dev/shm/baiji/<broker>`,
     /// RAM with no disk I/O). `None` or `none` (the default): nothing outlives the process.
-    /// Today it keeps topic and subscription group configs, and after a clean stop the
-    /// topics' end offsets and the committed offsets (issue 26's first step: messages are not
-    /// kept yet). One broker process per directory: a second is refused with the holder's pid.
+    /// It keeps messages, topic and group configs, committed offsets, POP state, half
+    /// messages and timers (README "Restarts"). One broker process per directory: a second is
+    /// refused with the holder's pid.
     pub store_path_root_dir: Option<std::path::PathBuf>,
+    /// This process's id in its broker set: one of the ids of `replica-peers` (RocketMQ
+    /// DLedger: `dLegerSelfId`). Needs `replica-peers`.
+    pub replica_id: Option<u64>,
+    /// The replicated broker set this process is one of, `id=host:port;id=host:port;...`:
+    /// each replica's id (1 or more) and the address of its replica port, where the set's Raft
+    /// traffic goes (RocketMQ DLedger: `dLegerPeers`). Three replicas: a send is answered once
+    /// two hold it, and the set keeps serving when any one is lost. `None` (the default): a
+    /// single broker. README "Replicated broker sets".
+    pub replica_peers: Option<String>,
 }
 
 impl Default for CoreConfig {
@@ -139,6 +148,8 @@ impl Default for CoreConfig {
             max_groups_per_topic: EngineConfig::default().max_subscriptions_per_topic,
             max_subscriptions: EngineConfig::default().max_subscriptions,
             store_path_root_dir: None,
+            replica_id: None,
+            replica_peers: None,
         }
     }
 }
@@ -152,7 +163,53 @@ pub(crate) fn policy_name(p: MemoryPolicy) -> &'static str {
     }
 }
 
+/// Replicas a broker set has (R3): fewer cannot elect safely after a loss, more is not offered.
+pub(crate) const REPLICAS: usize = 3;
+
+/// A broker set as `replica-id` and `replica-peers` name it: this process's id, and every
+/// replica's id with its replica port's address.
+pub(crate) type ReplicaSet = (u64, std::collections::BTreeMap<u64, String>);
+
 impl CoreConfig {
+    /// The broker set this process is one of: its own id and every replica's id with the
+    /// address of its replica port. `None` for a single broker.
+    ///
+    /// # Errors
+    /// A message for `replica-peers` that is not `id=host:port` entries, a repeated id, a
+    /// count other than [`REPLICAS`], or a `replica-id` that is missing or not among them.
+    pub(crate) fn replica_set(&self) -> Result<Option<ReplicaSet>, String> {
+        let Some(peers) = self.replica_peers.as_deref() else {
+            return match self.replica_id {
+                Some(_) => Err("replica-id needs replica-peers".into()),
+                None => Ok(None),
+            };
+        };
+        let mut set = std::collections::BTreeMap::new();
+        for entry in peers.split([';', ',']).map(str::trim).filter(|e| !e.is_empty()) {
+            let bad = || format!("replica-peers: `{entry}` is not id=host:port (id 1 or more)");
+            let (id, addr) = entry.split_once('=').ok_or_else(bad)?;
+            let id: u64 = id.trim().trim_start_matches('n').parse().map_err(|_| bad())?;
+            let addr = addr.trim();
+            if id == 0 || addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                return Err(bad());
+            }
+            if set.insert(id, addr.to_owned()).is_some() {
+                return Err(format!("replica-peers: id {id} is named twice"));
+            }
+        }
+        if set.len() != REPLICAS {
+            return Err(format!(
+                "replica-peers names {} replicas; a broker set has {REPLICAS} (two of them hold every acknowledged message)",
+                set.len()
+            ));
+        }
+        let id = self.replica_id.ok_or("replica-peers needs replica-id (this process's id)")?;
+        if !set.contains_key(&id) {
+            return Err(format!("replica-id {id} is not one of replica-peers' ids"));
+        }
+        Ok(Some((id, set)))
+    }
+
     /// Bytes of each message segment file in the store directory: a 64th of the memory budget
     /// (16 MiB for the default 1 GiB), at least 1 MiB and room for the largest message, at
     /// most 64 MiB. The current segment's free tail and the spare one are held (and counted)
@@ -244,5 +301,34 @@ impl CoreConfig {
             max_subscriptions: self.max_subscriptions.max(1),
             ..EngineConfig::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CoreConfig;
+
+    fn set(id: Option<u64>, peers: Option<&str>) -> Result<Option<(u64, Vec<u64>)>, String> {
+        let c = CoreConfig {
+            replica_id: id,
+            replica_peers: peers.map(str::to_owned),
+            ..CoreConfig::default()
+        };
+        c.replica_set().map(|o| o.map(|(id, m)| (id, m.keys().copied().collect())))
+    }
+
+    #[test]
+    fn given_replica_peers_when_parsing_should_take_three_ids_and_refuse_the_rest_with_a_reason() {
+        assert_eq!(set(None, None), Ok(None), "a single broker");
+        let three = "1=127.0.0.1:40911;2=127.0.0.1:40912;n3=127.0.0.1:40913";
+        assert_eq!(set(Some(2), Some(three)), Ok(Some((2, vec![1, 2, 3]))));
+        let e = |id, peers| set(id, peers).expect_err("refused");
+        assert!(e(Some(4), Some(three)).contains("not one of"));
+        assert!(e(None, Some(three)).contains("needs replica-id"));
+        assert!(e(Some(1), None).contains("needs replica-peers"));
+        assert!(e(Some(1), Some("1=a:1;2=b:2")).contains("has 3"));
+        assert!(e(Some(1), Some("1=a:1;1=b:2;3=c:3")).contains("twice"));
+        assert!(e(Some(1), Some("1=a:1;0=b:2;3=c:3")).contains("id=host:port"));
+        assert!(e(Some(1), Some("1=a:1;2=b;3=c:3")).contains("id=host:port"));
     }
 }

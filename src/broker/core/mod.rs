@@ -35,6 +35,8 @@ pub(crate) mod pop;
 pub(crate) mod rates;
 pub(crate) mod recall;
 pub(crate) mod record;
+#[cfg(feature = "replicas")]
+pub(crate) mod replica;
 pub(crate) mod retry;
 pub(crate) mod routes;
 pub(crate) mod send;
@@ -52,7 +54,7 @@ use self::config::CoreConfig;
 use crate::remoting::body::TopicConfig;
 use crate::remoting::msgid::UniqKeyGenerator;
 use crate::store::{Retention, Store, StoreError, TopicStore};
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 
 /// The broker's state, shared by both faces and the core's own tasks.
 pub(crate) struct Core {
@@ -95,6 +97,12 @@ pub(crate) struct Core {
     pub(crate) journal: Option<journal::ConfigJournal>,
     /// What the store found in `store-path-root-dir` at start (metrics, runtime info).
     pub(crate) recovery: Option<crate::store::EngineRecovery>,
+    /// The broker id this broker registers with: 0 for a single broker and a broker set's
+    /// leader, the replica id for a follower ([`replica`]).
+    broker_id: AtomicU64,
+    /// This process's replica of its broker set (`replica-peers`), once started.
+    #[cfg(feature = "replicas")]
+    pub(crate) replica: std::sync::OnceLock<Arc<replica::Replica>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -158,7 +166,72 @@ impl Core {
             auto_create_limit: send::AUTO_CREATE_TOPIC_LIMIT,
             journal: None,
             recovery: None,
+            broker_id: AtomicU64::new(0),
+            #[cfg(feature = "replicas")]
+            replica: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The broker id this broker registers with (0: it takes sends).
+    pub(crate) fn broker_id(&self) -> u64 {
+        // Relaxed: a value read whole; a registration that races a change is followed by the
+        // one the change triggers.
+        self.broker_id.load(Ordering::Relaxed)
+    }
+
+    /// Sets the broker id and, if it changed, registers again at once.
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    pub(crate) fn set_broker_id(&self, id: u64) {
+        // Relaxed: see `broker_id`; the registrar is woken after the store.
+        if self.broker_id.swap(id, Ordering::Relaxed) != id {
+            self.topics_changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Commits a consumer group's offset: at once on a single broker; on a replica of a broker
+    /// set, through the set in the background (a failure is logged: the consumer commits again
+    /// with its next pull or its next persist, as it does after any lost commit).
+    ///
+    /// # Errors
+    /// The store's refusal (a single broker).
+    pub(crate) fn commit_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        offset: u64,
+    ) -> Result<(), StoreError> {
+        #[cfg(feature = "replicas")]
+        if let Some(replica) = self.replica() {
+            let (replica, group, topic) = (Arc::clone(replica), group.to_owned(), topic.to_owned());
+            tokio::spawn(async move {
+                if let Err(e) = replica.commit(&group, &topic, queue, offset).await {
+                    tracing::debug!(%group, %topic, queue, offset, "commit not replicated: {e}");
+                }
+            });
+            return Ok(());
+        }
+        self.store.commit(group, topic, queue, offset)
+    }
+
+    /// Refuses `what` on a replica of a broker set, where it is not replicated yet: held on
+    /// one replica only, it would differ from the others' state (README "Replicated broker
+    /// sets"). `Ok` on a single broker.
+    pub(crate) fn unreplicated(&self, what: &str) -> Result<(), String> {
+        #[cfg(feature = "replicas")]
+        if self.replica().is_some() {
+            return Err(format!(
+                "{what} not replicated by baiji's broker sets yet (README \"Replicated broker sets\")"
+            ));
+        }
+        let _ = what;
+        Ok(())
+    }
+
+    /// This process's replica of its broker set, if it is one.
+    #[cfg(feature = "replicas")]
+    pub(crate) fn replica(&self) -> Option<&Arc<replica::Replica>> {
+        self.replica.get()
     }
 
     /// A new `UNIQ_KEY` for a message whose producer sent none.
@@ -174,7 +247,7 @@ impl Core {
             let _ = self.routes.register(routes::Registration {
                 cluster: self.config.cluster_name.clone(),
                 broker_name: self.config.broker_name.clone(),
-                broker_id: 0,
+                broker_id: self.broker_id(),
                 addr: self.store_host.to_string(),
                 topics: self.topics.all(),
                 conn: None,

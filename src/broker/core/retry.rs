@@ -68,6 +68,8 @@ pub(crate) enum SendBackError {
 /// # Errors
 /// [`SendBackError`].
 pub(crate) fn send_back(core: &Core, h: &SendBack<'_>) -> Result<(), SendBackError> {
+    core.unreplicated("send-backs (retry topics) are")
+        .map_err(|why| SendBackError::Put(PutError::Store(StoreError::Other(why))))?;
     let Some((uid, queue, offset)) = split_physical_offset(h.offset) else {
         return Err(SendBackError::Lost);
     };

@@ -146,6 +146,10 @@ impl RouteTable {
             wiped: BTreeSet::new(),
         });
         e.cluster = r.cluster;
+        // A broker that changed its id (a broker set's follower that now leads, or the other
+        // way round) is one entry, under its new id: RocketMQ's name server does the same
+        // ("switch slave to master" in `RouteInfoManager.registerBroker`).
+        e.addrs.retain(|id, a| *id == r.broker_id || a.addr != r.addr);
         e.addrs.insert(
             r.broker_id,
             Registrant { addr: r.addr, last_update: Instant::now(), conn: r.conn },

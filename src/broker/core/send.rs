@@ -72,6 +72,10 @@ pub(crate) enum SendError {
     Record(RecordError),
     /// The store refused it (a full budget among others).
     Store(StoreError),
+    /// This broker cannot store it now, but another may: a follower of a broker set, or a set
+    /// that cannot reach a quorum (RocketMQ's `SERVICE_NOT_AVAILABLE`, which producers retry
+    /// on another broker).
+    Unavailable(String),
 }
 
 /// The remark RocketMQ answers a store error with (a few have their own wording).
@@ -118,6 +122,7 @@ impl std::fmt::Display for SendError {
             }
             SendError::Record(e) => write!(f, "{e}"),
             SendError::Store(e) => f.write_str(&store_remark(e)),
+            SendError::Unavailable(why) => write!(f, "service not available now: {why}"),
         }
     }
 }
@@ -349,6 +354,9 @@ fn counted<T>(core: &Core, r: Result<T, SendError>) -> Result<T, SendError> {
 /// # Errors
 /// [`SendError`] for a refused message.
 pub(crate) fn store_message(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
+    // A broker set's sends go through `replica::Replica::send`; this path (gRPC, replies) is
+    // not replicated yet.
+    core.unreplicated("sends on this path are").map_err(SendError::Unavailable)?;
     counted(core, store_one(core, m))
 }
 
@@ -465,6 +473,115 @@ pub(crate) fn store_batch(core: &Core, b: &Batch<'_>) -> Result<StoredBatch, Sen
 fn store_all(core: &Core, b: &Batch<'_>) -> Result<StoredBatch, SendError> {
     let (topic, counters) = resolve_topic(core, b.topic, b.default_topic, b.default_queues)?;
     let queue = pick_queue(topic.as_ref(), QueueChoice::Asked(b.queue))?;
+    let records = encode_batch(core, b)?;
+    let n = records.len() as u64;
+    let first = topic.append_batch(queue, records, now_ms())?;
+    for e in b.entries {
+        counters.message_in(e.body.len());
+    }
+    counters.put_request();
+    let msg_ids = (first..first + n)
+        .map(|o| encode_offset_msg_id(core.store_host, physical_offset(topic.uid(), queue, o)))
+        .collect();
+    Ok(StoredBatch { queue_id: queue, first_offset: first, msg_ids })
+}
+
+/// A plain message (or batch) the leader of a broker set has decided on before the set holds
+/// it: the encoded records, their topic and queue. Applying appends them as they are, so every
+/// replica stores the same bytes at the same offsets ([`replica`](super::replica)).
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+pub(crate) struct Planned {
+    /// The topic.
+    pub(crate) topic: Arc<dyn TopicStore>,
+    counters: Arc<TopicCounters>,
+    /// The queue.
+    pub(crate) queue: u32,
+    /// The encoded records with their tag hash codes.
+    pub(crate) records: Vec<(Bytes, i32)>,
+    /// The first message's `UNIQ_KEY`.
+    uniq_key: String,
+    /// Body bytes in all (the counters').
+    body_bytes: Vec<usize>,
+}
+
+/// What a broker set does not replicate yet: refused there, never stored unreplicated.
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+fn not_replicated(what: &str) -> SendError {
+    SendError::Unavailable(format!(
+        "{what} are not replicated by baiji's broker sets yet (README \"Replicated broker sets\")"
+    ))
+}
+
+/// Decides how a plain message is stored (the checks, topic, queue and `UNIQ_KEY` of
+/// [`store_message`]) without storing it. Half, delayed and timer messages, and retries past
+/// their maximum, are refused with [`SendError::Unavailable`].
+///
+/// # Errors
+/// [`SendError`] for a refused message.
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+pub(crate) fn plan_message(core: &Core, m: &Incoming<'_>) -> Result<Planned, SendError> {
+    counted(core, plan_one(core, m))
+}
+
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+fn plan_one(core: &Core, m: &Incoming<'_>) -> Result<Planned, SendError> {
+    check(core, m.topic, m.body.len(), m.properties.len())?;
+    let (topic, counters) = resolve_topic(core, m.topic, m.default_topic, m.default_queues)?;
+    let queue = pick_queue(topic.as_ref(), m.queue)?;
+    let routing = m.routing;
+    let (mut props, uniq) = with_uniq_key(core, m.properties, routing.uniq_key);
+    if m.topic.starts_with(RETRY_PREFIX) && m.reconsume_times > m.max_reconsume_times {
+        return Err(not_replicated("dead letters"));
+    }
+    if transaction::is_half(m.sys_flag, &routing) {
+        return Err(not_replicated("transactional (half) messages"));
+    }
+    let wait = timer::wait_of(&mut props, &routing, now_ms(), core.config.timer_max_delay_sec)
+        .map_err(SendError::IllegalTimer)?;
+    if wait != Wait::No {
+        return Err(not_replicated("delayed and timer messages"));
+    }
+    let rec = NewRecord {
+        flag: m.flag,
+        sys_flag: m.sys_flag,
+        born_timestamp: m.born_timestamp,
+        born_host: m.born_host,
+        reconsume_times: m.reconsume_times,
+        body: m.body,
+        properties: &props,
+    };
+    let encoded = record::encode(&rec, core.cluster_property.len()).map_err(SendError::Record)?;
+    Ok(Planned {
+        topic,
+        counters,
+        queue,
+        records: vec![(encoded, routing.tags_code())],
+        uniq_key: uniq.into_owned(),
+        body_bytes: vec![m.body.len()],
+    })
+}
+
+/// [`store_batch`]'s decisions without storing (see [`plan_message`]).
+///
+/// # Errors
+/// [`SendError`] (nothing is stored then).
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+pub(crate) fn plan_batch(core: &Core, b: &Batch<'_>) -> Result<Planned, SendError> {
+    counted(core, plan_all(core, b))
+}
+
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+fn plan_all(core: &Core, b: &Batch<'_>) -> Result<Planned, SendError> {
+    let (topic, counters) = resolve_topic(core, b.topic, b.default_topic, b.default_queues)?;
+    let queue = pick_queue(topic.as_ref(), QueueChoice::Asked(b.queue))?;
+    let records = encode_batch(core, b)?;
+    let body_bytes = b.entries.iter().map(|e| e.body.len()).collect();
+    Ok(Planned { topic, counters, queue, records, uniq_key: String::new(), body_bytes })
+}
+
+/// Each message of a batch encoded (with a `UNIQ_KEY` added where it has none), with its tag
+/// hash code.
+fn encode_batch(core: &Core, b: &Batch<'_>) -> Result<Vec<(Bytes, i32)>, SendError> {
     let records: Result<Vec<(Bytes, i32)>, RecordError> = b
         .entries
         .iter()
@@ -483,17 +600,42 @@ fn store_all(core: &Core, b: &Batch<'_>) -> Result<StoredBatch, SendError> {
             record::encode(&rec, core.cluster_property.len()).map(|r| (r, routing.tags_code()))
         })
         .collect();
-    let records = records.map_err(SendError::Record)?;
-    let n = records.len() as u64;
-    let first = topic.append_batch(queue, records, now_ms())?;
-    for e in b.entries {
-        counters.message_in(e.body.len());
+    records.map_err(SendError::Record)
+}
+
+impl Planned {
+    /// Counts what was stored at `first` of topic `uid` and says where it is, as
+    /// [`store_message`] answers.
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    pub(crate) fn stored(self, core: &Core, uid: u32, first: u64) -> Stored {
+        self.count();
+        Stored {
+            msg_id: encode_offset_msg_id(core.store_host, physical_offset(uid, self.queue, first)),
+            queue_id: self.queue,
+            queue_offset: first,
+            uniq_key: self.uniq_key,
+            half: false,
+            recall_handle: None,
+        }
     }
-    counters.put_request();
-    let msg_ids = (first..first + n)
-        .map(|o| encode_offset_msg_id(core.store_host, physical_offset(topic.uid(), queue, o)))
-        .collect();
-    Ok(StoredBatch { queue_id: queue, first_offset: first, msg_ids })
+
+    /// The same for a batch, as [`store_batch`] answers.
+    #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+    pub(crate) fn stored_batch(self, core: &Core, uid: u32, first: u64) -> StoredBatch {
+        self.count();
+        let n = self.records.len() as u64;
+        let msg_ids = (first..first + n)
+            .map(|o| encode_offset_msg_id(core.store_host, physical_offset(uid, self.queue, o)))
+            .collect();
+        StoredBatch { queue_id: self.queue, first_offset: first, msg_ids }
+    }
+
+    fn count(&self) {
+        for len in &self.body_bytes {
+            self.counters.message_in(*len);
+        }
+        self.counters.put_request();
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ pub(crate) fn send_status(e: &SendError) -> Status {
         SendError::IllegalTimer(_) => Code::IllegalDeliveryTime,
         SendError::UnknownTopic(_) => Code::TopicNotFound,
         SendError::Store(e) => store_code(e),
+        SendError::Unavailable(_) => Code::HaNotAvailable,
     };
     status(code, e.to_string())
 }

@@ -57,7 +57,7 @@ fn broker_ext(core: &Core) -> ExtFields {
     ext.insert("brokerName", &core.config.broker_name);
     ext.insert("brokerAddr", &core.store_host.to_string());
     ext.insert("clusterName", &core.config.cluster_name);
-    ext.insert_i64("brokerId", 0);
+    ext.insert_i64("brokerId", core.broker_id() as i64);
     ext
 }
 

@@ -113,6 +113,27 @@ pub(crate) fn update_consumer_offset(
             format!("commitOffset {} is negative", h.commit_offset),
         );
     };
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        // Answered once the broker set holds the commit (a follower forwards it to the leader).
+        let (replica, tx) = (Arc::clone(replica), _ctx.tx.clone());
+        let (group, topic) = (h.consumer_group.to_owned(), h.topic.to_owned());
+        tokio::spawn(async move {
+            let reply = match replica.commit(&group, &topic, q, offset).await {
+                Ok(()) => ok(&req, Default::default()),
+                Err(e) => RemotingCommand::response_to(
+                    &req,
+                    response_code::SERVICE_NOT_AVAILABLE,
+                    Some(e.to_string()),
+                ),
+            };
+            if !req.is_oneway() {
+                // The connection is gone when this fails: nobody waits for the answer.
+                let _ = tx.send(reply).await;
+            }
+        });
+        return Reply::Nothing;
+    }
     match core.store.commit(h.consumer_group, h.topic, q, offset) {
         Ok(()) => Reply::now(ok(&req, Default::default())),
         Err(e) => store_error(&req, &e),

@@ -340,7 +340,7 @@ fn acknowledge(
                 && super::check_offset_group(core, req, h.consumer_group).is_ok()
             {
                 if let Ok(c) = u64::try_from(h.commit_offset) {
-                    let _ = core.store.commit(h.consumer_group, h.topic, queue, c);
+                    let _ = core.commit_offset(h.consumer_group, h.topic, queue, c);
                 }
             }
         }

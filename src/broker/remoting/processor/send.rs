@@ -6,7 +6,7 @@ use crate::sync::Ordering;
 
 use super::{bad_header, retry, store_code};
 use crate::broker::core::send::{
-    check, store_batch, store_message, Batch, Incoming, QueueChoice, SendError,
+    check, store_batch, store_message, Batch, Incoming, QueueChoice, SendError, Stored, StoredBatch,
 };
 use crate::broker::core::topics::RETRY_PREFIX;
 use crate::broker::core::transaction;
@@ -17,7 +17,7 @@ use crate::remoting::error::quote;
 use crate::remoting::header::{
     SendHeaderVersion, SendMessageRequestHeader, SendMessageResponseHeader, ToExtFields,
 };
-use crate::remoting::message::decode_batch;
+use crate::remoting::message::{decode_batch, BatchEntry};
 use crate::remoting::properties::{self, Routing, MAX_PROPERTIES_LEN};
 use crate::remoting::RemotingCommand;
 
@@ -34,6 +34,10 @@ pub(crate) fn send_message(
     ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        return through_set(core, face, ctx, req, Arc::clone(replica), false);
+    }
     let reply = send_one(core, ctx, &req);
     count_oneway_rejection(face, &req, &reply);
     reply
@@ -46,9 +50,54 @@ pub(crate) fn send_batch_message(
     ctx: &ConnCtx,
     req: RemotingCommand,
 ) -> Reply {
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        return through_set(core, face, ctx, req, Arc::clone(replica), true);
+    }
     let reply = send_batch(core, ctx, &req);
     count_oneway_rejection(face, &req, &reply);
     reply
+}
+
+/// A send on a replica of a broker set: answered by a task once the set holds it (or refused
+/// it), so the connection goes on reading meanwhile.
+#[cfg(feature = "replicas")]
+fn through_set(
+    core: &Arc<Core>,
+    face: &Arc<RemotingState>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+    replica: Arc<crate::broker::core::replica::Replica>,
+    batch: bool,
+) -> Reply {
+    let (core, face, tx) = (Arc::clone(core), Arc::clone(face), ctx.tx.clone());
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let reply = if batch {
+            match batch_entries(&core, &req) {
+                Ok((h, entries)) => {
+                    let r = replica.send_batch(&core, &batch_of(&ctx, &h, &entries)).await;
+                    answer_batch(&req, r)
+                }
+                Err(r) => r,
+            }
+        } else {
+            match one_header(&core, &ctx, &req) {
+                Ok((h, max)) => {
+                    answer_one(&req, replica.send(&core, &incoming(&ctx, &req, &h, max)).await)
+                }
+                Err(r) => r,
+            }
+        };
+        count_oneway_rejection(&face, &req, &reply);
+        if let Reply::Now(resp) = reply {
+            if !req.is_oneway() {
+                // The connection is gone when this fails: nobody waits for the answer.
+                let _ = tx.send(*resp).await;
+            }
+        }
+    });
+    Reply::Nothing
 }
 
 /// A one-way send that was refused cannot be told so: count it, so nothing disappears
@@ -96,18 +145,33 @@ pub(super) fn incoming<'a>(
 }
 
 fn send_one(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
-    let h = match header(req) {
+    let (h, max_reconsume_times) = match one_header(core, ctx, req) {
         Ok(h) => h,
         Err(r) => return r,
     };
+    answer_one(req, store_message(core, &incoming(ctx, req, &h, max_reconsume_times)))
+}
+
+/// The header of a single send, after noting a request/reply requester, with the most times
+/// a retry may be consumed.
+fn one_header<'a>(
+    core: &Arc<Core>,
+    ctx: &ConnCtx,
+    req: &'a RemotingCommand,
+) -> Result<(SendMessageRequestHeader<'a>, i32), Reply> {
+    let h = header(req)?;
     note_requester(core, ctx, h.properties);
     let max_reconsume_times = if h.topic.starts_with(RETRY_PREFIX) {
         retry::max_reconsume(req, h.max_reconsume_times)
     } else {
         i32::MAX
     };
-    let m = incoming(ctx, req, &h, max_reconsume_times);
-    match store_message(core, &m) {
+    Ok((h, max_reconsume_times))
+}
+
+/// The answer to a single send.
+fn answer_one(req: &RemotingCommand, r: Result<Stored, SendError>) -> Reply {
+    match r {
         Ok(stored) => {
             let resp = SendMessageResponseHeader {
                 msg_id: stored.msg_id,
@@ -135,66 +199,92 @@ fn note_requester(core: &Core, ctx: &ConnCtx, props: &str) {
 }
 
 fn send_batch(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
-    let h = match header(req) {
-        Ok(h) => h,
+    let (h, entries) = match batch_entries(core, req) {
+        Ok(b) => b,
         Err(r) => return r,
     };
+    answer_batch(req, store_batch(core, &batch_of(ctx, &h, &entries)))
+}
+
+/// The header and messages of a batch, checked as a whole.
+fn batch_entries<'a>(
+    core: &Arc<Core>,
+    req: &'a RemotingCommand,
+) -> Result<(SendMessageRequestHeader<'a>, Vec<BatchEntry>), Reply> {
+    let h = header(req)?;
     if h.topic.starts_with(RETRY_PREFIX) {
-        return reply_error(
+        return Err(reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
             format!("batch request does not support retry group {}", quote(h.topic)),
-        );
+        ));
     }
     if h.topic.len() > 127 {
-        return reply_error(
+        return Err(reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
             format!("message topic length too long {}", h.topic.len()),
-        );
+        ));
     }
     // RocketMQ checks the whole batch body, not each entry, against maxMessageSize; checking it
     // before decoding also bounds what decoding allocates.
     if let Err(e) = check(core, h.topic, req.body.len(), h.properties.len()) {
-        return send_error(req, &e);
+        return Err(send_error(req, &e));
     }
     if transaction::is_half(h.sys_flag, &Routing::parse(h.properties.as_bytes())) {
-        return reply_error(
+        return Err(reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
             "a batch cannot carry transactional (half) messages".into(),
-        );
+        ));
     }
     let entries = match decode_batch(&req.body) {
         Ok(e) if !e.is_empty() => e,
         Ok(_) => {
-            return reply_error(req, response_code::MESSAGE_ILLEGAL, "the batch is empty".into())
+            return Err(reply_error(
+                req,
+                response_code::MESSAGE_ILLEGAL,
+                "the batch is empty".into(),
+            ))
         }
         Err(e) => {
-            return reply_error(req, response_code::MESSAGE_ILLEGAL, format!("bad batch body: {e}"))
+            return Err(reply_error(
+                req,
+                response_code::MESSAGE_ILLEGAL,
+                format!("bad batch body: {e}"),
+            ))
         }
     };
     if entries.len() > MAX_BATCH_ENTRIES {
-        return reply_error(
+        return Err(reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
             format!(
                 "the batch has {} messages; at most {MAX_BATCH_ENTRIES} are accepted",
                 entries.len()
             ),
-        );
+        ));
     }
     if let Some(e) = entries.iter().find(|e| e.properties.len() > MAX_PROPERTIES_LEN) {
-        return reply_error(
+        return Err(reply_error(
             req,
             response_code::MESSAGE_ILLEGAL,
             format!(
                 "the message properties size {} exceeds the maximum {MAX_PROPERTIES_LEN} bytes",
                 e.properties.len()
             ),
-        );
+        ));
     }
-    let batch = Batch {
+    Ok((h, entries))
+}
+
+/// The core's view of a batch.
+fn batch_of<'a>(
+    ctx: &ConnCtx,
+    h: &SendMessageRequestHeader<'a>,
+    entries: &'a [BatchEntry],
+) -> Batch<'a> {
+    Batch {
         topic: h.topic,
         default_topic: h.default_topic,
         default_queues: h.default_topic_queue_nums,
@@ -203,9 +293,13 @@ fn send_batch(core: &Arc<Core>, ctx: &ConnCtx, req: &RemotingCommand) -> Reply {
         born_timestamp: h.born_timestamp,
         born_host: ctx.peer,
         reconsume_times: h.reconsume_times,
-        entries: &entries,
-    };
-    match store_batch(core, &batch) {
+        entries,
+    }
+}
+
+/// The answer to a batch.
+fn answer_batch(req: &RemotingCommand, r: Result<StoredBatch, SendError>) -> Reply {
+    match r {
         Ok(stored) => {
             let resp = SendMessageResponseHeader {
                 msg_id: stored.msg_ids.join(","),
@@ -233,6 +327,7 @@ pub(crate) fn send_error(req: &RemotingCommand, e: &SendError) -> Reply {
         | SendError::Record(_) => response_code::MESSAGE_ILLEGAL,
         SendError::UnknownTopic(_) => response_code::TOPIC_NOT_EXIST,
         SendError::Store(e) => store_code(e),
+        SendError::Unavailable(_) => response_code::SERVICE_NOT_AVAILABLE,
     };
     reply_error(req, code, e.to_string())
 }

@@ -1,0 +1,260 @@
+//! The replica port: Raft's RPCs between the replicas of a broker set, and writes a follower
+//! forwards to the leader.
+//!
+//! One frame per request and per answer: a 4-byte big-endian length (of what follows), one
+//! byte of kind, and the body in bincode. A connection carries one request at a time (openraft
+//! sends one RPC at a time per peer and purpose, and each client here owns its connection), so
+//! an answer needs no id. Frames over [`MAX_FRAME`] are refused before anything is allocated
+//! for them, and the connection is closed.
+
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Raft};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::machine::{Op, OpResult};
+use super::TypeConfig;
+
+/// The largest frame either side accepts: room for `MAX_ENTRIES_PER_APPEND` entries of the
+/// largest message a broker takes (the default 4 MiB) with their headers.
+pub(crate) const MAX_FRAME: usize = 1 << 30;
+
+const APPEND: u8 = 1;
+const VOTE: u8 = 2;
+const SNAPSHOT: u8 = 3;
+const FORWARD: u8 = 4;
+
+/// How long connecting to a peer may take before it counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Why a frame could not be exchanged.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameError {
+    /// The connection failed or closed.
+    #[error("replica connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// A frame that is not one of ours.
+    #[error("replica connection: {0}")]
+    Bad(String),
+    /// The peer did not answer in time.
+    #[error("replica connection: no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+async fn write_frame(s: &mut TcpStream, kind: u8, body: &[u8]) -> Result<(), FrameError> {
+    let len = u32::try_from(body.len() + 1)
+        .ok()
+        .filter(|l| (*l as usize) <= MAX_FRAME)
+        .ok_or_else(|| FrameError::Bad(format!("a frame of {} bytes is too large", body.len())))?;
+    let mut head = [0u8; 5];
+    head[..4].copy_from_slice(&len.to_be_bytes());
+    head[4] = kind;
+    s.write_all(&head).await?;
+    s.write_all(body).await?;
+    Ok(())
+}
+
+async fn read_frame(s: &mut TcpStream) -> Result<(u8, Vec<u8>), FrameError> {
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head).await?;
+    let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(FrameError::Bad(format!("a frame length of {len} bytes")));
+    }
+    let mut body = vec![0u8; len - 1];
+    s.read_exact(&mut body).await?;
+    Ok((head[4], body))
+}
+
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, FrameError> {
+    bincode::serialize(v).map_err(|e| FrameError::Bad(format!("encoding: {e}")))
+}
+
+fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, FrameError> {
+    bincode::deserialize(b).map_err(|e| FrameError::Bad(format!("decoding: {e}")))
+}
+
+/// Serves the replica port until shutdown: each connection's requests in order.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    raft: Raft<TypeConfig>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let raft = raft.clone();
+                let mut stop = shutdown.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        r = serve_connection(stream, raft) => {
+                            if let Err(e) = r {
+                                if !matches!(&e, FrameError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof) {
+                                    tracing::debug!(%peer, "replica port: {e}");
+                                }
+                            }
+                        }
+                        _ = stop.changed() => {}
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!("replica port: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn serve_connection(mut s: TcpStream, raft: Raft<TypeConfig>) -> Result<(), FrameError> {
+    loop {
+        let (kind, body) = read_frame(&mut s).await?;
+        let answer = match kind {
+            APPEND => encode(&raft.append_entries(decode(&body)?).await)?,
+            VOTE => encode(&raft.vote(decode(&body)?).await)?,
+            SNAPSHOT => encode(&raft.install_snapshot(decode(&body)?).await)?,
+            FORWARD => {
+                let op: Op = decode(&body)?;
+                let r: Result<OpResult, String> = match raft.client_write(op).await {
+                    Ok(resp) => Ok(resp.data),
+                    Err(e) => Err(e.to_string()),
+                };
+                encode(&r)?
+            }
+            other => return Err(FrameError::Bad(format!("unknown request kind {other}"))),
+        };
+        write_frame(&mut s, kind, &answer).await?;
+    }
+}
+
+/// A client of one peer's replica port: connects when first used and again after a failure.
+pub(crate) struct Peer {
+    addr: String,
+    conn: Option<TcpStream>,
+}
+
+impl Peer {
+    pub(crate) fn new(addr: String) -> Self {
+        Peer { addr, conn: None }
+    }
+
+    /// Sends one request and waits for its answer, for at most `timeout`.
+    pub(crate) async fn call<Q: Serialize, A: DeserializeOwned>(
+        &mut self,
+        kind: u8,
+        req: &Q,
+        timeout: Duration,
+    ) -> Result<A, FrameError> {
+        let body = encode(req)?;
+        let r = tokio::time::timeout(timeout, self.exchange(kind, &body)).await;
+        let r = match r {
+            Ok(r) => r,
+            Err(_) => Err(FrameError::Timeout(timeout)),
+        };
+        match r {
+            Ok(answer) => decode(&answer),
+            Err(e) => {
+                // Whatever was half sent or half read, the connection cannot be reused.
+                self.conn = None;
+                Err(e)
+            }
+        }
+    }
+
+    async fn exchange(&mut self, kind: u8, body: &[u8]) -> Result<Vec<u8>, FrameError> {
+        if self.conn.is_none() {
+            let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(self.addr.as_str()))
+                .await
+                .map_err(|_| FrameError::Timeout(CONNECT_TIMEOUT))??;
+            let _ = s.set_nodelay(true);
+            self.conn = Some(s);
+        }
+        let Some(s) = self.conn.as_mut() else {
+            return Err(FrameError::Bad("not connected".into()));
+        };
+        write_frame(s, kind, body).await?;
+        let (got, answer) = read_frame(s).await?;
+        if got != kind {
+            return Err(FrameError::Bad(format!("answer of kind {got} to a request of {kind}")));
+        }
+        Ok(answer)
+    }
+
+    /// Forwards a write to this peer (the leader) and returns what applying it gave.
+    pub(crate) async fn forward(
+        &mut self,
+        op: &Op,
+        timeout: Duration,
+    ) -> Result<Result<OpResult, String>, FrameError> {
+        self.call(FORWARD, op, timeout).await
+    }
+}
+
+fn rpc_error<E: std::error::Error>(e: FrameError) -> RPCError<u64, BasicNode, E> {
+    match e {
+        FrameError::Io(io) => RPCError::Unreachable(Unreachable::new(&io)),
+        other => RPCError::Network(NetworkError::new(&other)),
+    }
+}
+
+/// Makes openraft's per-peer clients.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Network;
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> Peer {
+        Peer::new(node.addr.clone())
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
+        let r: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
+            self.call(APPEND, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
+        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<u64>,
+        RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
+    > {
+        let r: Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> =
+            self.call(SNAPSHOT, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
+        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
+        let r: Result<VoteResponse<u64>, RaftError<u64>> =
+            self.call(VOTE, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
+        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+    }
+}
