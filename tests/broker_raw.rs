@@ -52,6 +52,9 @@ mod pop;
 mod recall;
 #[path = "broker_raw/relay.rs"]
 mod relay;
+#[cfg(feature = "replicas")]
+#[path = "broker_raw/replicas.rs"]
+mod replicas;
 #[path = "broker_raw/reply.rs"]
 mod reply;
 #[path = "broker_raw/restart.rs"]

@@ -72,7 +72,7 @@ use super::restart::{binary_command, free_port, wait_listening, StoreDir};
 use super::*;
 
 #[path = "../common/rng.rs"]
-mod rng;
+pub(super) mod rng;
 use rng::Rng;
 
 const DEFAULT_SEED: u64 = 0x0026_C0DE_5EED;
