@@ -451,6 +451,27 @@ mod tests {
     }
 
     #[test]
+    fn given_a_topic_made_at_given_starts_when_reopened_should_keep_each_queues_offsets() {
+        // A replica installing another's queues makes each queue start at its own offset; an
+        // empty queue must come back at its start (its head), not at the lowest one.
+        let d = TestDir::new("durable-starts");
+        {
+            let (e, _) = open(&d);
+            e.ensure_topic_at("S", &[5, 0, 9]).expect("topic");
+            let t = e.topic("S").expect("handle");
+            assert_eq!(t.append(0, Message::new("a")).expect("append").offset, 5);
+            assert_eq!(t.append(1, Message::new("b")).expect("append").offset, 0);
+            assert_eq!(t.queue_stats(2).expect("stats").max_offset, 9, "empty, at its start");
+            assert!(matches!(e.ensure_topic_at("Z", &[]), Err(EngineError::InvalidQueueCount(0))));
+        }
+        let (e, _) = open(&d);
+        let t = e.topic("S").expect("handle");
+        assert_eq!(messages(&e, "S", 0).first().map(|m| m.0), Some(5));
+        assert_eq!(t.append(2, Message::new("c")).expect("append").offset, 9);
+        assert_eq!(t.append(1, Message::new("d")).expect("append").offset, 1);
+    }
+
+    #[test]
     fn given_reclaimed_messages_when_reopened_should_not_serve_them_and_should_free_segments() {
         let d = TestDir::new("durable-reap");
         let body = vec![7u8; 1000];

@@ -457,10 +457,24 @@ impl Engine {
         queues: u32,
         first_offset: u64,
     ) -> Result<u32, EngineError> {
+        if queues == 0 || queues > MAX_QUEUES {
+            return Err(EngineError::InvalidQueueCount(queues));
+        }
+        self.ensure_topic_at(name, &vec![first_offset; queues as usize])
+    }
+
+    /// As [`ensure_topic`](Self::ensure_topic), except that a topic it creates numbers queue
+    /// `i`'s messages from `starts[i]` (a replica installing a copy of another's queues, each
+    /// continuing at its own first offset). An existing topic is left as it is.
+    ///
+    /// # Errors
+    /// As [`ensure_topic`](Self::ensure_topic); the queue count is `starts.len()`.
+    pub fn ensure_topic_at(&self, name: &str, starts: &[u64]) -> Result<u32, EngineError> {
         self.inner.check_open()?;
         if !valid_topic_name(name) {
             return Err(EngineError::InvalidTopicName(name.into()));
         }
+        let queues = u32::try_from(starts.len()).unwrap_or(u32::MAX);
         if queues == 0 || queues > MAX_QUEUES {
             return Err(EngineError::InvalidQueueCount(queues));
         }
@@ -471,15 +485,29 @@ impl Engine {
         if let Some(t) = topics.get(name) {
             return Ok(t.queue_count());
         }
-        // A durable engine journals the topic (and its sid) before anyone can append to it.
+        // A durable engine journals the topic (and its sid) before anyone can append to it,
+        // and a queue that starts above the lowest start as its head (recovery starts an empty
+        // queue at its head).
         #[cfg(not(loom))]
         let sid = match &self.inner.durable {
-            Some(d) => d.create_topic(name, queues, first_offset)?,
+            Some(d) => {
+                let first = starts.iter().copied().min().unwrap_or(0);
+                let sid = d.create_topic(name, queues, first)?;
+                let heads: Vec<(u64, u64)> = (0..queues)
+                    .zip(starts)
+                    .filter(|(_, s)| **s > first)
+                    .map(|(q, s)| (durable::stream_of(sid, q), *s))
+                    .collect();
+                if !heads.is_empty() {
+                    d.heads_moved(&heads);
+                }
+                sid
+            }
             None => 0,
         };
         #[cfg(loom)]
         let sid = 0;
-        let t = Topic::new(name.to_string(), sid, queues, first_offset, &self.inner.reclaimer);
+        let t = Topic::with_starts(name.to_string(), sid, starts, &self.inner.reclaimer);
         topics.insert(name.to_string(), Arc::new(t));
         Ok(queues)
     }

@@ -209,17 +209,6 @@ pub(crate) struct Topic {
 }
 
 impl Topic {
-    pub(crate) fn new(
-        name: String,
-        sid: u32,
-        queues: u32,
-        first_offset: u64,
-        reclaimer: &Arc<Reclaimer>,
-    ) -> Self {
-        let starts = vec![first_offset; queues as usize];
-        Self::with_starts(name, sid, &starts, reclaimer)
-    }
-
     /// A topic whose queue `i` numbers its messages from `starts[i]`.
     pub(crate) fn with_starts(
         name: String,

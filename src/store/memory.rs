@@ -704,6 +704,17 @@ impl MessageStore for MemoryStore {
         queues: u32,
         first_offset: u64,
     ) -> Result<Arc<dyn TopicStore>, StoreError> {
+        if queues == 0 || queues > crate::engine::MAX_QUEUES {
+            return Err(map_err(EngineError::InvalidQueueCount(queues)));
+        }
+        self.ensure_topic_at(name, &vec![first_offset; queues as usize])
+    }
+
+    fn ensure_topic_at(
+        &self,
+        name: &str,
+        starts: &[u64],
+    ) -> Result<Arc<dyn TopicStore>, StoreError> {
         if let Some(t) = self.handle(name) {
             return Ok(t);
         }
@@ -716,10 +727,14 @@ impl MessageStore for MemoryStore {
                 "cannot create topic {name}: {MAX_TOPIC_UID} topics exist"
             )));
         };
-        let first = reused_from.max(first_offset.min(OFFSET_LIMIT));
+        // A reused uid's offsets continue above its last topic's, so that no old message id
+        // names a new message.
+        let starts: Vec<u64> =
+            starts.iter().map(|s| reused_from.max((*s).min(OFFSET_LIMIT))).collect();
+        let high = starts.iter().copied().max().unwrap_or(reused_from);
         let created = self
             .engine
-            .ensure_topic_from(name, queues, first)
+            .ensure_topic_at(name, &starts)
             .and_then(|_| self.engine.topic(name))
             .map_err(map_err);
         let handle = match created {
@@ -737,7 +752,7 @@ impl MessageStore for MemoryStore {
                 return Err(store_error(e));
             }
         }
-        let t = Arc::new(MemTopic { handle, uid, high: AtomicU64::new(first) });
+        let t = Arc::new(MemTopic { handle, uid, high: AtomicU64::new(high) });
         topics.insert(name.to_string(), Arc::clone(&t));
         write(&self.by_uid).insert(uid, Arc::clone(&t));
         Ok(t)

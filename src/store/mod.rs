@@ -160,6 +160,20 @@ pub trait MessageStore: Send + Sync + std::fmt::Debug {
         queues: u32,
         first_offset: u64,
     ) -> Result<Arc<dyn TopicStore>, StoreError>;
+    /// As [`ensure_topic_from`](Self::ensure_topic_from), a topic it creates numbering queue
+    /// `i`'s messages from `starts[i]` or later (a replica of a broker set installing another
+    /// replica's queues). The default refuses: a store that cannot must not pretend to.
+    ///
+    /// # Errors
+    /// As [`ensure_topic`](Self::ensure_topic).
+    fn ensure_topic_at(
+        &self,
+        name: &str,
+        starts: &[u64],
+    ) -> Result<Arc<dyn TopicStore>, StoreError> {
+        let _ = starts;
+        Err(StoreError::Other(format!("cannot create topic {name} at given offsets")))
+    }
     /// Deletes a topic and everything in it.
     ///
     /// # Errors

@@ -152,6 +152,16 @@ struct BrokerArgs {
     /// hold it; the leader registers as brokerId 0, followers as their replica id.
     #[arg(long)]
     replica_peers: Option<String>,
+    /// Join a running broker set in place of the replica with this id (one that died or lost
+    /// its state): this process starts empty under its own new --replica-id (listed in
+    /// --replica-peers with the set's live replicas), is caught up by the leader and then
+    /// replaces that replica as a voter.
+    #[arg(long)]
+    replica_replaces: Option<u64>,
+    /// Raft entries between two snapshot marks of a replica (default 20000); as many are kept
+    /// for a follower that was briefly away.
+    #[arg(long)]
+    replica_snapshot_logs: Option<u64>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -399,6 +409,12 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if a.replica_peers.is_some() {
         c.core.replica_peers = a.replica_peers.clone();
+    }
+    if a.replica_replaces.is_some() {
+        c.core.replica_replaces = a.replica_replaces;
+    }
+    if let Some(v) = a.replica_snapshot_logs {
+        c.core.replica_snapshot_logs = v;
     }
     if let Some(v) = &a.store_path_root_dir {
         c.core.store_path_root_dir = Some(v.clone());

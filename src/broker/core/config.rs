@@ -115,6 +115,14 @@ pub struct CoreConfig {
     /// two hold it, and the set keeps serving when any one is lost. `None` (the default): a
     /// single broker. README "Replicated broker sets".
     pub replica_peers: Option<String>,
+    /// Set on a replica that joins a running broker set in place of the replica with this id
+    /// (one that died, or a process that lost its state): it starts empty under its own new
+    /// `replica-id`, asks the set's leader to take it in, is caught up from the log or an image
+    /// of the set's state, and then replaces that replica as a voter.
+    pub replica_replaces: Option<u64>,
+    /// Raft entries between two snapshot marks of a broker set's replica; as many are kept
+    /// behind the last mark for a follower that was briefly away (default 20,000).
+    pub replica_snapshot_logs: u64,
 }
 
 impl Default for CoreConfig {
@@ -150,6 +158,8 @@ impl Default for CoreConfig {
             store_path_root_dir: None,
             replica_id: None,
             replica_peers: None,
+            replica_replaces: None,
+            replica_snapshot_logs: 20_000,
         }
     }
 }
@@ -206,6 +216,9 @@ impl CoreConfig {
         let id = self.replica_id.ok_or("replica-peers needs replica-id (this process's id)")?;
         if !set.contains_key(&id) {
             return Err(format!("replica-id {id} is not one of replica-peers' ids"));
+        }
+        if self.replica_replaces == Some(id) {
+            return Err(format!("replica-replaces names this replica's own id {id}"));
         }
         Ok(Some((id, set)))
     }

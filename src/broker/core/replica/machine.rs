@@ -21,7 +21,7 @@ use super::TypeConfig;
 use crate::broker::core::Core;
 use crate::remoting::body::TopicConfig;
 use crate::store::TopicStore;
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::{Arc, AtomicBool, Ordering};
 // The broker does not build under loom, so std's Weak pairs with the shim's (std) Arc.
 use std::sync::Weak;
 
@@ -152,14 +152,122 @@ fn append(
     }
 }
 
-/// The last snapshot taken: what openraft purges the log up to and hands a follower that needs
-/// one.
-#[derive(Debug, Clone)]
-struct Taken {
-    meta: SnapshotMeta<u64, openraft::BasicNode>,
+/// A replica's whole replicated state, as a snapshot carries it: every topic that is not
+/// internal with each queue's retained messages (offset, store time, tag hash, record), and every
+/// committed offset.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Image {
+    topics: Vec<ImageTopic>,
+    commits: Vec<(String, String, u32, u64)>,
 }
 
-/// Marks this step's snapshots: metadata only (last applied entry and membership).
+#[derive(Debug, Serialize, Deserialize)]
+struct ImageTopic {
+    name: String,
+    perm: u32,
+    queues: Vec<ImageQueue>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ImageQueue {
+    /// The offset of its first message (its end when it holds none).
+    start: u64,
+    /// `(store time, tag hash, record)` of each message from `start` on, consecutive.
+    messages: Vec<(u64, i32, Payload)>,
+}
+
+/// Messages read per call while an image is taken.
+const IMAGE_BATCH: usize = 1024;
+
+/// Takes the image of `core`'s store. Runs on the state machine's task, so no entry is applied
+/// meanwhile: the image is the state after the last applied entry.
+pub(crate) fn take_image(core: &Core) -> Image {
+    let mut image = Image { topics: Vec::new(), commits: core.store.committed_all() };
+    for (name, _) in core.store.topics() {
+        if super::super::topics::is_internal_topic(&name) {
+            continue;
+        }
+        let Some(t) = core.store.topic(&name) else { continue };
+        let perm = core.topics.get(&name).map_or(super::super::topics::perm::RW, |c| c.perm);
+        let mut queues = Vec::new();
+        for q in 0..t.queue_count() {
+            queues.push(image_queue(t.as_ref(), q));
+        }
+        image.topics.push(ImageTopic { name, perm, queues });
+    }
+    image
+}
+
+fn image_queue(t: &dyn TopicStore, q: u32) -> ImageQueue {
+    let (min, max) = t.offsets(q).unwrap_or((0, 0));
+    let mut queue = ImageQueue { start: max, messages: Vec::new() };
+    let mut at = min;
+    while at < max {
+        let mut expected = None;
+        let outcome = t.read(q, at, IMAGE_BATCH, &crate::store::Filter::All, &mut |m| {
+            if queue.messages.is_empty() {
+                queue.start = m.offset;
+            } else if Some(m.offset) != expected {
+                // A hole (a record torn by a crash of a stored broker): the copy keeps what
+                // follows it, consecutive, as a queue must be.
+                queue.messages.clear();
+                queue.start = m.offset;
+            }
+            expected = Some(m.offset + 1);
+            queue.messages.push((m.store_timestamp, m.tag, Payload(m.record.clone())));
+            true
+        });
+        match outcome {
+            Ok(o) if o.next_offset > at => at = o.next_offset,
+            _ => break,
+        }
+    }
+    queue
+}
+
+/// Replaces this replica's topics of `image` with its copies, and takes its commits.
+///
+/// # Errors
+/// A message when the store refuses a topic or a message lands at another offset than its
+/// copy's: the replica must not serve a store that differs.
+pub(crate) fn install_image(core: &Core, image: Image) -> Result<(), String> {
+    for t in image.topics {
+        if core.store.topic(&t.name).is_some() {
+            core.store.delete_topic(&t.name).map_err(|e| format!("topic {}: {e}", t.name))?;
+        }
+        let starts: Vec<u64> = t.queues.iter().map(|q| q.start).collect();
+        let topic = core
+            .store
+            .ensure_topic_at(&t.name, &starts)
+            .map_err(|e| format!("topic {}: {e}", t.name))?;
+        for (q, queue) in (0u32..).zip(t.queues) {
+            for (expected, (store_time, tag, Payload(record))) in
+                (queue.start..).zip(queue.messages)
+            {
+                let at = topic
+                    .append(q, record, tag, store_time)
+                    .map_err(|e| format!("topic {} queue {q}: {e}", t.name))?;
+                if at != expected {
+                    return Err(format!(
+                        "topic {} queue {q}: a message copied to offset {at}, not {expected}",
+                        t.name
+                    ));
+                }
+            }
+        }
+        let queues = topic.queue_count();
+        let mut c = TopicConfig::new(&t.name, queues, queues);
+        c.perm = t.perm;
+        core.create_topic(c).map_err(|e| format!("topic {}: {e}", t.name))?;
+    }
+    for (group, topic, queue, offset) in image.commits {
+        let _ = core.store.commit(&group, &topic, queue, offset);
+    }
+    Ok(())
+}
+
+/// What a snapshot that was only taken to purge the log carries (its image is taken when a
+/// replica needs it: [`RaftStateMachine::get_current_snapshot`]).
 const META_ONLY: &[u8] = b"baiji-replica-snapshot:meta-only:1";
 
 /// The state machine openraft drives.
@@ -167,7 +275,8 @@ pub(crate) struct Machine {
     core: Weak<Core>,
     last_applied: Option<LogId<u64>>,
     membership: StoredMembership<u64, openraft::BasicNode>,
-    taken: Arc<Mutex<Option<Taken>>>,
+    /// Whether a snapshot was taken (and the log may be purged up to it).
+    taken: Arc<AtomicBool>,
 }
 
 impl Machine {
@@ -176,7 +285,7 @@ impl Machine {
             core,
             last_applied: None,
             membership: StoredMembership::default(),
-            taken: Arc::new(Mutex::new(None)),
+            taken: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -185,7 +294,8 @@ impl Machine {
 pub(crate) struct Builder {
     last_applied: Option<LogId<u64>>,
     membership: StoredMembership<u64, openraft::BasicNode>,
-    taken: Arc<Mutex<Option<Taken>>>,
+    /// Whether a snapshot was taken (and the log may be purged up to it).
+    taken: Arc<AtomicBool>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for Builder {
@@ -199,7 +309,8 @@ impl RaftSnapshotBuilder<TypeConfig> for Builder {
             last_membership: self.membership.clone(),
             snapshot_id: id,
         };
-        *lock(&self.taken) = Some(Taken { meta: meta.clone() });
+        // Relaxed: read on the state machine's task after openraft saw this snapshot built.
+        self.taken.store(true, Ordering::Relaxed);
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(META_ONLY.to_vec())) })
     }
 }
@@ -266,34 +377,117 @@ impl RaftStateMachine<TypeConfig> for Machine {
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, openraft::BasicNode>,
-        _snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<u64>> {
         if meta.last_log_id <= self.last_applied {
             // Nothing newer than what this replica holds.
             return Ok(());
         }
-        // A snapshot of this step carries no messages: installing it would leave this replica
-        // without what it stands for. Refuse (openraft stops this replica's Raft) rather than
-        // serve a store that silently differs.
-        Err(storage_error(
-            "this replica fell behind the leader's retained log and needs a full snapshot, which this version does not send yet: start it empty under a new replica id",
-        ))
+        let image: Image = bincode::deserialize(snapshot.get_ref())
+            .map_err(|e| storage_error(&format!("a snapshot that is not an image: {e}")))?;
+        let Some(core) = self.core.upgrade() else {
+            return Err(storage_error("the broker is stopping"));
+        };
+        install_image(&core, image).map_err(|e| storage_error(&format!("snapshot: {e}")))?;
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        // Relaxed: see `build_snapshot`.
+        self.taken.store(true, Ordering::Relaxed);
+        tracing::info!(last = ?meta.last_log_id, "replica: installed a snapshot of the set's state");
+        Ok(())
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<u64>> {
-        Ok(lock(&self.taken).clone().map(|t| Snapshot {
-            meta: t.meta,
-            snapshot: Box::new(Cursor::new(META_ONLY.to_vec())),
-        }))
+        // Relaxed: see `build_snapshot`. A replica that installed a snapshot has one too
+        // (openraft asks it for one once it leads), and so has any that applied an entry: the
+        // image of its state is always at hand.
+        if !self.taken.load(Ordering::Relaxed) && self.last_applied.is_none() {
+            return Ok(None);
+        }
+        // The image of now, on this task (no entry applies meanwhile), under the metadata of
+        // now: a replica that installs it continues from the entry after the last applied one,
+        // which the log still holds (it is purged only up to the last snapshot taken, which is
+        // no later).
+        let Some(core) = self.core.upgrade() else { return Ok(None) };
+        let image = take_image(&core);
+        let data =
+            bincode::serialize(&image).map_err(|e| storage_error(&format!("snapshot: {e}")))?;
+        let id = match self.last_applied {
+            Some(l) => format!("{}-{}-image", l.leader_id.term, l.index),
+            None => "0-0-image".to_owned(),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+            snapshot_id: id,
+        };
+        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Op, Payload};
+    use super::{install_image, take_image, Op, Payload};
+    use crate::broker::core::Core;
+    use crate::broker::BrokerConfig;
+    use crate::store::{Filter, MemoryStore, Store};
+    use crate::sync::Arc;
     use bytes::Bytes;
+
+    fn core() -> Core {
+        let config = BrokerConfig::default();
+        let store = MemoryStore::new(config.engine_config().expect("an engine config"));
+        let store: Arc<dyn Store> = Arc::new(store.expect("a store"));
+        let core = Core::new(config.core, store, "127.0.0.1:10911".parse().expect("an addr"));
+        core.open();
+        core
+    }
+
+    /// (offset, store time, tag, record) of every message of `topic`'s `queue`.
+    fn held(core: &Core, topic: &str, queue: u32) -> (u64, Vec<(u64, u64, i32, Bytes)>) {
+        let t = core.store.topic(topic).expect("the topic");
+        let (min, max) = t.offsets(queue).expect("offsets");
+        let mut v = Vec::new();
+        t.read(queue, min, 1 << 20, &Filter::All, &mut |m| {
+            v.push((m.offset, m.store_timestamp, m.tag, m.record.clone()));
+            true
+        })
+        .expect("read");
+        (max, v)
+    }
+
+    #[test]
+    fn given_an_image_of_a_store_when_installed_on_an_empty_one_should_hold_the_same_queues() {
+        let a = core();
+        let t = a.store.ensure_topic("Img", 3).expect("topic");
+        // Store times of now: within the default retention (nothing here holds queue 0).
+        let now = crate::time::now_ms();
+        for i in 0..40u64 {
+            let record = Bytes::from(format!("m{i}"));
+            t.append((i % 2) as u32, record, i as i32, now + i).expect("append");
+        }
+        a.store.subscribe("g", "Img").expect("subscribe");
+        a.store.commit("g", "Img", 1, 7).expect("commit");
+        let image = take_image(&a);
+        let wire = bincode::serialize(&image).expect("encodes");
+        let b = core();
+        install_image(&b, bincode::deserialize(&wire).expect("decodes")).expect("installed");
+        for q in 0..3 {
+            // The same messages at the same offsets with the same store times and tags. What
+            // the original freed after the commit may still be retained by the copy (its
+            // retention frees it later): compare from the original's first retained offset.
+            let (end, original) = held(&a, "Img", q);
+            let (copy_end, mut copy) = held(&b, "Img", q);
+            let first = original.first().map_or(end, |m| m.0);
+            copy.retain(|m| m.0 >= first);
+            assert_eq!((copy_end, copy), (end, original), "queue {q}");
+        }
+        assert_eq!(b.store.committed("g", "Img", 1), Some(7));
+        let next = b.store.topic("Img").expect("topic").append(0, Bytes::from("n"), 0, 1);
+        assert_eq!(next.expect("append"), 20, "the copy continues at the original's end");
+    }
 
     #[test]
     fn given_an_append_when_encoded_for_the_replica_port_should_carry_its_bytes_raw_and_decode_equal(

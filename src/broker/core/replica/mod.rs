@@ -93,17 +93,18 @@ impl std::fmt::Debug for Replica {
 
 /// openraft's settings for a broker set on one LAN: heartbeats every 100 ms and an election
 /// after 600–1200 ms without one, so a lost leader is replaced within about two seconds; a
-/// snapshot (of metadata, this step) every 20,000 entries with 100,000 entries kept behind it
-/// for followers that were briefly away.
-fn raft_config(cluster: &str) -> Result<openraft::Config, String> {
+/// snapshot mark every `snapshot_logs` entries (`replica-snapshot-logs`), with as many entries
+/// kept behind it for followers that were briefly away. A replica further behind, or one that
+/// joins, gets an image of the set's state taken when it is sent.
+fn raft_config(cluster: &str, snapshot_logs: u64) -> Result<openraft::Config, String> {
     openraft::Config {
         cluster_name: cluster.to_owned(),
         heartbeat_interval: 100,
         election_timeout_min: 600,
         election_timeout_max: 1200,
         max_payload_entries: 64,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(20_000),
-        max_in_snapshot_log_to_keep: 100_000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_logs.max(1)),
+        max_in_snapshot_log_to_keep: snapshot_logs,
         ..Default::default()
     }
     .validate()
@@ -126,19 +127,30 @@ impl Replica {
         let listener = TcpListener::bind(own.as_str())
             .await
             .map_err(|e| format!("replica port {own}: {e}"))?;
-        let config = Arc::new(raft_config(&core.config.broker_name)?);
+        let config =
+            Arc::new(raft_config(&core.config.broker_name, core.config.replica_snapshot_logs)?);
         let log = log::LogStore::default();
         let machine = Machine::new(Arc::downgrade(core));
         let raft = Raft::new(id, config, net::Network, log, machine)
             .await
             .map_err(|e| format!("replica {id}: {e}"))?;
         tokio::spawn(net::serve(listener, raft.clone(), shutdown.clone()));
-        // Every replica proposes the same first membership; where a log exists already,
-        // openraft refuses it, which is fine.
-        let members: BTreeMap<u64, BasicNode> =
-            peers.iter().map(|(i, a)| (*i, BasicNode::new(a))).collect();
-        if let Err(e) = raft.initialize(members).await {
-            tracing::debug!(replica = id, "replica: not initialized again: {e}");
+        match core.config.replica_replaces {
+            // A replica that joins a running set asks its leader to take it in.
+            Some(replaces) => {
+                let others: Vec<String> =
+                    peers.iter().filter(|(i, _)| **i != id).map(|(_, a)| a.clone()).collect();
+                tokio::spawn(ask_to_join(id, own.clone(), replaces, others, shutdown.clone()));
+            }
+            // Every replica of a new set proposes the same first membership; where a log exists
+            // already, openraft refuses it, which is fine.
+            None => {
+                let members: BTreeMap<u64, BasicNode> =
+                    peers.iter().map(|(i, a)| (*i, BasicNode::new(a))).collect();
+                if let Err(e) = raft.initialize(members).await {
+                    tracing::debug!(replica = id, "replica: not initialized again: {e}");
+                }
+            }
         }
         let replica = Arc::new(Replica {
             id,
@@ -273,6 +285,55 @@ impl Replica {
     }
 }
 
+/// How long a joining replica's request may take: the leader answers once it has caught up.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Asks each other replica in turn to take this one into the set in place of `replaces` until
+/// the leader has (see `net::join`).
+async fn ask_to_join(
+    id: u64,
+    own: String,
+    replaces: u64,
+    others: Vec<String>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut peers: Vec<net::Peer> = others.into_iter().map(net::Peer::new).collect();
+    loop {
+        for peer in &mut peers {
+            let asked = tokio::select! {
+                r = peer.join(id, &own, replaces, JOIN_TIMEOUT) => r,
+                _ = shutdown.changed() => return,
+            };
+            match asked {
+                Ok(Ok(())) => {
+                    tracing::info!(replica = id, replaces, "replica: joined the broker set");
+                    return;
+                }
+                Ok(Err(why)) => tracing::debug!(replica = id, "replica: join: {why}"),
+                Err(e) => tracing::debug!(replica = id, "replica: join: {e}"),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// A new leader registers again a few times in its first seconds: a leader it deposed may have
+/// registered as `brokerId 0` after it did and then, following, under its own id, which takes
+/// `brokerId 0` out of the route (the name server keeps one entry per address) until the next
+/// periodic registration.
+async fn register_again(core: Arc<Core>, replica: Arc<Replica>) {
+    for ms in [300, 1000, 3000] {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        if !replica.is_leader() {
+            return;
+        }
+        core.topics_changed.send_modify(|v| *v += 1);
+    }
+}
+
 /// Follows openraft's view of this replica's role: the broker id it registers with (0 leading,
 /// its replica id following), and a re-registration at every change.
 async fn watch_role(core: Arc<Core>, replica: Arc<Replica>, mut shutdown: watch::Receiver<bool>) {
@@ -290,6 +351,9 @@ async fn watch_role(core: Arc<Core>, replica: Arc<Replica>, mut shutdown: watch:
             core.set_broker_id(if leading { 0 } else { replica.id });
             tracing::info!(replica = replica.id, term, leader = ?leader, "replica: {}", if leading { "leading the broker set (brokerId 0)" } else { "following" });
             was = Some(leading);
+            if leading {
+                tokio::spawn(register_again(Arc::clone(&core), Arc::clone(&replica)));
+            }
         }
         tokio::select! {
             r = metrics.changed() => if r.is_err() { return },

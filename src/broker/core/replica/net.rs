@@ -33,6 +33,7 @@ const APPEND: u8 = 1;
 const VOTE: u8 = 2;
 const SNAPSHOT: u8 = 3;
 const FORWARD: u8 = 4;
+const JOIN: u8 = 5;
 
 /// How long connecting to a peer may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -136,10 +137,33 @@ async fn serve_connection(mut s: TcpStream, raft: Raft<TypeConfig>) -> Result<()
                 };
                 encode(&r)?
             }
+            JOIN => {
+                let (id, addr, replaces): (u64, String, u64) = decode(&body)?;
+                encode(&join(&raft, id, addr, replaces).await)?
+            }
             other => return Err(FrameError::Bad(format!("unknown request kind {other}"))),
         };
         write_frame(&mut s, kind, &answer).await?;
     }
+}
+
+/// Takes replica `id` at `addr` into the set in place of voter `replaces`, if this replica
+/// leads: first as a learner, answered once it has caught up (from the log, or a snapshot of
+/// the set's state), then as a voter in a membership without `replaces`.
+async fn join(raft: &Raft<TypeConfig>, id: u64, addr: String, replaces: u64) -> Result<(), String> {
+    let own = raft.metrics().borrow().id;
+    if raft.current_leader().await != Some(own) {
+        return Err(format!("replica {own} does not lead the set"));
+    }
+    tracing::info!(replica = id, %addr, replaces, "replica: a replica joins; catching it up as a learner");
+    raft.add_learner(id, BasicNode::new(&addr), true).await.map_err(|e| e.to_string())?;
+    let voters: std::collections::BTreeSet<u64> = {
+        let m = raft.metrics().borrow().membership_config.clone();
+        m.membership().voter_ids().filter(|v| *v != replaces).chain([id]).collect()
+    };
+    raft.change_membership(voters.clone(), false).await.map_err(|e| e.to_string())?;
+    tracing::info!(replica = id, replaces, ?voters, "replica: joined as a voter");
+    Ok(())
 }
 
 /// A client of one peer's replica port: connects when first used and again after a failure.
@@ -193,6 +217,18 @@ impl Peer {
             return Err(FrameError::Bad(format!("answer of kind {got} to a request of {kind}")));
         }
         Ok(answer)
+    }
+
+    /// Asks this peer to take replica `id` at `addr` into the set in place of `replaces`
+    /// (only the leader does: see `join`).
+    pub(crate) async fn join(
+        &mut self,
+        id: u64,
+        addr: &str,
+        replaces: u64,
+        timeout: Duration,
+    ) -> Result<Result<(), String>, FrameError> {
+        self.call(JOIN, &(id, addr.to_owned(), replaces), timeout).await
     }
 
     /// Forwards a write to this peer (the leader) and returns what applying it gave.
