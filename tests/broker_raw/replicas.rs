@@ -1,20 +1,28 @@
-//! Replicated broker sets (issue 27, its first step): three real `baiji broker` processes with
-//! one broker name and `--replica-peers`, registered with a real `baiji namesrv`, driven with raw
-//! frames over loopback as a producer and a committing consumer would.
+//! Replicated broker sets (issue 27): three real `baiji broker` processes with one broker name
+//! and `--replica-peers`, registered with a real `baiji namesrv`, driven with raw frames over
+//! loopback as a producer and a committing consumer would (each send is answered before the
+//! next: the model knows every acknowledged message's queue and offset).
 //!
-//! The run, with seeded load lengths (`BAIJI_REPLICA_SEED` replays them):
+//! The run, with seeded load lengths and kill points (`BAIJI_REPLICA_SEED` replays them; the
+//! interleaving of the processes is the machine's):
 //! 1. the set elects a leader, which the name server routes as `brokerId 0`, the followers under
-//!    their replica ids; sends to a follower are refused with `SERVICE_NOT_AVAILABLE`;
+//!    their replica ids; a send to a follower is refused with `SERVICE_NOT_AVAILABLE`;
 //! 2. the leader is stopped (SIGSTOP: a partition); the producer finds the new `brokerId 0` in
 //!    the route and goes on; the old leader, continued, follows and catches up;
-//! 3. the leader is killed (SIGKILL) while the producer sends; the producer goes on with the new
-//!    leader;
-//! 4. every acknowledged message is at its queue and offset on both survivors, once (a message
-//!    whose send got no answer may be there twice: at-least-once), both survivors hold identical
-//!    queues, and every acknowledged commit reads back;
-//! 5. with one of the two survivors stopped the set is below quorum: a send is refused with
-//!    `SERVICE_NOT_AVAILABLE` (which producers retry on another broker), and taken again once it
-//!    continues.
+//! 3. five times, the leader is killed (SIGKILL) a seeded 0–300 ms into a burst of sends; the
+//!    producer goes on with the new leader; a new, empty replica is started under the next id
+//!    with `--replica-replaces` the dead one, the leader catches it up (snapshot marks every 50
+//!    entries, so from an image of the set's state) and makes it a voter in the dead one's place;
+//!    then every live replica is checked;
+//! 4. a follower is killed and replaced the same way;
+//! 5. every live replica holds every acknowledged message at its queue and offset, each message
+//!    once unless a send of it went unanswered (at-least-once), identical queues, and every
+//!    acknowledged commit; the name server routes `brokerId 0` and the two followers;
+//! 6. with both followers stopped the set is below quorum: a send is refused with
+//!    `SERVICE_NOT_AVAILABLE` (which producers retry on another broker), and taken again once
+//!    they continue; the replicas are identical again.
+//!
+//! A failed run keeps the processes' logs and names their directory.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -23,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use baiji::remoting::client::Connection;
 use baiji::remoting::header::{SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader};
 
-use super::restart::{free_port, wait_listening, StoreDir};
+use super::restart::{free_port, wait_listening};
 use super::*;
 
 use super::crash_suite::rng::Rng;
@@ -41,6 +49,10 @@ const FAILOVER: Duration = Duration::from_secs(20);
 struct Replica {
     child: Option<Child>,
     addr: SocketAddr,
+    /// Its replica id.
+    id: u64,
+    /// Its replica port's address.
+    raft: String,
 }
 
 struct Set {
@@ -50,7 +62,8 @@ struct Set {
     _heartbeats: Vec<Connection>,
     namesrv: Child,
     namesrv_addr: SocketAddr,
-    logs: StoreDir,
+    /// The processes' logs: removed after a pass, kept after a failure.
+    logs: std::path::PathBuf,
 }
 
 impl Drop for Set {
@@ -64,6 +77,12 @@ impl Drop for Set {
         }
         let _ = self.namesrv.kill();
         let _ = self.namesrv.wait();
+        if std::thread::panicking() {
+            // Kept for the failure's diagnosis.
+            eprintln!("replicas: logs kept in {}", self.logs.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.logs);
+        }
     }
 }
 
@@ -82,57 +101,98 @@ fn signal(child: &Child, sig: &str) {
     assert!(ok, "kill -{sig} {} succeeds", child.id());
 }
 
-fn log_file(dir: &Path, name: &str) -> Stdio {
+/// A process's log file, for its standard output and error (where its logs go).
+fn log_file(dir: &Path, name: &str) -> (Stdio, Stdio) {
     std::fs::create_dir_all(dir).expect("the log directory");
-    Stdio::from(std::fs::File::create(dir.join(name)).expect("a log file"))
+    let f = std::fs::File::create(dir.join(name)).expect("a log file");
+    let g = f.try_clone().expect("a second handle");
+    (Stdio::from(f), Stdio::from(g))
 }
 
 async fn start_set() -> Set {
-    let logs = StoreDir::new("replicas-logs");
+    let logs = std::env::temp_dir().join(format!("baiji-replicas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
     let namesrv_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (out, err) = log_file(&logs, "namesrv.log");
     let mut namesrv = Command::new(env!("CARGO_BIN_EXE_baiji"))
         .args(["namesrv", "--listen", &namesrv_addr.to_string()])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log_file(&logs.0, "namesrv.log"))
+        .stdout(out)
+        .stderr(err)
         .spawn()
         .expect("spawn the name server");
     assert!(wait_listening(&mut namesrv, namesrv_addr, PATIENCE).await.is_none());
-    let raft: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let peers = (0..3).map(|i| format!("{}=127.0.0.1:{}", i + 1, raft[i])).collect::<Vec<_>>();
-    let peers = peers.join(";");
-    let mut replicas = Vec::new();
+    let mut set =
+        Set { replicas: Vec::new(), _heartbeats: Vec::new(), namesrv, namesrv_addr, logs };
+    let raft: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let peers: Vec<(u64, String)> = (0..3).map(|i| (i as u64 + 1, raft[i].clone())).collect();
+    for (id, _) in &peers {
+        set.spawn(*id, &peers, None);
+    }
     for i in 0..3 {
+        set.ready(i).await;
+    }
+    set
+}
+
+impl Set {
+    /// Starts replica `id` of `peers` (its own entry among them), joining in place of
+    /// `replaces` if given; returns its index.
+    fn spawn(&mut self, id: u64, peers: &[(u64, String)], replaces: Option<u64>) -> usize {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let child = Command::new(env!("CARGO_BIN_EXE_baiji"))
-            .arg("broker")
+        let raft = peers.iter().find(|(i, _)| *i == id).expect("its own entry").1.clone();
+        let list: Vec<String> = peers.iter().map(|(i, a)| format!("{i}={a}")).collect();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_baiji"));
+        cmd.arg("broker")
             .args(["--listen", &addr.to_string(), "--no-namesrv"])
-            .args(["--namesrv-addr", &namesrv_addr.to_string()])
+            .args(["--namesrv-addr", &self.namesrv_addr.to_string()])
             .args(["--grpc-listen", "off", "--fast-listen-port", "0"])
             .args(["--broker-name", BROKER_NAME])
-            .args(["--replica-id", &(i + 1).to_string(), "--replica-peers", &peers])
-            .args(["--retention-secs", "3600", "--keep-acknowledged-secs", "3600"])
+            .args(["--replica-id", &id.to_string(), "--replica-peers", &list.join(";")])
+            // Snapshot marks every 50 entries: a replica that joins later gets an image of the
+            // set's state, not the whole log.
+            .args(["--replica-snapshot-logs", "50"])
+            .args(["--retention-secs", "3600", "--keep-acknowledged-secs", "3600"]);
+        if let Some(r) = replaces {
+            cmd.args(["--replica-replaces", &r.to_string()]);
+        }
+        let (out, err) = log_file(&self.logs, &format!("replica-{id}.log"));
+        let child = cmd
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file(&logs.0, &format!("replica-{}.log", i + 1)))
+            .stdout(out)
+            .stderr(err)
             .spawn()
             .expect("spawn a replica");
-        replicas.push(Replica { child: Some(child), addr });
+        self.replicas.push(Replica { child: Some(child), addr, id, raft });
+        self.replicas.len() - 1
     }
-    let mut heartbeats = Vec::new();
-    for r in &mut replicas {
+
+    /// Waits until replica `i` listens, and heartbeats it as the consumer.
+    async fn ready(&mut self, i: usize) {
+        let r = &mut self.replicas[i];
         let child = r.child.as_mut().expect("a started replica");
         assert!(wait_listening(child, r.addr, PATIENCE).await.is_none(), "replica listens");
         let mut c = Connection::connect(r.addr, CALL).await.expect("a connection");
         let hb = c.call(heartbeat_request("rep_consumer", GROUP, TOPIC)).await.expect("answered");
         assert_eq!(hb.code, code::SUCCESS, "a heartbeat is taken: {hb:?}");
-        heartbeats.push(c);
+        self._heartbeats.push(c);
     }
-    Set { replicas, _heartbeats: heartbeats, namesrv, namesrv_addr, logs }
-}
 
-impl Set {
+    /// Starts a new replica, empty, under the next id, in place of replica `dead`, beside the
+    /// live replicas `live`; waits until it holds what the leader holds. Returns its index.
+    async fn rejoin(&mut self, dead: usize, live: &[usize]) -> usize {
+        let id = self.replicas.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+        let mut peers: Vec<(u64, String)> =
+            live.iter().map(|i| (self.replicas[*i].id, self.replicas[*i].raft.clone())).collect();
+        peers.push((id, format!("127.0.0.1:{}", free_port())));
+        let i = self.spawn(id, &peers, Some(self.replicas[dead].id));
+        self.ready(i).await;
+        let leader = self.leader(live).await;
+        caught_up(self, i, leader).await;
+        i
+    }
+
     /// The broker ids the name server routes, with their addresses.
     async fn routed(&self) -> BTreeMap<u64, String> {
         let Ok(mut ns) = Connection::connect(self.namesrv_addr, CALL).await else {
@@ -170,7 +230,7 @@ impl Set {
             assert!(
                 Instant::now() < deadline,
                 "a replica of {among:?} is routed as brokerId 0 within {FAILOVER:?}; routes: {routed:?}; logs in {}",
-                self.logs.0.display()
+                self.logs.display()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -233,6 +293,8 @@ async fn send_to(addr: SocketAddr, queue: i32, body: &str) -> Outcome {
 #[derive(Default)]
 struct Model {
     acked: BTreeMap<String, (i32, i64)>,
+    /// When each acknowledgement was read, in order.
+    acked_at: Vec<Instant>,
     unsure: HashSet<String>,
     commits: BTreeMap<i32, i64>,
     next: u64,
@@ -254,6 +316,7 @@ impl Model {
                     Outcome::Stored { queue: q, offset } => {
                         assert_eq!(q, queue, "stored in the queue asked for");
                         self.acked.insert(body.clone(), (q, offset));
+                        self.acked_at.push(Instant::now());
                         break;
                     }
                     Outcome::Unknown => {
@@ -346,9 +409,22 @@ async fn committed(addr: SocketAddr, queue: i32) -> Option<i64> {
 }
 
 /// Checks the replica at `i` against the model: every acknowledged message at its place, each
-/// message once unless its send went unanswered, every acknowledged commit held.
+/// message once unless its send went unanswered, every acknowledged commit held (waiting up to
+/// `FAILOVER` for a follower to apply the last entries).
 async fn check(set: &Set, i: usize, model: &Model) -> BTreeMap<i32, BTreeMap<i64, String>> {
-    let held = contents(set.replicas[i].addr).await;
+    // A follower applies an entry after the leader answered it (it learns the commit with the
+    // next append or heartbeat): wait until it holds every acknowledged message, or fail below.
+    let deadline = Instant::now() + FAILOVER;
+    let mut held = contents(set.replicas[i].addr).await;
+    while Instant::now() < deadline
+        && !model
+            .acked
+            .iter()
+            .all(|(body, (q, o))| held.get(q).and_then(|m| m.get(o)) == Some(body))
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = contents(set.replicas[i].addr).await;
+    }
     let mut seen: HashSet<&str> = HashSet::new();
     for (q, queue) in &held {
         for (offset, body) in queue {
@@ -361,6 +437,16 @@ async fn check(set: &Set, i: usize, model: &Model) -> BTreeMap<i32, BTreeMap<i64
     }
     for (body, (q, offset)) in &model.acked {
         let found = held.get(q).and_then(|queue| queue.get(offset));
+        if found != Some(body) {
+            let around: Vec<_> = held
+                .get(q)
+                .map(|queue| queue.range(offset.saturating_sub(3)..offset + 4).collect())
+                .unwrap_or_default();
+            eprintln!(
+                "replicas: replica {} queue {q} around {offset}: {around:?}",
+                set.replicas[i].id
+            );
+        }
         assert_eq!(
             found.map(String::as_str),
             Some(body.as_str()),
@@ -405,8 +491,11 @@ async fn caught_up(set: &Set, i: usize, like: usize) {
     }
 }
 
+/// Leaders killed (SIGKILL) at seeded points of the load, each replaced by a new replica.
+const LEADER_KILLS: usize = 5;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_broker_set_of_three_when_its_leader_is_stopped_then_killed_should_keep_every_acknowledged_message_and_commit(
+async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_keep_every_acknowledged_message_and_commit(
 ) {
     let seed = std::env::var("BAIJI_REPLICA_SEED")
         .ok()
@@ -424,21 +513,9 @@ async fn given_a_broker_set_of_three_when_its_leader_is_stopped_then_killed_shou
     // 1. A leader, routed as brokerId 0; the followers under their replica ids.
     let first = set.leader(&all).await;
     model.send(&set, &all, 40 + rng.below(40)).await;
-    let deadline = Instant::now() + FAILOVER;
-    loop {
-        let routed = set.routed().await;
-        let ids: Vec<u64> = routed.keys().copied().collect();
-        let followers: Vec<u64> =
-            all.iter().filter(|i| **i != first).map(|i| *i as u64 + 1).collect();
-        if ids == [0, followers[0], followers[1]] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the name server routes ids 0, {followers:?}: {routed:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let followers: Vec<u64> =
+        all.iter().filter(|i| **i != first).map(|i| set.replicas[*i].id).collect();
+    routed_as(&set, &followers).await;
     let follower = all.iter().copied().find(|i| *i != first).expect("a follower");
     match send_to(set.replicas[follower].addr, 0, "to-a-follower").await {
         Outcome::Refused(c, _) => {
@@ -455,47 +532,107 @@ async fn given_a_broker_set_of_three_when_its_leader_is_stopped_then_killed_shou
     eprintln!("replicas: first send answered {:?} after the leader stopped", t.elapsed());
     model.send(&set, &rest, 40 + rng.below(40)).await;
     signal(set.child(first), libc_sig::CONT);
-    let second = set.leader(&rest).await;
-    caught_up(&set, first, second).await;
+    let leader = set.leader(&rest).await;
+    caught_up(&set, first, leader).await;
 
-    // 3. The leader killed while the producer sends.
-    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != second).collect();
-    let before = 20 + rng.below(40);
-    model.send(&set, &all, before).await;
-    let mut killed = set.replicas[second].child.take().expect("the leader");
-    let _ = killed.kill();
-    let _ = killed.wait();
-    let t = Instant::now();
-    model.send(&set, &survivors, 1).await;
-    eprintln!("replicas: first send answered {:?} after the leader was killed", t.elapsed());
-    model.send(&set, &survivors, 40 + rng.below(40)).await;
+    // 3. Leaders killed at seeded points while the producer sends, each replaced by a new,
+    //    empty replica that the set catches up (from an image of its state) and takes in.
+    let mut live: Vec<usize> = all.to_vec();
+    for kill in 0..LEADER_KILLS {
+        let leader = set.leader(&live).await;
+        let mut child = set.replicas[leader].child.take().expect("the leader");
+        let delay = Duration::from_millis(rng.below(300));
+        let killer = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = child.kill();
+            let at = Instant::now();
+            let _ = child.wait();
+            at
+        });
+        // Sends go on through the kill: some reach the leader as it dies.
+        model.send(&set, &live, 20 + rng.below(30)).await;
+        let killed_at = killer.await.expect("the leader killed");
+        live.retain(|i| *i != leader);
+        model.send(&set, &live, 1).await;
+        let back = model.acked_at.iter().find(|t| **t > killed_at).map(|t| *t - killed_at);
+        eprintln!(
+            "replicas: kill {}: replica {} killed {delay:?} into a burst; first send answered after it: {back:?} later",
+            kill + 1,
+            set.replicas[leader].id,
+        );
+        let joined = set.rejoin(leader, &live).await;
+        live.push(joined);
+        model.send(&set, &live, 10 + rng.below(20)).await;
+        for i in &live {
+            check(&set, *i, &model).await;
+        }
+    }
 
-    // 4. Every acknowledged message and commit on both survivors, identical.
-    let third = set.leader(&survivors).await;
-    let other = survivors.iter().copied().find(|i| *i != third).expect("a follower");
-    caught_up(&set, other, third).await;
-    let a = check(&set, third, &model).await;
-    let b = check(&set, other, &model).await;
-    assert_eq!(a, b, "both survivors hold identical queues");
+    // 4. A follower killed and replaced too.
+    let leader = set.leader(&live).await;
+    let follower = live.iter().copied().find(|i| *i != leader).expect("a follower");
+    let mut child = set.replicas[follower].child.take().expect("a follower");
+    let _ = child.kill();
+    let _ = child.wait();
+    live.retain(|i| *i != follower);
+    model.send(&set, &live, 20 + rng.below(20)).await;
+    let joined = set.rejoin(follower, &live).await;
+    live.push(joined);
+    model.send(&set, &live, 10).await;
 
-    // 5. Below quorum: refused, then taken again.
+    // 5. Every acknowledged message and commit on every replica, identical; routed as a set.
+    let leader = set.leader(&live).await;
+    let held = check(&set, leader, &model).await;
+    for i in live.iter().copied().filter(|i| *i != leader) {
+        caught_up(&set, i, leader).await;
+        assert_eq!(check(&set, i, &model).await, held, "every replica holds identical queues");
+    }
+    let followers: Vec<u64> =
+        live.iter().filter(|i| **i != leader).map(|i| set.replicas[*i].id).collect();
+    routed_as(&set, &followers).await;
+
+    // 6. Below quorum: refused, then taken again.
+    let other = live.iter().copied().find(|i| *i != leader).expect("a follower");
+    let third = live.iter().copied().find(|i| *i != leader && *i != other).expect("another");
     signal(set.child(other), libc_sig::STOP);
-    let refused = send_to(set.replicas[third].addr, 1, "below-quorum").await;
+    signal(set.child(third), libc_sig::STOP);
+    let refused = send_to(set.replicas[leader].addr, 1, "below-quorum").await;
     assert!(
         matches!(refused, Outcome::Refused(c, _) if c == code::SERVICE_NOT_AVAILABLE),
         "a set below quorum refuses a send with SERVICE_NOT_AVAILABLE: {refused:?}"
     );
     model.unsure.insert("below-quorum".into());
     signal(set.child(other), libc_sig::CONT);
-    model.send(&set, &survivors, 10).await;
-    let a = check(&set, third, &model).await;
-    caught_up(&set, other, third).await;
-    let b = check(&set, other, &model).await;
-    assert_eq!(a, b, "both survivors hold identical queues after the partition healed");
+    signal(set.child(third), libc_sig::CONT);
+    model.send(&set, &live, 10).await;
+    let leader = set.leader(&live).await;
+    let held = check(&set, leader, &model).await;
+    for i in live.iter().copied().filter(|i| *i != leader) {
+        caught_up(&set, i, leader).await;
+        assert_eq!(check(&set, i, &model).await, held, "identical after the partition healed");
+    }
     eprintln!(
-        "replicas: {} messages acknowledged, {} sent again after no answer, {} commits",
+        "replicas: {} messages acknowledged, {} sent again after no answer, {} commits, {} replicas started",
         model.acked.len(),
         model.unsure.len(),
-        model.commits.len()
+        model.commits.len(),
+        set.replicas.len()
     );
+}
+
+/// Waits until the name server routes the set as `brokerId 0` and exactly `followers`.
+async fn routed_as(set: &Set, followers: &[u64]) {
+    let mut want: Vec<u64> = followers.to_vec();
+    want.push(0);
+    want.sort_unstable();
+    let deadline = Instant::now() + FAILOVER;
+    loop {
+        let routed = set.routed().await;
+        let ids: Vec<u64> = routed.keys().copied().collect();
+        if ids == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the name server routes ids {want:?}: {routed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
