@@ -354,10 +354,23 @@ fn counted<T>(core: &Core, r: Result<T, SendError>) -> Result<T, SendError> {
 /// # Errors
 /// [`SendError`] for a refused message.
 pub(crate) fn store_message(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
-    // A broker set's sends go through `replica::Replica::send`; this path (gRPC, replies) is
-    // not replicated yet.
+    // A broker set's sends go through `replica::Replica::send` ([`send`]); this path (replies)
+    // is not replicated yet.
     core.unreplicated("sends on this path are").map_err(SendError::Unavailable)?;
     counted(core, store_one(core, m))
+}
+
+/// Stores one message wherever this broker stores: through its broker set when it is a
+/// replica of one ([`replica::Replica::send`](super::replica)), else as [`store_message`].
+///
+/// # Errors
+/// [`SendError`] for a refused message.
+pub(crate) async fn send(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        return replica.send(core, m).await;
+    }
+    store_message(core, m)
 }
 
 fn store_one(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {

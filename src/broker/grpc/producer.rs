@@ -29,7 +29,7 @@ use super::session::Session;
 use super::status::{end_status, ok, recall_status, send_status, status};
 use super::GrpcState;
 use crate::broker::core::recall::recall;
-use crate::broker::core::send::{store_message, Incoming, QueueChoice};
+use crate::broker::core::send::{send, Incoming, QueueChoice};
 use crate::broker::core::topics;
 use crate::broker::core::transaction::{
     self, CheckProducer, Ended, HalfCheck, ProducerCheck, CHECK_IMMUNITY,
@@ -215,7 +215,7 @@ fn convert(max_delay_sec: u64, topic: &str, m: &pb::Message) -> Result<Converted
 }
 
 /// Stores one message; its result entry.
-fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEntry {
+async fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEntry {
     let failed = |s: pb::Status| SendResultEntry { status: Some(s), ..SendResultEntry::default() };
     let topic = m.topic.as_ref().map(|t| t.name.as_str()).unwrap_or_default();
     if let Err(remark) = topics::validate_topic(topic) {
@@ -252,7 +252,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
         properties: &c.properties,
         routing: c.routing(m, topic),
     };
-    match store_message(&svc.core, &incoming) {
+    match send(&svc.core, &incoming).await {
         Ok(stored) => SendResultEntry {
             status: Some(ok()),
             message_id: stored.uniq_key.clone(),
@@ -266,7 +266,7 @@ fn send_one(svc: &Messaging, peer: SocketAddr, m: &pb::Message) -> SendResultEnt
 
 /// `SendMessage`: each message stored on its own; the response status is the entries' common
 /// one, or `MULTIPLE_RESULTS` when they differ (as the proxy answers).
-pub(crate) fn send_message(
+pub(crate) async fn send_message(
     svc: &Messaging,
     request: Request<SendMessageRequest>,
 ) -> SendMessageResponse {
@@ -282,8 +282,10 @@ pub(crate) fn send_message(
             entries: Vec::new(),
         };
     }
-    let entries: Vec<SendResultEntry> =
-        req.messages.iter().map(|m| send_one(svc, peer, m)).collect();
+    let mut entries = Vec::with_capacity(req.messages.len());
+    for m in &req.messages {
+        entries.push(send_one(svc, peer, m).await);
+    }
     let first = entries.first().and_then(|e| e.status.clone()).unwrap_or_else(ok);
     let same = entries.iter().all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code));
     let status = if same { first } else { status(Code::MultipleResults, "multiple results") };

@@ -134,7 +134,7 @@ impl MessagingService for Messaging {
         if let Err(s) = self.admit(&request) {
             return Ok(Response::new(SendMessageResponse { status: Some(s), entries: vec![] }));
         }
-        Ok(Response::new(producer::send_message(self, request)))
+        Ok(Response::new(producer::send_message(self, request).await))
     }
 
     async fn query_assignment(
