@@ -162,6 +162,11 @@ struct BrokerArgs {
     /// for a follower that was briefly away.
     #[arg(long)]
     replica_snapshot_logs: Option<u64>,
+    /// A secret all replicas of the set share: connections to a replica port prove both ends
+    /// hold it (mutual HMAC challenge) before any Raft traffic. Prefer the config file's
+    /// replica-secret (a flag shows in the process list).
+    #[arg(long)]
+    replica_secret: Option<String>,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -415,6 +420,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if let Some(v) = a.replica_snapshot_logs {
         c.core.replica_snapshot_logs = v;
+    }
+    if a.replica_secret.is_some() {
+        c.core.replica_secret = a.replica_secret.clone();
     }
     if let Some(v) = &a.store_path_root_dir {
         c.core.store_path_root_dir = Some(v.clone());

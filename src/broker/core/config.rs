@@ -123,6 +123,11 @@ pub struct CoreConfig {
     /// Raft entries between two snapshot marks of a broker set's replica; as many are kept
     /// behind the last mark for a follower that was briefly away (default 20,000).
     pub replica_snapshot_logs: u64,
+    /// A secret every replica of the set is given: each connection to a replica port opens
+    /// with a mutual HMAC-SHA1 challenge over fresh nonces, so a peer without it can neither
+    /// vote, nor append, nor join. `None` (the default): the port takes any peer (bind it to a
+    /// private network then).
+    pub replica_secret: Option<String>,
 }
 
 impl Default for CoreConfig {
@@ -160,6 +165,7 @@ impl Default for CoreConfig {
             replica_peers: None,
             replica_replaces: None,
             replica_snapshot_logs: 20_000,
+            replica_secret: None,
         }
     }
 }

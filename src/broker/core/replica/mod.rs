@@ -18,6 +18,11 @@
 //!   so does a leader that cannot reach a quorum within [`WRITE_TIMEOUT`]: producers retry
 //!   both on another broker.
 //!
+//! # The replica port
+//! Raft's RPCs, forwarded commits and joins travel on each replica's own port ([`net`]), in
+//! frames bounded to 1 GiB; with `replica-secret` every connection first proves both ends hold
+//! it.
+//!
 //! # What this step does not do yet (README "Replicated broker sets")
 //! Half, delayed and timer messages, dead letters and POP state are not replicated: a broker
 //! set refuses them with `SERVICE_NOT_AVAILABLE` rather than hold them on one replica. The Raft
@@ -83,6 +88,7 @@ pub(crate) struct Replica {
     leader: AtomicBool,
     /// The connection commits are forwarded over, with the leader it goes to.
     forward: tokio::sync::Mutex<Option<(u64, net::Peer)>>,
+    secret: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -131,16 +137,26 @@ impl Replica {
             Arc::new(raft_config(&core.config.broker_name, core.config.replica_snapshot_logs)?);
         let log = log::LogStore::default();
         let machine = Machine::new(Arc::downgrade(core));
-        let raft = Raft::new(id, config, net::Network, log, machine)
+        let secret: Option<Arc<str>> = core.config.replica_secret.as_deref().map(Arc::from);
+        let network = net::Network { secret: secret.clone() };
+        let raft = Raft::new(id, config, network, log, machine)
             .await
             .map_err(|e| format!("replica {id}: {e}"))?;
-        tokio::spawn(net::serve(listener, raft.clone(), shutdown.clone()));
+        tokio::spawn(net::serve(listener, raft.clone(), secret.clone(), shutdown.clone()));
         match core.config.replica_replaces {
             // A replica that joins a running set asks its leader to take it in.
             Some(replaces) => {
                 let others: Vec<String> =
                     peers.iter().filter(|(i, _)| **i != id).map(|(_, a)| a.clone()).collect();
-                tokio::spawn(ask_to_join(id, own.clone(), replaces, others, shutdown.clone()));
+                let ask = ask_to_join(
+                    id,
+                    own.clone(),
+                    replaces,
+                    others,
+                    secret.clone(),
+                    shutdown.clone(),
+                );
+                tokio::spawn(ask);
             }
             // Every replica of a new set proposes the same first membership; where a log exists
             // already, openraft refuses it, which is fine.
@@ -157,6 +173,7 @@ impl Replica {
             raft,
             leader: AtomicBool::new(false),
             forward: tokio::sync::Mutex::new(None),
+            secret,
         });
         core.set_broker_id(id);
         tokio::spawn(watch_role(Arc::clone(core), Arc::clone(&replica), shutdown));
@@ -204,7 +221,7 @@ impl Replica {
         let Some(addr) = addr else { return Err(ReplicaError::NoLeader) };
         let mut slot = self.forward.lock().await;
         if slot.as_ref().map(|(id, _)| *id) != Some(leader) {
-            *slot = Some((leader, net::Peer::new(addr)));
+            *slot = Some((leader, net::Peer::new(addr, self.secret.clone())));
         }
         let Some((_, peer)) = slot.as_mut() else { return Err(ReplicaError::NoLeader) };
         match peer.forward(&op, WRITE_TIMEOUT).await {
@@ -295,9 +312,11 @@ async fn ask_to_join(
     own: String,
     replaces: u64,
     others: Vec<String>,
+    secret: Option<Arc<str>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut peers: Vec<net::Peer> = others.into_iter().map(net::Peer::new).collect();
+    let mut peers: Vec<net::Peer> =
+        others.into_iter().map(|a| net::Peer::new(a, secret.clone())).collect();
     loop {
         for peer in &mut peers {
             let asked = tokio::select! {
@@ -320,17 +339,20 @@ async fn ask_to_join(
     }
 }
 
-/// A new leader registers again a few times in its first seconds: a leader it deposed may have
-/// registered as `brokerId 0` after it did and then, following, under its own id, which takes
-/// `brokerId 0` out of the route (the name server keeps one entry per address) until the next
-/// periodic registration.
-async fn register_again(core: Arc<Core>, replica: Arc<Replica>) {
-    for ms in [300, 1000, 3000] {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        if !replica.is_leader() {
-            return;
-        }
+/// How often a leader registers again while it leads (besides the registrar's own interval).
+const LEADER_REGISTER_EVERY: Duration = Duration::from_secs(2);
+
+/// A leader registers again soon after taking over and then every [`LEADER_REGISTER_EVERY`]
+/// while it leads: a leader it deposed may register as `brokerId 0` after it did (a pending
+/// registration, or one sent as it wakes from a pause) and then, following, under its own id,
+/// which takes `brokerId 0` out of the route (the name server keeps one entry per address);
+/// this bounds that gap to two seconds instead of the registration interval (30 s).
+async fn register_again(core: Arc<Core>, replica: Arc<Replica>, term: u64) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One loop per leadership: a later term (led again after a loss) has its own.
+    while replica.is_leader() && replica.raft.metrics().borrow().current_term == term {
         core.topics_changed.send_modify(|v| *v += 1);
+        tokio::time::sleep(LEADER_REGISTER_EVERY).await;
     }
 }
 
@@ -352,7 +374,7 @@ async fn watch_role(core: Arc<Core>, replica: Arc<Replica>, mut shutdown: watch:
             tracing::info!(replica = replica.id, term, leader = ?leader, "replica: {}", if leading { "leading the broker set (brokerId 0)" } else { "following" });
             was = Some(leading);
             if leading {
-                tokio::spawn(register_again(Arc::clone(&core), Arc::clone(&replica)));
+                tokio::spawn(register_again(Arc::clone(&core), Arc::clone(&replica), term));
             }
         }
         tokio::select! {

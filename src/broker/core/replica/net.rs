@@ -1,6 +1,10 @@
 //! The replica port: Raft's RPCs between the replicas of a broker set, and writes a follower
 //! forwards to the leader.
 //!
+//! With `replica-secret` set, every connection opens with a mutual challenge (both sides prove
+//! they hold the secret, over fresh nonces, before any RPC): a peer without it cannot vote,
+//! append or join (RocketMQ's HA port accepts any TCP peer: apache/rocketmq#3015).
+//!
 //! One frame per request and per answer: a 4-byte big-endian length (of what follows), one
 //! byte of kind, and the body in bincode. A connection carries one request at a time (openraft
 //! sends one RPC at a time per peer and purpose, and each client here owns its connection), so
@@ -24,6 +28,7 @@ use tokio::sync::watch;
 
 use super::machine::{Op, OpResult};
 use super::TypeConfig;
+use crate::sync::Arc;
 
 /// The largest frame either side accepts: room for `MAX_ENTRIES_PER_APPEND` entries of the
 /// largest message a broker takes (the default 4 MiB) with their headers.
@@ -35,8 +40,87 @@ const SNAPSHOT: u8 = 3;
 const FORWARD: u8 = 4;
 const JOIN: u8 = 5;
 
-/// How long connecting to a peer may take before it counts as unreachable.
+/// How long connecting to a peer (and its challenge) may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The first bytes of a challenge (a client that sends anything else to a port with a secret
+/// is closed).
+const HELLO: &[u8; 4] = b"BJR1";
+const NONCE: usize = 16;
+const MAC: usize = 20;
+
+type HmacSha1 = hmac::Hmac<sha1::Sha1>;
+
+/// HMAC-SHA1 keyed with the secret over `role`, then `a`, then `b`.
+fn mac(secret: &str, role: &[u8], a: &[u8], b: &[u8]) -> Option<HmacSha1> {
+    use hmac::{KeyInit, Mac};
+    let mut m = <HmacSha1 as KeyInit>::new_from_slice(secret.as_bytes()).ok()?;
+    m.update(role);
+    m.update(a);
+    m.update(b);
+    Some(m)
+}
+
+fn tag(secret: &str, role: &[u8], a: &[u8], b: &[u8]) -> [u8; MAC] {
+    use hmac::Mac;
+    let mut out = [0u8; MAC];
+    if let Some(m) = mac(secret, role, a, b) {
+        out.copy_from_slice(&m.finalize().into_bytes());
+    }
+    out
+}
+
+/// Whether `given` is the tag of `role`, `a`, `b` (in constant time).
+fn verify(secret: &str, role: &[u8], a: &[u8], b: &[u8], given: &[u8]) -> bool {
+    use hmac::Mac;
+    mac(secret, role, a, b).is_some_and(|m| m.verify_slice(given).is_ok())
+}
+
+/// Fresh random bytes for a challenge, from the kernel.
+fn nonce() -> Result<[u8; NONCE], FrameError> {
+    use std::io::Read;
+    let mut n = [0u8; NONCE];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut n))?;
+    Ok(n)
+}
+
+/// The server's side of the challenge.
+async fn challenged(s: &mut TcpStream, secret: &str) -> Result<(), FrameError> {
+    let mut hello = [0u8; 4 + NONCE];
+    s.read_exact(&mut hello).await?;
+    if &hello[..4] != HELLO {
+        return Err(FrameError::Bad("a connection without the replica challenge".into()));
+    }
+    let theirs = &hello[4..];
+    let ours = nonce()?;
+    let mut answer = [0u8; NONCE + MAC];
+    answer[..NONCE].copy_from_slice(&ours);
+    answer[NONCE..].copy_from_slice(&tag(secret, b"server", theirs, &ours));
+    s.write_all(&answer).await?;
+    let mut proof = [0u8; MAC];
+    s.read_exact(&mut proof).await?;
+    if !verify(secret, b"client", &ours, theirs, &proof) {
+        return Err(FrameError::Bad("a peer that does not hold the replica secret".into()));
+    }
+    Ok(())
+}
+
+/// The client's side of the challenge.
+async fn challenge(s: &mut TcpStream, secret: &str) -> Result<(), FrameError> {
+    let ours = nonce()?;
+    let mut hello = [0u8; 4 + NONCE];
+    hello[..4].copy_from_slice(HELLO);
+    hello[4..].copy_from_slice(&ours);
+    s.write_all(&hello).await?;
+    let mut answer = [0u8; NONCE + MAC];
+    s.read_exact(&mut answer).await?;
+    let (theirs, proof) = answer.split_at(NONCE);
+    if !verify(secret, b"server", &ours, theirs, proof) {
+        return Err(FrameError::Bad("a replica port that does not hold the replica secret".into()));
+    }
+    s.write_all(&tag(secret, b"client", theirs, &ours)).await?;
+    Ok(())
+}
 
 /// Why a frame could not be exchanged.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +173,7 @@ fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, FrameError> {
 pub(crate) async fn serve(
     listener: TcpListener,
     raft: Raft<TypeConfig>,
+    secret: Option<Arc<str>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -101,9 +186,10 @@ pub(crate) async fn serve(
                 let _ = stream.set_nodelay(true);
                 let raft = raft.clone();
                 let mut stop = shutdown.clone();
+                let secret = secret.clone();
                 tokio::spawn(async move {
                     tokio::select! {
-                        r = serve_connection(stream, raft) => {
+                        r = serve_connection(stream, raft, secret) => {
                             if let Err(e) = r {
                                 if !matches!(&e, FrameError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof) {
                                     tracing::debug!(%peer, "replica port: {e}");
@@ -122,7 +208,21 @@ pub(crate) async fn serve(
     }
 }
 
-async fn serve_connection(mut s: TcpStream, raft: Raft<TypeConfig>) -> Result<(), FrameError> {
+async fn serve_connection(
+    mut s: TcpStream,
+    raft: Raft<TypeConfig>,
+    secret: Option<Arc<str>>,
+) -> Result<(), FrameError> {
+    if let Some(secret) = &secret {
+        match tokio::time::timeout(CONNECT_TIMEOUT, challenged(&mut s, secret)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!("replica port: refused a connection: {e}");
+                return Ok(());
+            }
+            Err(_) => return Err(FrameError::Timeout(CONNECT_TIMEOUT)),
+        }
+    }
     loop {
         let (kind, body) = read_frame(&mut s).await?;
         let answer = match kind {
@@ -169,12 +269,13 @@ async fn join(raft: &Raft<TypeConfig>, id: u64, addr: String, replaces: u64) -> 
 /// A client of one peer's replica port: connects when first used and again after a failure.
 pub(crate) struct Peer {
     addr: String,
+    secret: Option<Arc<str>>,
     conn: Option<TcpStream>,
 }
 
 impl Peer {
-    pub(crate) fn new(addr: String) -> Self {
-        Peer { addr, conn: None }
+    pub(crate) fn new(addr: String, secret: Option<Arc<str>>) -> Self {
+        Peer { addr, secret, conn: None }
     }
 
     /// Sends one request and waits for its answer, for at most `timeout`.
@@ -202,10 +303,17 @@ impl Peer {
 
     async fn exchange(&mut self, kind: u8, body: &[u8]) -> Result<Vec<u8>, FrameError> {
         if self.conn.is_none() {
-            let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(self.addr.as_str()))
+            let connect = async {
+                let mut s = TcpStream::connect(self.addr.as_str()).await?;
+                let _ = s.set_nodelay(true);
+                if let Some(secret) = &self.secret {
+                    challenge(&mut s, secret).await?;
+                }
+                Ok::<_, FrameError>(s)
+            };
+            let s = tokio::time::timeout(CONNECT_TIMEOUT, connect)
                 .await
                 .map_err(|_| FrameError::Timeout(CONNECT_TIMEOUT))??;
-            let _ = s.set_nodelay(true);
             self.conn = Some(s);
         }
         let Some(s) = self.conn.as_mut() else {
@@ -248,15 +356,17 @@ fn rpc_error<E: std::error::Error>(e: FrameError) -> RPCError<u64, BasicNode, E>
     }
 }
 
-/// Makes openraft's per-peer clients.
+/// Makes openraft's per-peer clients (with the replica secret, if there is one).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Network;
+pub(crate) struct Network {
+    pub(crate) secret: Option<Arc<str>>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, _target: u64, node: &BasicNode) -> Peer {
-        Peer::new(node.addr.clone())
+        Peer::new(node.addr.clone(), self.secret.clone())
     }
 }
 
@@ -292,5 +402,53 @@ impl RaftNetwork<TypeConfig> for Peer {
         let r: Result<VoteResponse<u64>, RaftError<u64>> =
             self.call(VOTE, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
         r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{challenge, challenged};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// Runs the challenge between a server holding `server` and a client holding `client`;
+    /// what each side concluded.
+    async fn run(server: &str, client: &str) -> (bool, bool) {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let server = server.to_owned();
+        let s = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.expect("accept");
+            challenged(&mut s, &server).await.is_ok()
+        });
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        let c_ok = challenge(&mut c, client).await.is_ok();
+        drop(c);
+        (s.await.expect("server side"), c_ok)
+    }
+
+    #[tokio::test]
+    async fn given_the_replica_secret_when_connecting_should_pass_both_sides_and_refuse_a_wrong_one(
+    ) {
+        assert_eq!(run("s3cret", "s3cret").await, (true, true), "the same secret: both pass");
+        let (server, client) = run("s3cret", "guess").await;
+        assert!(!client, "the client finds the port does not hold its secret");
+        assert!(!server, "the server refuses a client without its secret");
+    }
+
+    #[tokio::test]
+    async fn given_a_port_with_a_secret_when_a_peer_sends_a_frame_without_the_challenge_should_refuse_it(
+    ) {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let s = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.expect("accept");
+            challenged(&mut s, "s3cret").await.is_ok()
+        });
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        // A vote request as a peer without the secret would frame it.
+        let mut frame = vec![0, 0, 0, 17, 2];
+        frame.extend_from_slice(&[0u8; 16]);
+        tokio::io::AsyncWriteExt::write_all(&mut c, &frame).await.expect("write");
+        assert!(!s.await.expect("server side"), "refused before any RPC");
     }
 }
