@@ -1088,6 +1088,10 @@ mod timers;
 mod cluster;
 #[path = "rocketmq_client/cluster_support.rs"]
 mod cluster_support;
+// Replicated broker sets under the real client (issue 27).
+#[cfg(feature = "replicas")]
+#[path = "rocketmq_client/replicas.rs"]
+mod replicas;
 
 // Transactional messages: commit, rollback, check-back, a producer that leaves (issue 12).
 #[path = "rocketmq_client/transactions.rs"]

@@ -316,6 +316,18 @@ impl BrokerProcess {
         register_interval_secs: u64,
         store: bool,
     ) -> BrokerProcess {
+        Self::start_args(namesrv, cluster, name, register_interval_secs, store, &[]).await
+    }
+
+    /// As [`start_with`](Self::start_with), with `extra` flags after the others.
+    pub(crate) async fn start_args(
+        namesrv: &str,
+        cluster: &str,
+        name: &str,
+        register_interval_secs: u64,
+        store: bool,
+        extra: &[String],
+    ) -> BrokerProcess {
         let dir = Scratch::new(name);
         let config = dir.path().join("baiji.toml");
         std::fs::write(
@@ -341,6 +353,7 @@ impl BrokerProcess {
             args.push("--store-path-root-dir".into());
             args.push(dir.path().join("store").display().to_string());
         }
+        args.extend(extra.iter().cloned());
         let mut p = BrokerProcess { child: None, addr, args, dir };
         p.spawn().await;
         p
@@ -381,6 +394,11 @@ impl BrokerProcess {
     pub(crate) async fn start_again(&mut self) {
         assert!(self.child.is_none(), "stopped first");
         self.spawn().await;
+    }
+
+    /// Its broker port's address.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// SIGKILL: no unregistration, its connections die with it.
