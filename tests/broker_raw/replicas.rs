@@ -6,7 +6,8 @@
 //! The run, with seeded load lengths and kill points (`BAIJI_REPLICA_SEED` replays them; the
 //! interleaving of the processes is the machine's):
 //! 1. the set elects a leader, which the name server routes as `brokerId 0`, the followers under
-//!    their replica ids; a send to a follower is refused with `SERVICE_NOT_AVAILABLE`;
+//!    their replica ids; a send to a follower is refused with `SERVICE_NOT_AVAILABLE`, and a
+//!    POP on the leader is refused (POP state is not replicated yet);
 //! 2. the leader is stopped (SIGSTOP: a partition); the producer finds the new `brokerId 0` in
 //!    the route and goes on; the old leader, continued, follows and catches up;
 //! 3. five times, the leader is killed (SIGKILL) a seeded 0–300 ms into a burst of sends; the
@@ -29,7 +30,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use baiji::remoting::client::Connection;
-use baiji::remoting::header::{SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader};
+use baiji::remoting::header::{
+    PopMessageRequestHeader, SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
 
 use super::restart::{free_port, wait_listening};
 use super::*;
@@ -522,6 +525,28 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     let followers: Vec<u64> =
         all.iter().filter(|i| **i != first).map(|i| set.replicas[*i].id).collect();
     routed_as(&set, &followers).await;
+    // POP state is not replicated yet: the leader refuses a pop rather than keep it alone.
+    let h = PopMessageRequestHeader {
+        consumer_group: GROUP,
+        topic: TOPIC,
+        queue_id: -1,
+        max_msg_nums: 4,
+        invisible_time: 5_000,
+        poll_time: 0,
+        born_time: 1,
+        init_mode: 0,
+        exp_type: Some("TAG"),
+        exp: Some("*"),
+        order: false,
+        attempt_id: None,
+    };
+    let mut c = Connection::connect(set.replicas[first].addr, CALL).await.expect("a connection");
+    let r = c.call(request(rc::POP_MESSAGE, h.to_ext_fields())).await.expect("answered");
+    assert!(
+        r.code != code::SUCCESS
+            && r.remark.as_deref().is_some_and(|m| m.contains("not replicated")),
+        "a set refuses POP, saying why: {r:?}"
+    );
     let follower = all.iter().copied().find(|i| *i != first).expect("a follower");
     match send_to(set.replicas[follower].addr, 0, "to-a-follower").await {
         Outcome::Refused(c, _) => {

@@ -316,6 +316,9 @@ fn compile(f: FilterExpr<'_>) -> Result<(Filter, Option<Arc<Sql92>>), PopError> 
 /// [`PopError`] for an unknown or unreadable topic, an unknown group, a bad queue or filter,
 /// or a store that refused.
 pub(crate) fn pop_once(core: &Core, call: &PopCall<'_>, now: u64) -> Result<PopBatch, PopError> {
+    // POP state (what is invisible, its revives) would live on one replica of a broker set.
+    core.unreplicated("POP consumption is")
+        .map_err(|why| PopError::Store(StoreError::Other(why)))?;
     let changes = *core.pop_changes.borrow();
     let (topic, counters) = core.readable_topic(call.topic).map_err(|e| match e {
         Unreadable::Unknown => PopError::UnknownTopic(call.topic.to_owned()),
