@@ -71,6 +71,11 @@ pub(crate) fn delete_topic_in_broker(
             format!("The topic[{}] is conflict with system topic.", quote(h.topic)),
         );
     }
+    // On a broker set the other replicas would keep the topic, and a new one of the same name
+    // would take other offsets on the leader than on them.
+    if let Err(why) = core.unreplicated("topic deletions are") {
+        return reply_error(&req, response_code::SYSTEM_ERROR, why);
+    }
     core.delete_topic(h.topic);
     Reply::now(ok(&req, Default::default()))
 }
@@ -97,6 +102,9 @@ pub(crate) fn delete_topic_in_broker_list(
             response_code::SYSTEM_ERROR,
             format!("The topic[{}] is conflict with system topic.", quote(t)),
         );
+    }
+    if let Err(why) = core.unreplicated("topic deletions are") {
+        return reply_error(&req, response_code::SYSTEM_ERROR, why);
     }
     for topic in &body.topic_list {
         core.delete_topic(topic);
