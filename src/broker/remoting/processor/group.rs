@@ -233,7 +233,7 @@ pub(crate) fn invoke_broker_to_reset_offset(
             _ => at,
         };
         if committed != Some(offset) {
-            let _ = core.store.commit(group, topic, q, offset);
+            let _ = core.commit_offset(group, topic, q, offset);
         }
         let mq = MessageQueue {
             topic: topic.to_string(),
