@@ -160,7 +160,58 @@ pub(crate) fn render(core: &Core, face: &RemotingState) -> String {
     refusals(&mut t, (&mem, policy), core, face);
     journal(&mut t, core);
     storage(&mut t, core);
+    #[cfg(feature = "replicas")]
+    replica(&mut t, core);
     t.out
+}
+
+/// A broker set's replica (`replica-peers`; none for a single broker): its role and how far
+/// its Raft log and store have come.
+#[cfg(feature = "replicas")]
+fn replica(t: &mut Text, core: &Core) {
+    let Some(r) = core.replica() else { return };
+    let f = r.figures();
+    unlabelled(
+        t,
+        [
+            (
+                "baiji_replica_id",
+                "gauge",
+                "This process's replica id in its broker set.",
+                f.id.to_string(),
+            ),
+            (
+                "baiji_replica_leader",
+                "gauge",
+                "1 while this replica leads its broker set (registered as brokerId 0), else 0.",
+                u8::from(f.leading).to_string(),
+            ),
+            (
+                "baiji_replica_term",
+                "gauge",
+                "The Raft term this replica is in.",
+                f.term.to_string(),
+            ),
+            (
+                "baiji_replica_last_log_index",
+                "gauge",
+                "Index of the last Raft log entry this replica holds.",
+                f.last_log_index.to_string(),
+            ),
+            (
+                "baiji_replica_applied_index",
+                "gauge",
+                "Index of the last Raft log entry applied to this replica's store.",
+                f.applied_index.to_string(),
+            ),
+            (
+                "baiji_replica_voters",
+                "gauge",
+                "Voters of the broker set's membership as this replica knows it.",
+                f.voters.to_string(),
+            ),
+        ],
+    );
 }
 
 /// The store directory's figures (`store-path-root-dir`; none without it): its segment files

@@ -56,6 +56,8 @@ struct Replica {
     id: u64,
     /// Its replica port's address.
     raft: String,
+    /// Its Prometheus endpoint.
+    metrics: SocketAddr,
 }
 
 struct Set {
@@ -143,6 +145,7 @@ impl Set {
     /// `replaces` if given; returns its index.
     fn spawn(&mut self, id: u64, peers: &[(u64, String)], replaces: Option<u64>) -> usize {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let raft = peers.iter().find(|(i, _)| *i == id).expect("its own entry").1.clone();
         let list: Vec<String> = peers.iter().map(|(i, a)| format!("{i}={a}")).collect();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_baiji"));
@@ -150,6 +153,7 @@ impl Set {
             .args(["--listen", &addr.to_string(), "--no-namesrv"])
             .args(["--namesrv-addr", &self.namesrv_addr.to_string()])
             .args(["--grpc-listen", "off", "--fast-listen-port", "0"])
+            .args(["--metrics-listen", &metrics.to_string()])
             .args(["--broker-name", BROKER_NAME])
             .args(["--replica-id", &id.to_string(), "--replica-peers", &list.join(";")])
             // Snapshot marks every 50 entries: a replica that joins later gets an image of the
@@ -169,7 +173,7 @@ impl Set {
             .stderr(err)
             .spawn()
             .expect("spawn a replica");
-        self.replicas.push(Replica { child: Some(child), addr, id, raft });
+        self.replicas.push(Replica { child: Some(child), addr, id, raft, metrics });
         self.replicas.len() - 1
     }
 
@@ -525,6 +529,22 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     let followers: Vec<u64> =
         all.iter().filter(|i| **i != first).map(|i| set.replicas[*i].id).collect();
     routed_as(&set, &followers).await;
+    // Each replica's metrics say its role and the membership.
+    for i in all {
+        let (_, text) = super::metrics::http_get(set.replicas[i].metrics, "/metrics").await;
+        let value = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{name}{{")))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_owned)
+        };
+        let leading = if i == first { "1" } else { "0" };
+        assert_eq!(value("baiji_replica_leader").as_deref(), Some(leading), "replica {i}:\n{text}");
+        assert_eq!(value("baiji_replica_voters").as_deref(), Some("3"), "replica {i}");
+        let id = set.replicas[i].id.to_string();
+        assert_eq!(value("baiji_replica_id"), Some(id), "replica {i}");
+    }
+
     // POP state is not replicated yet: the leader refuses a pop rather than keep it alone.
     let h = PopMessageRequestHeader {
         consumer_group: GROUP,

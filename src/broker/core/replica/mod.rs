@@ -81,6 +81,23 @@ pub(crate) enum ReplicaError {
     Other(String),
 }
 
+/// A replica's role and progress, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaFigures {
+    /// Its replica id.
+    pub(crate) id: u64,
+    /// Whether it leads.
+    pub(crate) leading: bool,
+    /// Its Raft term.
+    pub(crate) term: u64,
+    /// The index of its last log entry (0: none).
+    pub(crate) last_log_index: u64,
+    /// The index of the last entry applied to its store (0: none).
+    pub(crate) applied_index: u64,
+    /// Voters in the membership it knows.
+    pub(crate) voters: usize,
+}
+
 /// This process's replica of its broker set.
 pub(crate) struct Replica {
     id: u64,
@@ -179,6 +196,19 @@ impl Replica {
         tokio::spawn(watch_role(Arc::clone(core), Arc::clone(&replica), shutdown));
         tracing::info!(replica = id, port = %own, peers = ?peers, "replica started");
         Ok(replica)
+    }
+
+    /// Its role and progress, as openraft last reported them.
+    pub(crate) fn figures(&self) -> ReplicaFigures {
+        let m = self.raft.metrics().borrow().clone();
+        ReplicaFigures {
+            id: self.id,
+            leading: self.is_leader(),
+            term: m.current_term,
+            last_log_index: m.last_log_index.unwrap_or(0),
+            applied_index: m.last_applied.map_or(0, |l| l.index),
+            voters: m.membership_config.membership().voter_ids().count(),
+        }
     }
 
     /// Whether this replica leads its set now.
