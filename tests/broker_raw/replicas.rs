@@ -41,6 +41,18 @@ use super::crash_suite::rng::Rng;
 
 const DEFAULT_SEED: u64 = 0x0027_5EED;
 const TOPIC: &str = "RepA";
+/// A topic an admin creates (UPDATE_AND_CREATE_TOPIC, 6 queues) before anything is sent to it.
+const ADMIN_TOPIC: &str = "RepAdmin";
+
+/// Whether the replica at `addr` has `ADMIN_TOPIC` with 6 queues: its queue 5 answers
+/// GET_MAX_OFFSET and queue 6 is refused (an unknown topic answers 0 for any queue).
+async fn has_admin_topic(addr: SocketAddr) -> bool {
+    let Ok(c) = Connection::connect(addr, CALL).await else { return false };
+    let mut c = c.with_call_timeout(CALL);
+    let fifth = c.call(max_offset_request(ADMIN_TOPIC, 5)).await.map(|r| r.code);
+    let sixth = c.call(max_offset_request(ADMIN_TOPIC, 6)).await.map(|r| r.code);
+    matches!((fifth, sixth), (Ok(a), Ok(b)) if a == code::SUCCESS && b != code::SUCCESS)
+}
 const QUEUES: i32 = 4;
 const GROUP: &str = "rep_group";
 const BROKER_NAME: &str = "rep-set";
@@ -545,6 +557,18 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
         assert_eq!(value("baiji_replica_id"), Some(id), "replica {i}");
     }
 
+    // A topic an admin creates is created on every replica (through the set).
+    let mut c = Connection::connect(set.replicas[first].addr, CALL).await.expect("a connection");
+    let r = c.call(create_topic_request(ADMIN_TOPIC, 6)).await.expect("answered");
+    assert_eq!(r.code, code::SUCCESS, "the set creates the topic: {r:?}");
+    for i in all {
+        let deadline = Instant::now() + FAILOVER;
+        while !has_admin_topic(set.replicas[i].addr).await {
+            assert!(Instant::now() < deadline, "replica {i} has the admin's topic's 6 queues");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     // POP state is not replicated yet: the leader refuses a pop rather than keep it alone.
     let h = PopMessageRequestHeader {
         consumer_group: GROUP,
@@ -645,6 +669,12 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     let followers: Vec<u64> =
         live.iter().filter(|i| **i != leader).map(|i| set.replicas[*i].id).collect();
     routed_as(&set, &followers).await;
+    // The admin's topic, created before any of these replicas but the first ones joined, is on
+    // every one of them (by log or image) with its 6 queues.
+    for i in &live {
+        let id = set.replicas[*i].id;
+        assert!(has_admin_topic(set.replicas[*i].addr).await, "replica {id} has the admin's topic");
+    }
 
     // 6. Below quorum: refused, then taken again.
     model.send(&set, &live, 1).await;

@@ -44,6 +44,12 @@ pub(crate) enum Op {
         /// The encoded records with their tag hash codes.
         records: Vec<(Payload, i32)>,
     },
+    /// A topic created or updated by an admin (`UPDATE_AND_CREATE_TOPIC`): its config as JSON
+    /// (RocketMQ's `TopicConfig`), applied as the single broker applies it.
+    CreateTopic {
+        /// The config, JSON.
+        config: String,
+    },
     /// A consumer group's committed offset of one queue.
     Commit {
         /// The group.
@@ -68,6 +74,12 @@ pub(crate) enum OpResult {
         uid: u32,
         /// The offset of the first record.
         first: u64,
+    },
+    /// What an [`Op::CreateTopic`] left: the topic's queue count (an existing topic keeps its
+    /// own).
+    Topic {
+        /// Its queue count.
+        queues: u32,
     },
     /// The store refused it (the same on every replica that holds the same state).
     Refused(String),
@@ -123,6 +135,13 @@ pub(crate) fn apply_op(core: &Core, op: Op) -> OpResult {
             };
             append(t.as_ref(), queue, store_time, records)
         }
+        Op::CreateTopic { config } => match serde_json::from_str::<TopicConfig>(&config) {
+            Ok(c) => match core.create_topic(c) {
+                Ok(c) => OpResult::Topic { queues: c.read_queue_nums },
+                Err(e) => OpResult::Refused(e.to_string()),
+            },
+            Err(e) => OpResult::Refused(format!("a topic config that does not parse: {e}")),
+        },
         Op::Commit { group, topic, queue, offset } => {
             match core.store.commit(&group, &topic, queue, offset) {
                 Ok(()) => OpResult::Done,

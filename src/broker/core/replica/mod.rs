@@ -306,10 +306,26 @@ impl Replica {
         match self.propose(op).await {
             Ok(OpResult::Appended { uid, first }) => Ok((uid, first)),
             Ok(OpResult::Refused(why)) => Err(SendError::Unavailable(why)),
-            Ok(OpResult::Done) => {
-                Err(SendError::Unavailable("an append applied as nothing".into()))
-            }
+            Ok(other) => Err(SendError::Unavailable(format!("an append applied as {other:?}"))),
             Err(e) => Err(SendError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Creates (or updates) a topic through the set, from any replica (an admin's
+    /// `UPDATE_AND_CREATE_TOPIC`); returns the topic's queue count.
+    ///
+    /// # Errors
+    /// [`ReplicaError`] when the set did not hold it, or `Other` with the store's refusal.
+    pub(crate) async fn create_topic(
+        &self,
+        config: &crate::remoting::body::TopicConfig,
+    ) -> Result<u32, ReplicaError> {
+        let config =
+            serde_json::to_string(config).map_err(|e| ReplicaError::Other(e.to_string()))?;
+        match self.write_anywhere(Op::CreateTopic { config }).await? {
+            OpResult::Topic { queues } => Ok(queues),
+            OpResult::Refused(why) => Err(ReplicaError::Other(why)),
+            other => Err(ReplicaError::Other(format!("a topic creation applied as {other:?}"))),
         }
     }
 

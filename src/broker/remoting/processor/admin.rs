@@ -40,17 +40,44 @@ pub(crate) fn update_and_create_topic(
     };
     let read = conf.read_queue_nums;
     let write = conf.write_queue_nums;
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        // Answered once the broker set holds the topic (every replica creates it alike).
+        let (replica, tx) = (Arc::clone(replica), _ctx.tx.clone());
+        tokio::spawn(async move {
+            let reply = match replica.create_topic(&conf).await {
+                Ok(queues) => created(&req, &conf.topic_name, (read, write), queues),
+                Err(e) => reply_error(&req, response_code::SERVICE_NOT_AVAILABLE, e.to_string()),
+            };
+            if let Reply::Now(resp) = reply {
+                if !req.is_oneway() {
+                    // The connection is gone when this fails: nobody waits for the answer.
+                    let _ = tx.send(*resp).await;
+                }
+            }
+        });
+        return Reply::Nothing;
+    }
     match core.create_topic(conf) {
-        Ok(c) if c.read_queue_nums != read.max(write) && c.read_queue_nums != read => Reply::now(
-            RemotingCommand::response_to(
-                &req,
-                response_code::SUCCESS,
-                Some(format!("topic {} exists with {} queues; baiji cannot change the queue count of a live topic", quote(h.topic), c.read_queue_nums)),
-            ),
-        ),
-        Ok(_) => Reply::now(ok(&req, Default::default())),
+        Ok(c) => created(&req, h.topic, (read, write), c.read_queue_nums),
         Err(e) => store_error(&req, &e),
     }
+}
+
+/// The answer to a topic creation that left `topic` with `queues` queues, asked for
+/// `(read, write)`.
+fn created(req: &RemotingCommand, topic: &str, (read, write): (u32, u32), queues: u32) -> Reply {
+    if queues != read.max(write) && queues != read {
+        return Reply::now(RemotingCommand::response_to(
+            req,
+            response_code::SUCCESS,
+            Some(format!(
+                "topic {} exists with {queues} queues; baiji cannot change the queue count of a live topic",
+                quote(topic)
+            )),
+        ));
+    }
+    Reply::now(ok(req, Default::default()))
 }
 
 /// `DELETE_TOPIC_IN_BROKER` (215): the topic and everything in it.
@@ -153,6 +180,11 @@ pub(crate) fn update_and_create_topic_list(
             }
             Err(remark) => return reply_error(&req, response_code::SYSTEM_ERROR, remark),
         }
+    }
+    // On a broker set each topic must go through the set; this batch form is not replicated
+    // yet (rocketmq-admin-cli's and mqadmin's `updateTopic` send the single form).
+    if let Err(why) = core.unreplicated("topic list creations are") {
+        return reply_error(&req, response_code::SYSTEM_ERROR, why);
     }
     let mut kept = Vec::new();
     for conf in confs {
