@@ -44,6 +44,19 @@ const TOPIC: &str = "RepA";
 /// A topic an admin creates (UPDATE_AND_CREATE_TOPIC, 6 queues) before anything is sent to it.
 const ADMIN_TOPIC: &str = "RepAdmin";
 
+/// A subscription group config an admin creates (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).
+const ADMIN_GROUP: &str = "rep_admin_group";
+
+/// Whether the replica at `addr` has `ADMIN_GROUP`'s config with its retry count.
+async fn has_admin_group(addr: SocketAddr) -> bool {
+    let Ok(c) = Connection::connect(addr, CALL).await else { return false };
+    let mut c = c.with_call_timeout(CALL);
+    let mut ext = ExtFields::new();
+    ext.insert("group", ADMIN_GROUP);
+    let Ok(r) = c.call(request(rc::GET_SUBSCRIPTIONGROUP_CONFIG, ext)).await else { return false };
+    r.code == code::SUCCESS && String::from_utf8_lossy(&r.body).contains("\"retryMaxTimes\":7")
+}
+
 /// Whether the replica at `addr` has `ADMIN_TOPIC` with 6 queues: its queue 5 answers
 /// GET_MAX_OFFSET and queue 6 is refused (an unknown topic answers 0 for any queue).
 async fn has_admin_topic(addr: SocketAddr) -> bool {
@@ -569,6 +582,24 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
         }
     }
 
+    // So is a subscription group config.
+    let body = format!(r#"{{"groupName":"{ADMIN_GROUP}","retryMaxTimes":7}}"#);
+    let r = c
+        .call(
+            request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ExtFields::new())
+                .with_body(body.into_bytes()),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(r.code, code::SUCCESS, "the set creates the group config: {r:?}");
+    for i in all {
+        let deadline = Instant::now() + FAILOVER;
+        while !has_admin_group(set.replicas[i].addr).await {
+            assert!(Instant::now() < deadline, "replica {i} has the admin's group config");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     // POP state is not replicated yet: the leader refuses a pop rather than keep it alone.
     let h = PopMessageRequestHeader {
         consumer_group: GROUP,
@@ -674,6 +705,7 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     for i in &live {
         let id = set.replicas[*i].id;
         assert!(has_admin_topic(set.replicas[*i].addr).await, "replica {id} has the admin's topic");
+        assert!(has_admin_group(set.replicas[*i].addr).await, "replica {id} has the admin's group");
     }
 
     // 6. Below quorum: refused, then taken again.

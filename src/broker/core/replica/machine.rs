@@ -50,6 +50,13 @@ pub(crate) enum Op {
         /// The config, JSON.
         config: String,
     },
+    /// Subscription group configs an admin created or replaced, all or none
+    /// (`UPDATE_AND_CREATE_SUBSCRIPTIONGROUP` and its list form): each group's name, its config
+    /// as a JSON object, and the size its request gave it.
+    PutGroups {
+        /// `(name, config JSON, size)` of each.
+        configs: Vec<(String, String, u64)>,
+    },
     /// A consumer group's committed offset of one queue.
     Commit {
         /// The group.
@@ -142,6 +149,21 @@ pub(crate) fn apply_op(core: &Core, op: Op) -> OpResult {
             },
             Err(e) => OpResult::Refused(format!("a topic config that does not parse: {e}")),
         },
+        Op::PutGroups { configs } => {
+            let mut parsed = Vec::with_capacity(configs.len());
+            for (name, json, size) in configs {
+                match serde_json::from_str(&json) {
+                    Ok(config) => {
+                        parsed.push((name, config, usize::try_from(size).unwrap_or(usize::MAX)))
+                    }
+                    Err(e) => return OpResult::Refused(format!("group {name}'s config: {e}")),
+                }
+            }
+            match core.put_group_configs(parsed) {
+                Ok(()) => OpResult::Done,
+                Err(e) => OpResult::Refused(e.to_string()),
+            }
+        }
         Op::Commit { group, topic, queue, offset } => {
             match core.store.commit(&group, &topic, queue, offset) {
                 Ok(()) => OpResult::Done,
@@ -172,12 +194,14 @@ fn append(
 }
 
 /// A replica's whole replicated state, as a snapshot carries it: every topic that is not
-/// internal with each queue's retained messages (offset, store time, tag hash, record), and every
-/// committed offset.
+/// internal with each queue's retained messages (offset, store time, tag hash, record), every
+/// committed offset, and the subscription group configs.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Image {
     topics: Vec<ImageTopic>,
     commits: Vec<(String, String, u32, u64)>,
+    /// Subscription group configs an admin created: `(name, config JSON)`.
+    groups: Vec<(String, String)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -201,7 +225,13 @@ const IMAGE_BATCH: usize = 1024;
 /// Takes the image of `core`'s store. Runs on the state machine's task, so no entry is applied
 /// meanwhile: the image is the state after the last applied entry.
 pub(crate) fn take_image(core: &Core) -> Image {
-    let mut image = Image { topics: Vec::new(), commits: core.store.committed_all() };
+    let groups = core
+        .groups
+        .all()
+        .into_iter()
+        .filter_map(|(name, config)| serde_json::to_string(&config).ok().map(|j| (name, j)))
+        .collect();
+    let mut image = Image { topics: Vec::new(), commits: core.store.committed_all(), groups };
     for (name, _) in core.store.topics() {
         if super::super::topics::is_internal_topic(&name) {
             continue;
@@ -281,6 +311,14 @@ pub(crate) fn install_image(core: &Core, image: Image) -> Result<(), String> {
     }
     for (group, topic, queue, offset) in image.commits {
         let _ = core.store.commit(&group, &topic, queue, offset);
+    }
+    let mut groups = Vec::with_capacity(image.groups.len());
+    for (name, json) in image.groups {
+        let config = serde_json::from_str(&json).map_err(|e| format!("group {name}: {e}"))?;
+        groups.push((name, config, json.len()));
+    }
+    if !groups.is_empty() {
+        core.put_group_configs(groups).map_err(|e| format!("group configs: {e}"))?;
     }
     Ok(())
 }
@@ -489,6 +527,11 @@ mod tests {
         }
         a.store.subscribe("g", "Img").expect("subscribe");
         a.store.commit("g", "Img", 1, 7).expect("commit");
+        let (name, config) = crate::broker::core::groups::parse_config(
+            br#"{"groupName":"img_group","retryMaxTimes":5}"#,
+        )
+        .expect("a group config");
+        a.put_group_config(name, config, 40).expect("a group config put");
         let image = take_image(&a);
         let wire = bincode::serialize(&image).expect("encodes");
         let b = core();
@@ -504,6 +547,8 @@ mod tests {
             assert_eq!((copy_end, copy), (end, original), "queue {q}");
         }
         assert_eq!(b.store.committed("g", "Img", 1), Some(7));
+        assert_eq!(b.groups.get("img_group"), a.groups.get("img_group"), "the group config");
+        assert!(b.groups.get("img_group").is_some());
         let next = b.store.topic("Img").expect("topic").append(0, Bytes::from("n"), 0, 1);
         assert_eq!(next.expect("append"), 20, "the copy continues at the original's end");
     }

@@ -329,6 +329,27 @@ impl Replica {
         }
     }
 
+    /// Creates or replaces subscription group configs through the set, all or none, from any
+    /// replica (an admin's `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP`).
+    ///
+    /// # Errors
+    /// [`ReplicaError`] when the set did not hold them, or `Other` with the refusal.
+    pub(crate) async fn put_groups(
+        &self,
+        configs: Vec<(String, serde_json::Map<String, serde_json::Value>, usize)>,
+    ) -> Result<(), ReplicaError> {
+        let mut encoded = Vec::with_capacity(configs.len());
+        for (name, config, size) in configs {
+            let json =
+                serde_json::to_string(&config).map_err(|e| ReplicaError::Other(e.to_string()))?;
+            encoded.push((name, json, size as u64));
+        }
+        match self.write_anywhere(Op::PutGroups { configs: encoded }).await? {
+            OpResult::Refused(why) => Err(ReplicaError::Other(why)),
+            _ => Ok(()),
+        }
+    }
+
     /// Commits a consumer group's offset through the set, from any replica.
     ///
     /// # Errors

@@ -36,10 +36,40 @@ pub(crate) fn update_and_create_subscription_group(
         Ok(c) => c,
         Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
     };
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        let size = req.body.len();
+        return put_through_set(replica, _ctx, req, vec![(name, config, size)]);
+    }
     if let Err(e) = core.put_group_config(name, config, req.body.len()) {
         return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
     }
     Reply::now(ok(&req, Default::default()))
+}
+
+/// Group configs put through a broker set: answered once the set holds them (every replica
+/// puts them alike).
+#[cfg(feature = "replicas")]
+fn put_through_set(
+    replica: &Arc<crate::broker::core::replica::Replica>,
+    ctx: &ConnCtx,
+    req: RemotingCommand,
+    configs: Vec<(String, serde_json::Map<String, serde_json::Value>, usize)>,
+) -> Reply {
+    let (replica, tx) = (Arc::clone(replica), ctx.tx.clone());
+    tokio::spawn(async move {
+        let reply = match replica.put_groups(configs).await {
+            Ok(()) => ok(&req, Default::default()),
+            Err(e) => {
+                RemotingCommand::response_to(&req, response_code::SYSTEM_ERROR, Some(e.to_string()))
+            }
+        };
+        if !req.is_oneway() {
+            // The connection is gone when this fails: nobody waits for the answer.
+            let _ = tx.send(reply).await;
+        }
+    });
+    Reply::Nothing
 }
 
 /// `UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST` (225, `mqadmin updateSubGroupList`): body
@@ -61,6 +91,10 @@ pub(crate) fn update_and_create_subscription_group_list(
             Ok(c) => configs.push(c),
             Err(e) => return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string()),
         }
+    }
+    #[cfg(feature = "replicas")]
+    if let Some(replica) = core.replica() {
+        return put_through_set(replica, _ctx, req, configs);
     }
     if let Err(e) = core.put_group_configs(configs) {
         return reply_error(&req, response_code::SYSTEM_ERROR, e.to_string());
@@ -157,6 +191,10 @@ pub(crate) fn delete_subscription_group(
     if let Some(remark) = refuse_system_group(group) {
         return reply_error(&req, response_code::SYSTEM_ERROR, remark);
     }
+    // On a broker set the other replicas would keep the config (and the offsets).
+    if let Err(why) = core.unreplicated("group deletions are") {
+        return reply_error(&req, response_code::SYSTEM_ERROR, why);
+    }
     delete_group(core, group, clean);
     Reply::now(ok(&req, Default::default()))
 }
@@ -176,6 +214,9 @@ pub(crate) fn delete_subscription_group_list(
     // All or nothing: a list naming a system group deletes none of them.
     if let Some(remark) = body.group_name_list.iter().find_map(|g| refuse_system_group(g)) {
         return reply_error(&req, response_code::SYSTEM_ERROR, remark);
+    }
+    if let Err(why) = core.unreplicated("group deletions are") {
+        return reply_error(&req, response_code::SYSTEM_ERROR, why);
     }
     for group in &body.group_name_list {
         delete_group(core, group, body.clean_offset);
