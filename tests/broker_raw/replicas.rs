@@ -554,20 +554,35 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     let followers: Vec<u64> =
         all.iter().filter(|i| **i != first).map(|i| set.replicas[*i].id).collect();
     routed_as(&set, &followers).await;
-    // Each replica's metrics say its role and the membership.
+    // Each replica's metrics say its role and the membership (a follower that started after
+    // the leader's first attempts learns it at the next one).
     for i in all {
-        let (_, text) = super::metrics::http_get(set.replicas[i].metrics, "/metrics").await;
-        let value = |name: &str| {
-            text.lines()
-                .find(|l| l.starts_with(&format!("{name}{{")))
-                .and_then(|l| l.rsplit(' ').next())
-                .map(str::to_owned)
-        };
         let leading = if i == first { "1" } else { "0" };
-        assert_eq!(value("baiji_replica_leader").as_deref(), Some(leading), "replica {i}:\n{text}");
-        assert_eq!(value("baiji_replica_voters").as_deref(), Some("3"), "replica {i}");
-        let id = set.replicas[i].id.to_string();
-        assert_eq!(value("baiji_replica_id"), Some(id), "replica {i}");
+        let want =
+            (Some(leading.to_owned()), Some("3".to_owned()), Some(set.replicas[i].id.to_string()));
+        let deadline = Instant::now() + FAILOVER;
+        loop {
+            let (_, text) = super::metrics::http_get(set.replicas[i].metrics, "/metrics").await;
+            let value = |name: &str| {
+                text.lines()
+                    .find(|l| l.starts_with(&format!("{name}{{")))
+                    .and_then(|l| l.rsplit(' ').next())
+                    .map(str::to_owned)
+            };
+            let got = (
+                value("baiji_replica_leader"),
+                value("baiji_replica_voters"),
+                value("baiji_replica_id"),
+            );
+            if got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica {i}: (leader, voters, id) {got:?}, not {want:?}:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     // A topic an admin creates is created on every replica (through the set).

@@ -175,14 +175,31 @@ impl Replica {
                 );
                 tokio::spawn(ask);
             }
-            // Every replica of a new set proposes the same first membership; where a log exists
-            // already, openraft refuses it, which is fine.
+            // A new set: the replica with the lowest id proposes the first membership at once,
+            // the others only if it has not reached them within `FIRST_ELECTION` (it is down):
+            // all three at once would elect one and hand over to a higher id in the first term,
+            // and a client that read the route in between would send to a follower. Where a
+            // log exists already, openraft refuses the proposal, which is fine.
             None => {
                 let members: BTreeMap<u64, BasicNode> =
                     peers.iter().map(|(i, a)| (*i, BasicNode::new(a))).collect();
-                if let Err(e) = raft.initialize(members).await {
-                    tracing::debug!(replica = id, "replica: not initialized again: {e}");
-                }
+                let first = peers.keys().next() == Some(&id);
+                let raft = raft.clone();
+                let mut stop = shutdown.clone();
+                tokio::spawn(async move {
+                    if !first {
+                        tokio::select! {
+                            _ = tokio::time::sleep(FIRST_ELECTION) => {}
+                            _ = stop.changed() => return,
+                        }
+                        if raft.is_initialized().await.unwrap_or(true) {
+                            return;
+                        }
+                    }
+                    if let Err(e) = raft.initialize(members).await {
+                        tracing::debug!(replica = id, "replica: not initialized again: {e}");
+                    }
+                });
             }
         }
         let replica = Arc::new(Replica {
@@ -368,6 +385,10 @@ impl Replica {
         }
     }
 }
+
+/// How long a replica of a new set waits for the lowest id to propose the first membership
+/// before it proposes it itself.
+const FIRST_ELECTION: Duration = Duration::from_secs(3);
 
 /// How long a joining replica's request may take: the leader answers once it has caught up.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(300);
