@@ -6,11 +6,10 @@ latency a send gains. Usage: replicas_report.py OUT_DIR"""
 import glob
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shm_report import FIGURES  # noqa: E402  (the same figures, read the same way)
+from shm_report import medians  # noqa: E402  (the same figures, read the same way)
 
 
 def main(out):
@@ -40,12 +39,7 @@ def main(out):
             "| figure | single | set | set/single | set − single |",
             "|---|---:|---:|---:|---:|",
         ]
-        for label, get, _better in FIGURES:
-            try:
-                a = statistics.median(get(d) for d in single)
-                b = statistics.median(get(d) for d in rset)
-            except (KeyError, TypeError):
-                continue
+        for label, a, b, _better in medians(single, rset):
             ratio = b / a if a else float("nan")
             lines.append(f"| {label} | {a:,.1f} | {b:,.1f} | {ratio:.3f} | {b - a:+,.1f} |")
         lines.append("")

@@ -24,17 +24,9 @@ WARMUP=${WARMUP:-2}
 WORKLOADS=${WORKLOADS:-"a b"}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 BAIJI="$TARGET_DIR/release/baiji"
+# shellcheck source=benches/wire/modes.sh
+. "$ROOT/benches/wire/modes.sh"
 NS=19876 BROKER=20911 RAFT=20950
-
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-
-wait_port() { # port seconds
-  local end=$((SECONDS + $2))
-  while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-    [ $SECONDS -lt $end ] || { log "port $1 did not open"; return 1; }
-    sleep 0.05
-  done
-}
 
 PIDS=()
 stop() {
@@ -85,13 +77,6 @@ start() { # mode logprefix
   done
   [ -n "$LEADER" ] || { log "no leader"; return 1; }
   sleep 1 # the registration as brokerId 0 reaches the name server
-}
-
-workload_args() {
-  case "$1" in
-    a) echo "--rate 1000 --producers 1 --mode sync --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    b) echo "--producers 4 --mode async --inflight 16 --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-  esac
 }
 
 main() {

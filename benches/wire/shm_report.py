@@ -21,6 +21,20 @@ FIGURES = [
 ]
 
 
+def medians(a_runs, b_runs):
+    """(label, median over a_runs, median over b_runs, which way is better) of each figure of
+    FIGURES both sets of runs have."""
+    rows = []
+    for label, get, better in FIGURES:
+        try:
+            a = statistics.median(get(d) for d in a_runs)
+            b = statistics.median(get(d) for d in b_runs)
+        except (KeyError, TypeError):
+            continue
+        rows.append((label, a, b, better))
+    return rows
+
+
 def main(out):
     runs = {}
     for path in sorted(glob.glob(os.path.join(out, "raw", "*.json"))):
@@ -50,12 +64,7 @@ def main(out):
             "| figure | heap | shm | shm/heap |",
             "|---|---:|---:|---:|",
         ]
-        for label, get, better in FIGURES:
-            try:
-                h = statistics.median(get(d) for d in heap)
-                s = statistics.median(get(d) for d in shm)
-            except (KeyError, TypeError):
-                continue
+        for label, h, s, better in medians(heap, shm):
             ratio = s / h if h else float("nan")
             lines.append(f"| {label} | {h:,.1f} | {s:,.1f} | {ratio:.3f} |")
             cost = ratio - 1 if better == "lower" else 1 - ratio

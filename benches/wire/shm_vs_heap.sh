@@ -29,18 +29,10 @@ BACKLOG=${BACKLOG:-1000000}
 RECOVERY=${RECOVERY:-"1000000:128 1048576:1024"}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 BAIJI="$TARGET_DIR/release/baiji"
+# shellcheck source=benches/wire/modes.sh
+. "$ROOT/benches/wire/modes.sh"
 SHM_BASE=${SHM_BASE:-/dev/shm/baiji-bench-shm}
 NS=19876 BROKER=20911
-
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-
-wait_port() { # port seconds
-  local end=$((SECONDS + $2))
-  while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-    [ $SECONDS -lt $end ] || { log "port $1 did not open"; return 1; }
-    sleep 0.05
-  done
-}
 
 PID=""
 stop() {
@@ -62,14 +54,6 @@ start() { # mode logfile budget [extra broker args...]
   "$BAIJI" "${args[@]}" >"$file" 2>&1 &
   PID=$!
   wait_port "$BROKER" 60 && wait_port "$NS" 60
-}
-
-workload_args() {
-  case "$1" in
-    a) echo "--rate 1000 --producers 1 --mode sync --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    b) echo "--producers 4 --mode async --inflight 16 --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    d) echo "--backlog --count $BACKLOG --producers 1 --mode batch --batch 64 --groups 1 --size 128 --queues 4 --warmup 0 --drain-timeout 600 --settle 5" ;;
-  esac
 }
 
 main() {

@@ -30,9 +30,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use baiji::remoting::client::Connection;
-use baiji::remoting::header::{
-    PopMessageRequestHeader, SendMessageRequestHeader, UpdateConsumerOffsetRequestHeader,
-};
+use baiji::remoting::header::{PopMessageRequestHeader, UpdateConsumerOffsetRequestHeader};
 
 use super::restart::{free_port, wait_listening};
 use super::*;
@@ -289,25 +287,8 @@ enum Outcome {
 
 fn send_cmd(queue: i32, body: &str) -> RemotingCommand {
     let props = format!("UNIQ_KEY\u{1}{body}\u{2}");
-    let h = SendMessageRequestHeader {
-        producer_group: "rep_producer",
-        topic: TOPIC,
-        default_topic: "TBW102",
-        default_topic_queue_nums: QUEUES,
-        queue_id: queue,
-        sys_flag: 0,
-        born_timestamp: 1,
-        flag: 0,
-        properties: &props,
-        reconsume_times: 0,
-        unit_mode: false,
-        max_reconsume_times: None,
-        batch: false,
-        broker_name: None,
-    };
-    let mut ext = ExtFields::new();
-    h.write_ext_fields_as(&mut ext, SendHeaderVersion::V2);
-    request(rc::SEND_MESSAGE_V2, ext).with_body(body.as_bytes().to_vec())
+    let to = ("rep_producer", TOPIC, queue, QUEUES);
+    common::raw::send(SendHeaderVersion::V2, to, &props, body.as_bytes().to_vec())
 }
 
 async fn send_to(addr: SocketAddr, queue: i32, body: &str) -> Outcome {

@@ -120,6 +120,11 @@ pub(crate) enum Unreadable {
     Forbidden,
 }
 
+/// The remark for `what` (e.g. "POP consumption is") refused on a broker set.
+pub(crate) fn not_replicated_remark(what: &str) -> String {
+    format!("{what} not replicated by baiji's broker sets yet (README \"Replicated broker sets\")")
+}
+
 /// A process-unique value for message-id generation (no `rand` dependency needed).
 fn rand_u32() -> u32 {
     use std::hash::{BuildHasher, Hasher};
@@ -220,9 +225,7 @@ impl Core {
     pub(crate) fn unreplicated(&self, what: &str) -> Result<(), String> {
         #[cfg(feature = "replicas")]
         if self.replica().is_some() {
-            return Err(format!(
-                "{what} not replicated by baiji's broker sets yet (README \"Replicated broker sets\")"
-            ));
+            return Err(not_replicated_remark(what));
         }
         let _ = what;
         Ok(())

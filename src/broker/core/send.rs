@@ -322,6 +322,21 @@ pub(crate) struct Incoming<'a> {
     pub(crate) routing: Routing<'a>,
 }
 
+impl Incoming<'_> {
+    /// The record to store for this message, with `properties` as they are stored.
+    fn record<'p>(&'p self, properties: &'p [u8]) -> NewRecord<'p> {
+        NewRecord {
+            flag: self.flag,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            born_host: self.born_host,
+            reconsume_times: self.reconsume_times,
+            body: self.body,
+            properties,
+        }
+    }
+}
+
 /// Where a message was stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Stored {
@@ -365,6 +380,8 @@ pub(crate) fn store_message(core: &Core, m: &Incoming<'_>) -> Result<Stored, Sen
 ///
 /// # Errors
 /// [`SendError`] for a refused message.
+// Only the gRPC face awaits a send (the remoting face answers from its own task).
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
 pub(crate) async fn send(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
     #[cfg(feature = "replicas")]
     if let Some(replica) = core.replica() {
@@ -403,15 +420,7 @@ fn store_one(core: &Core, m: &Incoming<'_>) -> Result<Stored, SendError> {
         timer::wait_of(&mut props, &routing, now_ms(), core.config.timer_max_delay_sec)
             .map_err(SendError::IllegalTimer)?
     };
-    let rec = NewRecord {
-        flag: m.flag,
-        sys_flag: m.sys_flag,
-        born_timestamp: m.born_timestamp,
-        born_host: m.born_host,
-        reconsume_times: m.reconsume_times,
-        body: m.body,
-        properties: &props,
-    };
+    let rec = m.record(&props);
     // A half, delayed or timer message waits in an internal topic; the producer gets that
     // copy's id and offset, as from RocketMQ.
     let (uid, stored_queue, offset) = if half {
@@ -520,9 +529,7 @@ pub(crate) struct Planned {
 /// What a broker set does not replicate yet: refused there, never stored unreplicated.
 #[cfg_attr(not(feature = "replicas"), allow(dead_code))]
 fn not_replicated(what: &str) -> SendError {
-    SendError::Unavailable(format!(
-        "{what} are not replicated by baiji's broker sets yet (README \"Replicated broker sets\")"
-    ))
+    SendError::Unavailable(super::not_replicated_remark(&format!("{what} are")))
 }
 
 /// Decides how a plain message is stored (the checks, topic, queue and `UNIQ_KEY` of
@@ -554,15 +561,7 @@ fn plan_one(core: &Core, m: &Incoming<'_>) -> Result<Planned, SendError> {
     if wait != Wait::No {
         return Err(not_replicated("delayed and timer messages"));
     }
-    let rec = NewRecord {
-        flag: m.flag,
-        sys_flag: m.sys_flag,
-        born_timestamp: m.born_timestamp,
-        born_host: m.born_host,
-        reconsume_times: m.reconsume_times,
-        body: m.body,
-        properties: &props,
-    };
+    let rec = m.record(&props);
     let encoded = record::encode(&rec, core.cluster_property.len()).map_err(SendError::Record)?;
     Ok(Planned {
         topic,

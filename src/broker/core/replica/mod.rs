@@ -163,8 +163,8 @@ impl Replica {
         match core.config.replica_replaces {
             // A replica that joins a running set asks its leader to take it in.
             Some(replaces) => {
-                let others: Vec<String> =
-                    peers.iter().filter(|(i, _)| **i != id).map(|(_, a)| a.clone()).collect();
+                let others: Vec<(u64, String)> =
+                    peers.iter().filter(|(i, _)| **i != id).map(|(i, a)| (*i, a.clone())).collect();
                 let ask = ask_to_join(
                     id,
                     own.clone(),
@@ -268,7 +268,7 @@ impl Replica {
         let Some(addr) = addr else { return Err(ReplicaError::NoLeader) };
         let mut slot = self.forward.lock().await;
         if slot.as_ref().map(|(id, _)| *id) != Some(leader) {
-            *slot = Some((leader, net::Peer::new(addr, self.secret.clone())));
+            *slot = Some((leader, net::Peer::new(leader, addr, self.secret.clone())));
         }
         let Some((_, peer)) = slot.as_mut() else { return Err(ReplicaError::NoLeader) };
         match peer.forward(&op, WRITE_TIMEOUT).await {
@@ -311,7 +311,7 @@ impl Replica {
 
     async fn append(&self, core: &Core, p: &super::send::Planned) -> Result<(u32, u64), SendError> {
         let name = p.topic.name();
-        let perm = core.topics.get(name).map_or(super::topics::perm::RW, |c| c.perm);
+        let perm = core.topics.get_perm_counted(name).map_or(super::topics::perm::RW, |(p, _)| p);
         let op = Op::Append {
             topic: name.to_owned(),
             queues: p.topic.queue_count(),
@@ -399,12 +399,12 @@ async fn ask_to_join(
     id: u64,
     own: String,
     replaces: u64,
-    others: Vec<String>,
+    others: Vec<(u64, String)>,
     secret: Option<Arc<str>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut peers: Vec<net::Peer> =
-        others.into_iter().map(|a| net::Peer::new(a, secret.clone())).collect();
+        others.into_iter().map(|(id, a)| net::Peer::new(id, a, secret.clone())).collect();
     loop {
         for peer in &mut peers {
             let asked = tokio::select! {

@@ -268,14 +268,16 @@ async fn join(raft: &Raft<TypeConfig>, id: u64, addr: String, replaces: u64) -> 
 
 /// A client of one peer's replica port: connects when first used and again after a failure.
 pub(crate) struct Peer {
+    /// Its replica id (named in the remote errors it returns).
+    target: u64,
     addr: String,
     secret: Option<Arc<str>>,
     conn: Option<TcpStream>,
 }
 
 impl Peer {
-    pub(crate) fn new(addr: String, secret: Option<Arc<str>>) -> Self {
-        Peer { addr, secret, conn: None }
+    pub(crate) fn new(target: u64, addr: String, secret: Option<Arc<str>>) -> Self {
+        Peer { target, addr, secret, conn: None }
     }
 
     /// Sends one request and waits for its answer, for at most `timeout`.
@@ -365,8 +367,28 @@ pub(crate) struct Network {
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
-    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> Peer {
-        Peer::new(node.addr.clone(), self.secret.clone())
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        Peer::new(target, node.addr.clone(), self.secret.clone())
+    }
+}
+
+impl Peer {
+    /// One Raft RPC: the peer answers `Result<A, RaftError<u64, E>>`; its error comes back as
+    /// openraft's remote error of node `target`, a failed exchange as unreachable or network.
+    async fn raft_rpc<Q, A, E>(
+        &mut self,
+        kind: u8,
+        req: &Q,
+        option: RPCOption,
+    ) -> Result<A, RPCError<u64, BasicNode, RaftError<u64, E>>>
+    where
+        Q: Serialize,
+        A: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let r: Result<A, RaftError<u64, E>> =
+            self.call(kind, req, option.hard_ttl()).await.map_err(rpc_error)?;
+        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))
     }
 }
 
@@ -376,9 +398,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let r: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
-            self.call(APPEND, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
-        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+        self.raft_rpc(APPEND, &rpc, option).await
     }
 
     async fn install_snapshot(
@@ -389,9 +409,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         InstallSnapshotResponse<u64>,
         RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        let r: Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> =
-            self.call(SNAPSHOT, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
-        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+        self.raft_rpc(SNAPSHOT, &rpc, option).await
     }
 
     async fn vote(
@@ -399,9 +417,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let r: Result<VoteResponse<u64>, RaftError<u64>> =
-            self.call(VOTE, &rpc, option.hard_ttl()).await.map_err(rpc_error)?;
-        r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
+        self.raft_rpc(VOTE, &rpc, option).await
     }
 }
 
