@@ -73,6 +73,13 @@ mod tls;
 mod trace;
 #[path = "broker_raw/transactions.rs"]
 mod transactions;
+// The real rocketmq-client-rust's harness, for the replica suite's mixed load (the same files
+// the rocketmq_client target uses; most of it is unused here).
+#[path = "rocketmq_client/cluster_support.rs"]
+#[allow(dead_code)]
+mod cluster_support;
+#[path = "support/mod.rs"]
+mod support;
 
 /// Bound for any answer the tests wait for (a healthy broker answers in milliseconds).
 const PATIENCE: Duration = Duration::from_secs(20);

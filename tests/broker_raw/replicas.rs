@@ -23,11 +23,20 @@
 //!    `SERVICE_NOT_AVAILABLE` (which producers retry on another broker), and taken again once
 //!    they continue; the replicas are identical again.
 //!
+//! From step 2 to the end the real rocketmq-client-rust 1.0.0 runs beside the raw frames: a
+//! producer (one message every 20 ms, each sent again after a failure it reports) and a push
+//! consumer, given only the name server's address, finding each new leader through their own
+//! route polls. At the end the producer must be acknowledged again by itself, every message it
+//! was told `SEND_OK` must be at its reported queue and offset on every replica (no message
+//! stored more often than the client sent it), and the consumer must receive each of them there.
+//!
 //! A failed run keeps the processes' logs and names their directory.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use baiji::remoting::client::Connection;
 use baiji::remoting::header::{PopMessageRequestHeader, UpdateConsumerOffsetRequestHeader};
@@ -386,16 +395,27 @@ impl Model {
     }
 }
 
-/// Every message of every queue of the topic on the replica at `addr`: queue → offset → body.
+/// Every message of every queue of the raw producer's topic on the replica at `addr`:
+/// queue → offset → body.
 async fn contents(addr: SocketAddr) -> BTreeMap<i32, BTreeMap<i64, String>> {
+    contents_of(addr, TOPIC, QUEUES).await
+}
+
+/// Every message of queues `0..queues` of `topic` on the replica at `addr` (a queue the topic
+/// does not have reads as empty).
+async fn contents_of(
+    addr: SocketAddr,
+    topic: &str,
+    queues: i32,
+) -> BTreeMap<i32, BTreeMap<i64, String>> {
     let mut c =
         Connection::connect(addr, CALL).await.expect("a live replica").with_call_timeout(CALL);
     let mut out = BTreeMap::new();
-    for q in 0..QUEUES {
+    for q in 0..queues {
         let mut queue = BTreeMap::new();
         let mut at = 0i64;
         loop {
-            let mut cmd = pull_request("rep_reader", TOPIC, q, at, 0, pull_sys_flag::SUBSCRIPTION);
+            let mut cmd = pull_request("rep_reader", topic, q, at, 0, pull_sys_flag::SUBSCRIPTION);
             cmd.ext_fields.insert_i64("maxMsgNums", 256);
             let r = c.call(cmd).await.expect("a pull is answered");
             if r.code != code::SUCCESS {
@@ -507,6 +527,119 @@ async fn caught_up(set: &Set, i: usize, like: usize) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The real client's topic, created by its producer's first send (through `TBW102`, as a
+/// RocketMQ producer's topic is).
+const CLIENT_TOPIC: &str = "RepClient";
+/// Queues read back from the real client's topic (more than it has: the rest read as empty).
+const CLIENT_QUEUES: i32 = 16;
+/// Sends of one message the real producer makes per call: its first and its 2 retries.
+const CLIENT_TRIES: u32 = 3;
+
+/// What the real producer was told, message by message.
+#[derive(Debug, Default)]
+struct ClientLog {
+    /// Number → (queue, offset) its acknowledged send reported.
+    acked: BTreeMap<u64, (i32, i64)>,
+    /// Number → sends of it the client reported failed (each after its own retries).
+    failed: BTreeMap<u64, u32>,
+    /// The first number not sent.
+    next: u64,
+}
+
+/// The real producer's share of the load: one message at a time (its body is its number), one
+/// every 20 ms, each sent again 100 ms after a failure the client reports, until `stop`. The
+/// client finds each new leader by itself (its route poll) and retries as it does by default.
+async fn client_load(
+    producer: rocketmq_client_rust::DefaultMQProducer,
+    stop: Arc<AtomicBool>,
+    progress: Arc<AtomicU64>,
+) -> (rocketmq_client_rust::DefaultMQProducer, ClientLog) {
+    use rocketmq_client_rust::SendStatus;
+    use rocketmq_model::common::message::message_single::Message;
+    let mut log = ClientLog::default();
+    // Relaxed: a flag read between sends; nothing else is published through it.
+    'load: while !stop.load(Ordering::Relaxed) {
+        let seq = log.next;
+        log.next += 1;
+        loop {
+            let msg = Message::builder()
+                .topic(CLIENT_TOPIC)
+                .body_slice(seq.to_string().as_bytes())
+                .build()
+                .expect("a message");
+            match producer.send(msg).await {
+                Ok(Some(r)) if r.send_status == SendStatus::SendOk => {
+                    let mq = r.message_queue.expect("a send result names its queue");
+                    assert_eq!(mq.broker_name().as_str(), BROKER_NAME, "stored by the set");
+                    log.acked.insert(seq, (mq.queue_id(), r.queue_offset as i64));
+                    // Relaxed: a count the suite reads to see progress; the log is returned.
+                    progress.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                _ => {
+                    *log.failed.entry(seq).or_default() += 1;
+                    if stop.load(Ordering::Relaxed) {
+                        break 'load;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (producer, log)
+}
+
+/// Checks the real client's topic on replica `i`: every acknowledged message at the queue and
+/// offset its send reported, nothing stored that was not sent, and no message stored more often
+/// than the client sent it (at-least-once: a send whose answer was lost is tried again, by the
+/// client's retries or after a reported failure).
+async fn check_client(
+    set: &Set,
+    i: usize,
+    log: &ClientLog,
+) -> BTreeMap<i32, BTreeMap<i64, String>> {
+    let addr = set.replicas[i].addr;
+    let id = set.replicas[i].id;
+    let deadline = Instant::now() + FAILOVER;
+    let at_place = |held: &BTreeMap<i32, BTreeMap<i64, String>>| {
+        log.acked.iter().all(|(seq, (q, o))| {
+            held.get(q).and_then(|m| m.get(o)).map(String::as_str) == Some(seq.to_string().as_str())
+        })
+    };
+    let mut held = contents_of(addr, CLIENT_TOPIC, CLIENT_QUEUES).await;
+    while Instant::now() < deadline && !at_place(&held) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = contents_of(addr, CLIENT_TOPIC, CLIENT_QUEUES).await;
+    }
+    for (seq, (q, o)) in &log.acked {
+        let found = held.get(q).and_then(|m| m.get(o));
+        assert_eq!(
+            found.cloned(),
+            Some(seq.to_string()),
+            "replica {id}: the client's acknowledged message {seq} is at queue {q} offset {o}"
+        );
+    }
+    let mut copies: BTreeMap<u64, u32> = BTreeMap::new();
+    for (q, queue) in &held {
+        for (o, body) in queue {
+            let seq: u64 =
+                body.parse().unwrap_or_else(|_| panic!("replica {id}: {body:?} at {q}/{o}"));
+            assert!(seq < log.next, "replica {id}: message {seq} was never sent ({q}/{o})");
+            *copies.entry(seq).or_default() += 1;
+        }
+    }
+    for (seq, n) in &copies {
+        let calls =
+            u32::from(log.acked.contains_key(seq)) + log.failed.get(seq).copied().unwrap_or(0);
+        assert!(
+            *n <= calls * CLIENT_TRIES,
+            "replica {id}: message {seq} stored {n} times from {calls} sends of it"
+        );
+    }
+    held
 }
 
 /// Leaders killed (SIGKILL) at seeded points of the load, each replaced by a new replica.
@@ -626,6 +759,32 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
         other => panic!("a follower refuses sends: {other:?}"),
     }
 
+    // The real client's load beside the raw frames from here to the end: a producer and a
+    // push consumer given only the name server's address.
+    let nsa = set.namesrv_addr.to_string();
+    let rt = super::cluster_support::client_runtime("replica-suite");
+    let client = super::cluster_support::producer(&rt, &nsa, "rep_client_producers").await;
+    let inbox = Arc::new(super::cluster_support::Inbox::default());
+    let mut consumer = super::cluster_support::push_consumer(
+        &rt,
+        &nsa,
+        "rep_client_consumers",
+        CLIENT_TOPIC,
+        0,
+        &inbox,
+        None,
+    )
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(AtomicU64::new(0));
+    let load = tokio::spawn(client_load(client, Arc::clone(&stop), Arc::clone(&progress)));
+    super::cluster_support::eventually(
+        "the consumer receives the client's first messages",
+        FAILOVER,
+        || async { inbox.len() >= 10 },
+    )
+    .await;
+
     // 2. The leader stopped: a partition. The others elect a leader; the producer goes on.
     signal(set.child(first), libc_sig::STOP);
     let rest: Vec<usize> = all.iter().copied().filter(|i| *i != first).collect();
@@ -661,9 +820,10 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
         model.send(&set, &live, 1).await;
         let back = model.acked_at.iter().find(|t| **t > killed_at).map(|t| *t - killed_at);
         eprintln!(
-            "replicas: kill {}: replica {} killed {delay:?} into a burst; first send answered after it: {back:?} later",
+            "replicas: kill {}: replica {} killed {delay:?} into a burst; first send answered after it: {back:?} later; the real client's acknowledged sends so far: {}",
             kill + 1,
             set.replicas[leader].id,
+            progress.load(Ordering::Relaxed),
         );
         let joined = set.rejoin(leader, &live).await;
         live.push(joined);
@@ -730,6 +890,54 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
         caught_up(&set, i, leader).await;
         assert_eq!(check(&set, i, &model).await, held, "identical after the partition healed");
     }
+
+    // The real client: every message it was told SEND_OK is at its queue and offset on every
+    // replica (identical there), and its consumer, which went on through every failover by
+    // itself, received each of them at that place.
+    // The producer goes on by itself after the last failover and the healed partition.
+    let before = progress.load(Ordering::Relaxed);
+    let resumed = super::cluster_support::eventually(
+        "the real producer's sends are acknowledged again",
+        Duration::from_secs(60),
+        || async { progress.load(Ordering::Relaxed) >= before + 20 },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut client, log) = load.await.expect("the client's load");
+    let stopped = Instant::now();
+    let held = check_client(&set, leader, &log).await;
+    for i in live.iter().copied().filter(|i| *i != leader) {
+        assert_eq!(
+            check_client(&set, i, &log).await,
+            held,
+            "identical client topic on every replica"
+        );
+    }
+    let want: BTreeSet<(u64, i32, i64)> =
+        log.acked.iter().map(|(s, (q, o))| (*s, *q, *o)).collect();
+    let took = super::cluster_support::eventually(
+        "the consumer receives every acknowledged message of the client",
+        Duration::from_secs(90),
+        || {
+            let (want, inbox) = (&want, &inbox);
+            async move {
+                let got: BTreeSet<(u64, i32, i64)> =
+                    inbox.snapshot().iter().map(|d| (d.seq, d.queue, d.offset)).collect();
+                want.is_subset(&got)
+            }
+        },
+    )
+    .await;
+    let received = super::cluster_support::receipt_counts(&inbox.snapshot());
+    eprintln!(
+        "replicas: the real client: {} messages acknowledged, {} failures reported (each sent again), all received {:?} after the load stopped ({took:?} of waiting), {} received more than once; 20 more acknowledged {resumed:?} after the end",
+        log.acked.len(),
+        log.failed.values().sum::<u32>(),
+        stopped.elapsed(),
+        received.values().filter(|n| **n > 1).count()
+    );
+    consumer.shutdown().await;
+    client.shutdown().await;
     eprintln!(
         "replicas: {} messages acknowledged, {} sent again after no answer, {} commits, {} replicas started",
         model.acked.len(),
