@@ -24,6 +24,13 @@
 pub mod acl {
     pub use super::security::sign::{sign, verify, Credentials, ACCESS_KEY, SIGNATURE};
 }
+/// A broker set's membership from outside (`baiji replica status|remove`): what a replica
+/// knows of its set, and taking a replica out through the leader.
+#[cfg(feature = "replicas")]
+pub mod replica_admin {
+    pub use super::core::replica::admin::{remove, status, ReplicaAdminError, ReplicaStatus};
+    pub use super::core::replica::net::FrameError;
+}
 mod config;
 pub(crate) mod core;
 #[cfg(feature = "grpc")]

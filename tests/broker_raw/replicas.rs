@@ -22,6 +22,10 @@
 //! 6. with both followers stopped the set is below quorum: a send is refused with
 //!    `SERVICE_NOT_AVAILABLE` (which producers retry on another broker), and taken again once
 //!    they continue; the replicas are identical again.
+//! 7. `baiji replica status` through a follower's port names the leader and the voters,
+//!    `baiji replica remove` refuses an unknown id and, with a wrong secret, gets nothing; it
+//!    takes a follower out through the leader (metrics count 2 voters), and the two left still
+//!    hold every send.
 //!
 //! From step 2 to the end the real rocketmq-client-rust 1.0.0 runs beside the raw frames: a
 //! producer (one message every 20 ms, each sent again after a failure it reports) and a push
@@ -47,6 +51,8 @@ use super::*;
 use super::crash_suite::rng::Rng;
 
 const DEFAULT_SEED: u64 = 0x0027_5EED;
+/// The set's `replica-secret`: every replica port checks it.
+const SECRET: &str = "failover-suite-secret";
 const TOPIC: &str = "RepA";
 /// A topic an admin creates (UPDATE_AND_CREATE_TOPIC, 6 queues) before anything is sent to it.
 const ADMIN_TOPIC: &str = "RepAdmin";
@@ -192,7 +198,7 @@ impl Set {
             // set's state, not the whole log.
             .args(["--replica-snapshot-logs", "50"])
             // Every replica port checks the secret: the joins and Raft traffic below pass it.
-            .args(["--replica-secret", "failover-suite-secret"])
+            .args(["--replica-secret", SECRET])
             .args(["--retention-secs", "3600", "--keep-acknowledged-secs", "3600"]);
         if let Some(r) = replaces {
             cmd.args(["--replica-replaces", &r.to_string()]);
@@ -938,6 +944,68 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     );
     consumer.shutdown().await;
     client.shutdown().await;
+
+    // 7. An admin's view and membership change (`baiji replica`), through a follower's port.
+    let leader = set.leader(&live).await;
+    let asked = live.iter().copied().find(|i| *i != leader).expect("a follower");
+    let removed = live.iter().copied().find(|i| *i != leader && *i != asked).expect("another");
+    let (ok, out) = replica_cli(&["status", "--peer", &set.replicas[asked].raft]);
+    assert!(ok, "status is answered: {out}");
+    eprintln!("replicas: baiji replica status:\n{out}");
+    let leader_id = set.replicas[leader].id;
+    assert!(
+        out.contains(&format!("leader: {leader_id}\n")),
+        "the follower knows the leader: {out}"
+    );
+    let mut ids: Vec<u64> = live.iter().map(|i| set.replicas[*i].id).collect();
+    ids.sort_unstable();
+    let voters: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let i = live.iter().copied().find(|i| set.replicas[*i].id == *id).expect("live");
+            format!("{id}={}", set.replicas[i].raft)
+        })
+        .collect();
+    assert!(out.contains(&format!("voters: {}\n", voters.join(";"))), "the voters: {out}");
+    let (ok, out) = replica_cli(&["remove", "999", "--peer", &set.replicas[asked].raft]);
+    assert!(
+        !ok && out.contains("replica 999 is not in the set"),
+        "an unknown id is refused: {out}"
+    );
+    let mut wrong = Command::new(env!("CARGO_BIN_EXE_baiji"));
+    wrong.args([
+        "replica",
+        "status",
+        "--peer",
+        &set.replicas[asked].raft,
+        "--replica-secret",
+        "wrong",
+    ]);
+    let o = wrong.output().expect("baiji replica runs");
+    assert!(!o.status.success(), "a wrong secret gets no status");
+    let removed_id = set.replicas[removed].id;
+    let (ok, out) =
+        replica_cli(&["remove", &removed_id.to_string(), "--peer", &set.replicas[asked].raft]);
+    assert!(ok, "the leader removes replica {removed_id}: {out}");
+    let mut left: Vec<u64> = ids.iter().copied().filter(|id| *id != removed_id).collect();
+    left.sort_unstable();
+    let left: Vec<String> = left.iter().map(u64::to_string).collect();
+    assert!(out.contains(&format!("voters: {}", left.join(","))), "two voters left: {out}");
+    let deadline = Instant::now() + FAILOVER;
+    loop {
+        let (_, text) = super::metrics::http_get(set.replicas[leader].metrics, "/metrics").await;
+        if text.lines().any(|l| l.starts_with("baiji_replica_voters{") && l.ends_with(" 2")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the leader counts 2 voters:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Two voters of two: sends are still held (both must answer).
+    live.retain(|i| *i != removed);
+    model.send(&set, &live, 5).await;
+    let held = check(&set, leader, &model).await;
+    caught_up(&set, asked, leader).await;
+    assert_eq!(check(&set, asked, &model).await, held, "identical after the removal");
     eprintln!(
         "replicas: {} messages acknowledged, {} sent again after no answer, {} commits, {} replicas started",
         model.acked.len(),
@@ -945,6 +1013,20 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
         model.commits.len(),
         set.replicas.len()
     );
+}
+
+/// Runs `baiji replica ARGS` with the suite's secret; whether it succeeded, and its output
+/// (standard output, then error).
+fn replica_cli(args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_baiji"))
+        .arg("replica")
+        .args(args)
+        .args(["--replica-secret", SECRET])
+        .output()
+        .expect("baiji replica runs");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), text)
 }
 
 /// Waits until the name server routes the set as `brokerId 0` and exactly `followers`.

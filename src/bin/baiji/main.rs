@@ -43,6 +43,70 @@ enum Command {
     /// second, `q` quits.
     #[cfg(feature = "top")]
     Top(top_ui::TopArgs),
+    /// A replicated broker set's membership: `status` (what a replica knows of its set) and
+    /// `remove ID` (take a replica out, through the leader). Replicas are added by starting
+    /// them with `--replica-replaces`.
+    #[cfg(feature = "replicas")]
+    Replica(ReplicaArgs),
+}
+
+/// `baiji replica` flags.
+#[cfg(feature = "replicas")]
+#[derive(Debug, Args)]
+struct ReplicaArgs {
+    #[command(subcommand)]
+    action: ReplicaAction,
+    /// A replica port of the set (host:port, as in its `--replica-peers` entry).
+    #[arg(long, global = true)]
+    peer: Option<String>,
+    /// The set's `replica-secret`, if its ports check one.
+    #[arg(long, global = true)]
+    replica_secret: Option<String>,
+}
+
+#[cfg(feature = "replicas")]
+#[derive(Debug, Subcommand)]
+enum ReplicaAction {
+    /// Prints what the replica at `--peer` knows of its set: its role, the leader, the term,
+    /// its log and apply indexes, the voters and learners.
+    Status,
+    /// Takes replica ID out of the set (the leader changes the membership): a voter leaves the
+    /// voters, a learner is dropped. Prints the voters left.
+    Remove {
+        /// The replica id to remove.
+        id: u64,
+    },
+}
+
+/// Runs `baiji replica`: prints the answer, or returns why there is none.
+#[cfg(feature = "replicas")]
+async fn replica_command(args: &ReplicaArgs) -> Result<(), String> {
+    use baiji::broker::replica_admin;
+    let peer =
+        args.peer.as_deref().ok_or("--peer HOST:PORT (a replica port of the set) is required")?;
+    let secret = args.replica_secret.as_deref();
+    match args.action {
+        ReplicaAction::Status => {
+            let s = replica_admin::status(peer, secret).await.map_err(|e| e.to_string())?;
+            let list = |l: &[(u64, String)]| {
+                l.iter().map(|(i, a)| format!("{i}={a}")).collect::<Vec<_>>().join(";")
+            };
+            println!("replica {} at {peer}: {}", s.id, s.role);
+            println!("leader: {}", s.leader.map_or_else(|| "none".to_owned(), |l| l.to_string()));
+            println!("term: {}", s.term);
+            println!("last log index: {}", s.last_log_index);
+            println!("applied index: {}", s.applied_index);
+            println!("voters: {}", list(&s.voters));
+            println!("learners: {}", list(&s.learners));
+        }
+        ReplicaAction::Remove { id } => {
+            let voters =
+                replica_admin::remove(peer, secret, id).await.map_err(|e| e.to_string())?;
+            let v: Vec<String> = voters.iter().map(u64::to_string).collect();
+            println!("replica {id} removed; voters: {}", v.join(","));
+        }
+    }
+    Ok(())
 }
 
 /// Broker flags. Each overrides the same key of the `--config` TOML file.
@@ -517,6 +581,10 @@ fn main() -> ExitCode {
                 if matches!(cli.command, Command::Bench(_)) {
                     return tracing_subscriber::EnvFilter::new("warn");
                 }
+                #[cfg(feature = "replicas")]
+                if matches!(cli.command, Command::Replica(_)) {
+                    return tracing_subscriber::EnvFilter::new("warn");
+                }
                 tracing_subscriber::EnvFilter::new("info")
             },
         ))
@@ -538,6 +606,16 @@ fn main() -> ExitCode {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("baiji bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    #[cfg(feature = "replicas")]
+    if let Command::Replica(args) = &cli.command {
+        return match runtime.block_on(replica_command(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("baiji replica: {e}");
                 ExitCode::FAILURE
             }
         };
@@ -568,6 +646,8 @@ fn main() -> ExitCode {
             Command::Bench(_) => return Ok(()),
             #[cfg(feature = "top")]
             Command::Top(_) => return Ok(()),
+            #[cfg(feature = "replicas")]
+            Command::Replica(_) => return Ok(()),
         };
         wait_for_signal().await;
         running.shutdown().await;

@@ -23,14 +23,17 @@
 //! frames bounded to 1 GiB; with `replica-secret` every connection first proves both ends hold
 //! it.
 //!
+//! # Membership
+//! A new replica joins as itself asks ([`net`]'s join: a learner, caught up from the log or an
+//! image of the set's state, then a voter in place of the one it replaces); an admin reads a
+//! replica's view of the set and removes a replica through the leader ([`admin`]).
+//!
 //! # What this step does not do yet (README "Replicated broker sets")
 //! Half, delayed and timer messages, dead letters and POP state are not replicated: a broker
-//! set refuses them with `SERVICE_NOT_AVAILABLE` rather than hold them on one replica. The Raft
-//! log and vote live in process memory, and snapshots carry no messages: a replica that dies
-//! stays out of the set (restarting it needs a new id and a snapshot with the messages, the
-//! next step), and a follower that falls further behind than the retained log stops its Raft
-//! with an error rather than serve a store that differs.
+//! set refuses them rather than hold them on one replica. The Raft log and vote live in process
+//! memory: a replica whose process dies must come back empty under a new id.
 
+pub(crate) mod admin;
 pub(crate) mod log;
 pub(crate) mod machine;
 pub(crate) mod net;

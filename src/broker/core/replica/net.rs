@@ -39,6 +39,8 @@ const VOTE: u8 = 2;
 const SNAPSHOT: u8 = 3;
 const FORWARD: u8 = 4;
 const JOIN: u8 = 5;
+const STATUS: u8 = 6;
+const REMOVE: u8 = 7;
 
 /// How long connecting to a peer (and its challenge) may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -124,7 +126,7 @@ async fn challenge(s: &mut TcpStream, secret: &str) -> Result<(), FrameError> {
 
 /// Why a frame could not be exchanged.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// The connection failed or closed.
     #[error("replica connection: {0}")]
     Io(#[from] std::io::Error),
@@ -241,6 +243,11 @@ async fn serve_connection(
                 let (id, addr, replaces): (u64, String, u64) = decode(&body)?;
                 encode(&join(&raft, id, addr, replaces).await)?
             }
+            STATUS => encode(&super::admin::status_of(&raft))?,
+            REMOVE => {
+                let id: u64 = decode(&body)?;
+                encode(&super::admin::remove_here(&raft, id).await)?
+            }
             other => return Err(FrameError::Bad(format!("unknown request kind {other}"))),
         };
         write_frame(&mut s, kind, &answer).await?;
@@ -339,6 +346,23 @@ impl Peer {
         timeout: Duration,
     ) -> Result<Result<(), String>, FrameError> {
         self.call(JOIN, &(id, addr.to_owned(), replaces), timeout).await
+    }
+
+    /// Asks this peer what it knows of its set.
+    pub(crate) async fn status(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<super::admin::ReplicaStatus, FrameError> {
+        self.call(STATUS, &(), timeout).await
+    }
+
+    /// Asks this peer (the leader) to take replica `id` out of the set; answers the voters left.
+    pub(crate) async fn remove(
+        &mut self,
+        id: u64,
+        timeout: Duration,
+    ) -> Result<Result<Vec<u64>, String>, FrameError> {
+        self.call(REMOVE, &id, timeout).await
     }
 
     /// Forwards a write to this peer (the leader) and returns what applying it gave.
