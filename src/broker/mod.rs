@@ -29,7 +29,24 @@ pub mod acl {
 #[cfg(feature = "replicas")]
 pub mod replica_admin {
     pub use super::core::replica::admin::{remove, status, ReplicaAdminError, ReplicaStatus};
-    pub use super::core::replica::net::FrameError;
+    pub use super::core::replica::net::{FrameError, Guard};
+
+    /// A guard for `baiji replica` against a set's ports: its `replica-secret` if given, and
+    /// TLS (`replica-tls`) if `tls` names the CA the replicas' certificates chain to and a
+    /// client certificate and key from it, as `(ca, cert, key)`.
+    ///
+    /// # Errors
+    /// [`BrokerError::Config`](super::BrokerError::Config) when a TLS file does not load.
+    pub fn guard(
+        secret: Option<&str>,
+        tls: Option<(&std::path::Path, &std::path::Path, &std::path::Path)>,
+    ) -> Result<Guard, super::BrokerError> {
+        let connector = match tls {
+            Some((ca, cert, key)) => Some(super::security::tls::replica_client(ca, cert, key)?),
+            None => None,
+        };
+        Ok(Guard::client(secret, connector))
+    }
 }
 mod config;
 pub(crate) mod core;
@@ -329,6 +346,15 @@ async fn start_inner(
         ));
     }
     let (gate, acl) = security(&config.security)?;
+    #[cfg(feature = "replicas")]
+    let replica_tls = match replica_set {
+        Some(_) => security::tls::replica(&config.security)?,
+        None => None,
+    };
+    #[cfg(not(feature = "replicas"))]
+    if config.security.replica_tls && replica_set.is_none() {
+        return Err(BrokerError::Config("replica-tls needs replica-peers".into()));
+    }
     // First of what can be refused at start: a directory another broker holds.
     let journal = match (config.core.store_dir(), &opened) {
         (Some(_), Some((dir, _))) => {
@@ -434,9 +460,18 @@ async fn start_inner(
     // A replica joins its broker set before the broker port takes a send.
     #[cfg(feature = "replicas")]
     if let Some((id, peers)) = replica_set {
-        let replica = self::core::replica::Replica::start(&core, id, &peers, shutdown_rx.clone())
-            .await
-            .map_err(BrokerError::Config)?;
+        let replica = self::core::replica::Replica::start(
+            &core,
+            id,
+            &peers,
+            replica_tls.as_ref().map(|(a, c, _)| (a.clone(), c.clone())),
+            shutdown_rx.clone(),
+        )
+        .await
+        .map_err(BrokerError::Config)?;
+        if let Some((_, _, certs)) = replica_tls {
+            tasks.spawn(security::watch::poll(certs as _, shutdown_rx.clone()));
+        }
         let _ = core.replica.set(replica);
     }
     // The remoting face: the broker port and its fast port, the embedded name server's, the

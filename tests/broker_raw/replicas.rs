@@ -107,6 +107,8 @@ struct Set {
     namesrv_addr: SocketAddr,
     /// The processes' logs: removed after a pass, kept after a failure.
     logs: std::path::PathBuf,
+    /// Flags every replica gets besides the harness's own.
+    extra: Vec<String>,
 }
 
 impl Drop for Set {
@@ -153,7 +155,12 @@ fn log_file(dir: &Path, name: &str) -> (Stdio, Stdio) {
 }
 
 async fn start_set() -> Set {
-    let logs = std::env::temp_dir().join(format!("baiji-replicas-{}", std::process::id()));
+    start_set_with(Vec::new(), "").await
+}
+
+/// A set whose replicas get the flags `extra` too; `tag` names its log directory.
+async fn start_set_with(extra: Vec<String>, tag: &str) -> Set {
+    let logs = std::env::temp_dir().join(format!("baiji-replicas{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&logs);
     let namesrv_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let (out, err) = log_file(&logs, "namesrv.log");
@@ -166,7 +173,7 @@ async fn start_set() -> Set {
         .expect("spawn the name server");
     assert!(wait_listening(&mut namesrv, namesrv_addr, PATIENCE).await.is_none());
     let mut set =
-        Set { replicas: Vec::new(), _heartbeats: Vec::new(), namesrv, namesrv_addr, logs };
+        Set { replicas: Vec::new(), _heartbeats: Vec::new(), namesrv, namesrv_addr, logs, extra };
     let raft: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
     let peers: Vec<(u64, String)> = (0..3).map(|i| (i as u64 + 1, raft[i].clone())).collect();
     for (id, _) in &peers {
@@ -203,6 +210,7 @@ impl Set {
         if let Some(r) = replaces {
             cmd.args(["--replica-replaces", &r.to_string()]);
         }
+        cmd.args(&self.extra);
         let (out, err) = log_file(&self.logs, &format!("replica-{id}.log"));
         let child = cmd
             .env("RUST_LOG", "info,openraft=warn")
@@ -1044,4 +1052,58 @@ async fn routed_as(set: &Set, followers: &[u64]) {
         assert!(Instant::now() < deadline, "the name server routes ids {want:?}: {routed:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `replica-tls`: the replica ports speak TLS only, with certificates both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_broker_set_with_replica_tls_should_replicate_over_tls_and_refuse_plaintext_peers()
+{
+    let pki = super::tls::Pki::new();
+    let file = |name: &str| pki.dir.join(name).display().to_string();
+    let tls = vec![
+        "--replica-tls".to_owned(),
+        "--tls-cert".to_owned(),
+        file("server.pem"),
+        "--tls-key".to_owned(),
+        file("server.key"),
+        "--tls-client-ca".to_owned(),
+        file("ca.pem"),
+    ];
+    let set = start_set_with(tls, "-tls").await;
+    let all = [0usize, 1, 2];
+    let mut model = Model::default();
+    // Acknowledged only once a follower holds it: the Raft traffic goes over TLS.
+    model.send(&set, &all, 8).await;
+    let leader = model.last_acked_by;
+    for i in all.iter().copied().filter(|i| *i != leader) {
+        caught_up(&set, i, leader).await;
+    }
+    check(&set, leader, &model).await;
+
+    // A peer without TLS gets no answer: a status request in a plain frame is answered with a
+    // TLS alert record (content type 21) at most, then the connection is closed.
+    let mut plain = TcpStream::connect(set.replicas[leader].raft.as_str()).await.expect("connect");
+    plain.write_all(&[0, 0, 0, 1, 6]).await.expect("write");
+    let mut got = Vec::new();
+    let read =
+        tokio::time::timeout(CALL, plain.read_to_end(&mut got)).await.expect("closed in time");
+    assert!(
+        got.is_empty() || got[0] == 21,
+        "a plaintext peer gets no answer, only a TLS alert: {got:?} ({read:?})"
+    );
+
+    // `baiji replica` with the CA and a certificate from it, and without.
+    let raft = set.replicas[leader].raft.clone();
+    let args = ["status", "--peer", &raft];
+    let (ok, out) = replica_cli(
+        &[
+            &args[..],
+            &["--tls-ca", &file("ca.pem"), "--tls-cert", &file("server.pem")],
+            &["--tls-key", &file("server.key")],
+        ]
+        .concat(),
+    );
+    assert!(ok && out.contains(": Leader\n"), "status over TLS: {out}");
+    let (ok, out) = replica_cli(&args);
+    assert!(!ok, "no status without TLS: {out}");
 }

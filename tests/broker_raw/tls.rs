@@ -20,15 +20,15 @@ use super::*;
 
 /// A CA, a server certificate for `localhost`/127.0.0.1 and a client certificate it signed,
 /// written as PEM files to a directory removed on drop.
-struct Pki {
-    dir: PathBuf,
+pub(super) struct Pki {
+    pub(super) dir: PathBuf,
     ca_pem: String,
     client_cert_pem: String,
     client_key_pem: String,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(super) fn new() -> Pki {
         static N: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "baiji-tls-test-{}-{}",

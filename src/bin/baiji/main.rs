@@ -62,6 +62,15 @@ struct ReplicaArgs {
     /// The set's `replica-secret`, if its ports check one.
     #[arg(long, global = true)]
     replica_secret: Option<String>,
+    /// For ports with `replica-tls`: the PEM CA the replicas' certificates chain to.
+    #[arg(long, global = true, requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
+    /// For ports with `replica-tls`: a PEM certificate from that CA to present.
+    #[arg(long, global = true, requires = "tls_ca")]
+    tls_cert: Option<PathBuf>,
+    /// For ports with `replica-tls`: the PEM key of --tls-cert.
+    #[arg(long, global = true, requires = "tls_ca")]
+    tls_key: Option<PathBuf>,
 }
 
 #[cfg(feature = "replicas")]
@@ -84,10 +93,15 @@ async fn replica_command(args: &ReplicaArgs) -> Result<(), String> {
     use baiji::broker::replica_admin;
     let peer =
         args.peer.as_deref().ok_or("--peer HOST:PORT (a replica port of the set) is required")?;
-    let secret = args.replica_secret.as_deref();
+    let tls = match (&args.tls_ca, &args.tls_cert, &args.tls_key) {
+        (Some(ca), Some(cert), Some(key)) => Some((ca.as_path(), cert.as_path(), key.as_path())),
+        _ => None,
+    };
+    let guard =
+        replica_admin::guard(args.replica_secret.as_deref(), tls).map_err(|e| e.to_string())?;
     match args.action {
         ReplicaAction::Status => {
-            let s = replica_admin::status(peer, secret).await.map_err(|e| e.to_string())?;
+            let s = replica_admin::status(peer, &guard).await.map_err(|e| e.to_string())?;
             let list = |l: &[(u64, String)]| {
                 l.iter().map(|(i, a)| format!("{i}={a}")).collect::<Vec<_>>().join(";")
             };
@@ -101,7 +115,7 @@ async fn replica_command(args: &ReplicaArgs) -> Result<(), String> {
         }
         ReplicaAction::Remove { id } => {
             let voters =
-                replica_admin::remove(peer, secret, id).await.map_err(|e| e.to_string())?;
+                replica_admin::remove(peer, &guard, id).await.map_err(|e| e.to_string())?;
             let v: Vec<String> = voters.iter().map(u64::to_string).collect();
             println!("replica {id} removed; voters: {}", v.join(","));
         }
@@ -231,6 +245,11 @@ struct BrokerArgs {
     /// replica-secret (a flag shows in the process list).
     #[arg(long)]
     replica_secret: Option<String>,
+    /// TLS on the replica port, both ways authenticated: each replica presents --tls-cert and
+    /// --tls-key (as server and as client) and accepts only peers whose certificates chain to
+    /// --tls-client-ca; a peer's certificate must name the host of its --replica-peers entry.
+    #[arg(long)]
+    replica_tls: bool,
     /// PULL (default) or POP: how QUERY_ASSIGNMENT tells clients without client-side
     /// rebalancing to read a group's queues (RocketMQ: defaultMessageRequestMode).
     #[arg(long)]
@@ -487,6 +506,9 @@ fn broker_config(a: BrokerArgs) -> Result<BrokerConfig, String> {
     }
     if a.replica_secret.is_some() {
         c.core.replica_secret = a.replica_secret.clone();
+    }
+    if a.replica_tls {
+        c.security.replica_tls = true;
     }
     if let Some(v) = &a.store_path_root_dir {
         c.core.store_path_root_dir = Some(v.clone());

@@ -90,6 +90,11 @@ pub struct SecurityConfig {
     /// TLS on by default, and Apache's proxy answers TLS and plaintext on one port
     /// ([`SecurityConfig::grpc_tls`]).
     pub grpc_tls_mode: Option<TlsMode>,
+    /// TLS on a broker set's replica ports (`replica-peers`): TLS only, both ways
+    /// authenticated. Each replica presents `tls-cert`/`tls-key` as server and as client, and
+    /// accepts only peers whose certificates chain to `tls-client-ca`; a replica checks that a
+    /// peer's certificate names the host of its `replica-peers` address. Off by default.
+    pub replica_tls: bool,
 }
 
 impl SecurityConfig {
@@ -115,6 +120,7 @@ impl Default for SecurityConfig {
             tls_need_client_auth: ClientAuth::None,
             tls_handshake_timeout_ms: 10_000,
             grpc_tls_mode: None,
+            replica_tls: false,
         }
     }
 }

@@ -12,14 +12,17 @@
 
 use std::path::{Path, PathBuf};
 
+use tokio_rustls::rustls::client::ResolvesClientCert;
 use tokio_rustls::rustls::crypto::{aws_lc_rs, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WantsServerCert;
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use tokio_rustls::rustls::sign::CertifiedKey;
-use tokio_rustls::rustls::{ConfigBuilder, RootCertStore, ServerConfig};
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::{
+    ClientConfig, ConfigBuilder, RootCertStore, ServerConfig, SignatureScheme,
+};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::config::{ClientAuth, SecurityConfig, TlsMode};
 use super::watch::{FileStamp, Reload};
@@ -72,6 +75,21 @@ impl CertStore {
                 tracing::warn!(error = %e, "TLS certificate not reloaded; the previous one stays in use")
             }
         }
+    }
+}
+
+/// A replica port's client side presents the same pair as its server side (`replica-tls`).
+impl ResolvesClientCert for CertStore {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(&read(&self.current)))
+    }
+
+    fn has_certs(&self) -> bool {
+        true
     }
 }
 
@@ -133,6 +151,85 @@ pub(crate) fn server(
     let builder = builder_for(config, provider)?;
     let server = builder.with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
     Ok(Some((TlsAcceptor::from(Arc::new(server)), certs)))
+}
+
+/// TLS for a broker set's replica ports (`replica-tls`; `None` when off): an acceptor that
+/// requires a client certificate chaining to `tls-client-ca`, and a connector that trusts that
+/// CA alone and presents the replica's own `tls-cert`/`tls-key`. Both sides use one
+/// certificate store (reloaded as the remoting ports' is).
+///
+/// # Errors
+/// [`BrokerError::Config`] when `tls-cert`, `tls-key` or `tls-client-ca` is missing or does
+/// not load.
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+pub(crate) fn replica(
+    config: &SecurityConfig,
+) -> Result<Option<(TlsAcceptor, TlsConnector, Arc<CertStore>)>, BrokerError> {
+    if !config.replica_tls {
+        return Ok(None);
+    }
+    let cfg = |what: &str| BrokerError::Config(format!("replica-tls needs {what}"));
+    let cert_path = config.tls_cert.as_deref().ok_or_else(|| cfg("tls-cert (PEM chain)"))?;
+    let key_path = config.tls_key.as_deref().ok_or_else(|| cfg("tls-key (PEM key)"))?;
+    let ca_path = config
+        .tls_client_ca
+        .as_deref()
+        .ok_or_else(|| cfg("tls-client-ca (the PEM CA the replicas' certificates chain to)"))?;
+    let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
+    let certs = Arc::new(CertStore::load(cert_path, key_path, Arc::clone(&provider))?);
+    let server = builder_for(
+        &SecurityConfig { tls_need_client_auth: ClientAuth::Require, ..config.clone() },
+        Arc::clone(&provider),
+    )?
+    .with_cert_resolver(Arc::clone(&certs) as Arc<dyn ResolvesServerCert>);
+    let client =
+        client_trusting(ca_path, provider)?.with_client_cert_resolver(Arc::clone(&certs) as _);
+    Ok(Some((TlsAcceptor::from(Arc::new(server)), TlsConnector::from(Arc::new(client)), certs)))
+}
+
+/// A rustls client builder that trusts the CA certificates in `ca_path` alone.
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+fn client_trusting(
+    ca_path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<ConfigBuilder<ClientConfig, tokio_rustls::rustls::client::WantsClientCert>, BrokerError>
+{
+    let cfg = |what: String| BrokerError::Config(what);
+    let mut roots = RootCertStore::empty();
+    for c in read_certs(ca_path)? {
+        roots.add(c).map_err(|e| cfg(format!("a CA certificate in {}: {e}", ca_path.display())))?;
+    }
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| cfg(format!("TLS protocol versions: {e}")))?
+        .with_root_certificates(roots))
+}
+
+/// A TLS client for `baiji replica` against replica ports with `replica-tls`: trusts the CA in
+/// `ca`, presents the certificate `cert` with its key `key`.
+///
+/// # Errors
+/// [`BrokerError::Config`] when a file does not load or the pair does not match.
+#[cfg_attr(not(feature = "replicas"), allow(dead_code))]
+pub(crate) fn replica_client(
+    ca: &Path,
+    cert: &Path,
+    key: &Path,
+) -> Result<TlsConnector, BrokerError> {
+    let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
+    let chain = read_certs(cert)?;
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        BrokerError::Config(format!("cannot read a private key from {}: {e}", key.display()))
+    })?;
+    let client =
+        client_trusting(ca, provider)?.with_client_auth_cert(chain, private).map_err(|e| {
+            BrokerError::Config(format!(
+                "certificate {} and key {}: {e}",
+                cert.display(),
+                key.display()
+            ))
+        })?;
+    Ok(TlsConnector::from(Arc::new(client)))
 }
 
 /// A rustls server builder with the protocol versions and the client authentication

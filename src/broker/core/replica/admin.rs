@@ -10,9 +10,8 @@ use std::time::Duration;
 use openraft::{ChangeMembers, Raft, ServerState};
 use serde::{Deserialize, Serialize};
 
-use super::net::{FrameError, Peer};
+use super::net::{FrameError, Guard, Peer};
 use super::TypeConfig;
-use crate::sync::Arc;
 
 /// How long one admin request may wait for its answer (a removal waits for the set to hold
 /// the new membership).
@@ -120,13 +119,14 @@ pub(crate) async fn remove_here(raft: &Raft<TypeConfig>, id: u64) -> Result<Vec<
     Ok(voters)
 }
 
-/// Asks the replica port at `addr` what it knows of its set.
+/// Asks the replica port at `addr` what it knows of its set, through `guard` (the set's secret
+/// and TLS, where its ports check them).
 ///
 /// # Errors
 /// [`ReplicaAdminError::Port`] when the port cannot be reached, refuses the secret or answers
 /// something that is not a status.
-pub async fn status(addr: &str, secret: Option<&str>) -> Result<ReplicaStatus, ReplicaAdminError> {
-    let mut peer = Peer::new(0, addr.to_owned(), secret.map(Arc::from));
+pub async fn status(addr: &str, guard: &Guard) -> Result<ReplicaStatus, ReplicaAdminError> {
+    let mut peer = Peer::new(0, addr.to_owned(), guard.clone());
     peer.status(ADMIN_TIMEOUT)
         .await
         .map_err(|source| ReplicaAdminError::Port { addr: addr.to_owned(), source })
@@ -138,12 +138,8 @@ pub async fn status(addr: &str, secret: Option<&str>) -> Result<ReplicaStatus, R
 /// # Errors
 /// [`ReplicaAdminError::Port`] when a port cannot be reached; [`ReplicaAdminError::Refused`]
 /// when the set has no leader now, `id` is not one of its replicas, or it is the last voter.
-pub async fn remove(
-    addr: &str,
-    secret: Option<&str>,
-    id: u64,
-) -> Result<Vec<u64>, ReplicaAdminError> {
-    let known = status(addr, secret).await?;
+pub async fn remove(addr: &str, guard: &Guard, id: u64) -> Result<Vec<u64>, ReplicaAdminError> {
+    let known = status(addr, guard).await?;
     let Some(leader) = known.leader else {
         return Err(ReplicaAdminError::Refused(
             "the set has no leader now (an election is running, or too few replicas are up)".into(),
@@ -153,7 +149,7 @@ pub async fn remove(
         known.voters.iter().find(|(v, _)| *v == leader).map(|(_, a)| a.clone()).ok_or_else(
             || ReplicaAdminError::Refused(format!("the leader {leader} is not among the voters")),
         )?;
-    let mut peer = Peer::new(leader, leader_addr.clone(), secret.map(Arc::from));
+    let mut peer = Peer::new(leader, leader_addr.clone(), guard.clone());
     match peer.remove(id, ADMIN_TIMEOUT).await {
         Ok(Ok(voters)) => Ok(voters),
         Ok(Err(why)) => Err(ReplicaAdminError::Refused(why)),

@@ -108,7 +108,8 @@ pub(crate) struct Replica {
     leader: AtomicBool,
     /// The connection commits are forwarded over, with the leader it goes to.
     forward: tokio::sync::Mutex<Option<(u64, net::Peer)>>,
-    secret: Option<Arc<str>>,
+    /// How its connections to other replica ports are guarded.
+    guard: net::Guard,
 }
 
 impl std::fmt::Debug for Replica {
@@ -147,6 +148,7 @@ impl Replica {
         core: &Arc<Core>,
         id: u64,
         peers: &BTreeMap<u64, String>,
+        tls: Option<(tokio_rustls::TlsAcceptor, tokio_rustls::TlsConnector)>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Arc<Replica>, String> {
         let own = peers.get(&id).ok_or_else(|| format!("replica {id} is not in its set"))?;
@@ -157,25 +159,24 @@ impl Replica {
             Arc::new(raft_config(&core.config.broker_name, core.config.replica_snapshot_logs)?);
         let log = log::LogStore::default();
         let machine = Machine::new(Arc::downgrade(core));
-        let secret: Option<Arc<str>> = core.config.replica_secret.as_deref().map(Arc::from);
-        let network = net::Network { secret: secret.clone() };
+        let (acceptor, connector) = tls.unzip();
+        let guard = net::Guard {
+            secret: core.config.replica_secret.as_deref().map(Arc::from),
+            acceptor,
+            connector,
+        };
+        let network = net::Network { guard: guard.clone() };
         let raft = Raft::new(id, config, network, log, machine)
             .await
             .map_err(|e| format!("replica {id}: {e}"))?;
-        tokio::spawn(net::serve(listener, raft.clone(), secret.clone(), shutdown.clone()));
+        tokio::spawn(net::serve(listener, raft.clone(), guard.clone(), shutdown.clone()));
         match core.config.replica_replaces {
             // A replica that joins a running set asks its leader to take it in.
             Some(replaces) => {
                 let others: Vec<(u64, String)> =
                     peers.iter().filter(|(i, _)| **i != id).map(|(i, a)| (*i, a.clone())).collect();
-                let ask = ask_to_join(
-                    id,
-                    own.clone(),
-                    replaces,
-                    others,
-                    secret.clone(),
-                    shutdown.clone(),
-                );
+                let ask =
+                    ask_to_join(id, own.clone(), replaces, others, guard.clone(), shutdown.clone());
                 tokio::spawn(ask);
             }
             // A new set: the replica with the lowest id proposes the first membership at once,
@@ -210,7 +211,7 @@ impl Replica {
             raft,
             leader: AtomicBool::new(false),
             forward: tokio::sync::Mutex::new(None),
-            secret,
+            guard,
         });
         core.set_broker_id(id);
         tokio::spawn(watch_role(Arc::clone(core), Arc::clone(&replica), shutdown));
@@ -271,7 +272,7 @@ impl Replica {
         let Some(addr) = addr else { return Err(ReplicaError::NoLeader) };
         let mut slot = self.forward.lock().await;
         if slot.as_ref().map(|(id, _)| *id) != Some(leader) {
-            *slot = Some((leader, net::Peer::new(leader, addr, self.secret.clone())));
+            *slot = Some((leader, net::Peer::new(leader, addr, self.guard.clone())));
         }
         let Some((_, peer)) = slot.as_mut() else { return Err(ReplicaError::NoLeader) };
         match peer.forward(&op, WRITE_TIMEOUT).await {
@@ -403,11 +404,11 @@ async fn ask_to_join(
     own: String,
     replaces: u64,
     others: Vec<(u64, String)>,
-    secret: Option<Arc<str>>,
+    guard: net::Guard,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut peers: Vec<net::Peer> =
-        others.into_iter().map(|(id, a)| net::Peer::new(id, a, secret.clone())).collect();
+        others.into_iter().map(|(id, a)| net::Peer::new(id, a, guard.clone())).collect();
     loop {
         for peer in &mut peers {
             let asked = tokio::select! {

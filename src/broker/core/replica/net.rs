@@ -4,6 +4,9 @@
 //! With `replica-secret` set, every connection opens with a mutual challenge (both sides prove
 //! they hold the secret, over fresh nonces, before any RPC): a peer without it cannot vote,
 //! append or join (RocketMQ's HA port accepts any TCP peer: apache/rocketmq#3015).
+//! With `replica-tls` the port speaks TLS only, certificates both ways (the acceptor and
+//! connector are built by the broker's security layer and handed in through [`Guard`]); the
+//! challenge, where set too, runs inside TLS.
 //!
 //! One frame per request and per answer: a 4-byte big-endian length (of what follows), one
 //! byte of kind, and the body in bincode. A connection carries one request at a time (openraft
@@ -22,9 +25,11 @@ use openraft::raft::{
 use openraft::{BasicNode, Raft};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::machine::{Op, OpResult};
 use super::TypeConfig;
@@ -42,8 +47,51 @@ const JOIN: u8 = 5;
 const STATUS: u8 = 6;
 const REMOVE: u8 = 7;
 
-/// How long connecting to a peer (and its challenge) may take before it counts as unreachable.
+/// How long connecting to a peer (and its TLS handshake and challenge) may take before it
+/// counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How a replica port's connections are guarded: TLS with certificates both ways
+/// (`replica-tls`) and the secret's challenge (`replica-secret`), each where configured. TLS
+/// comes first; the challenge then runs inside it.
+#[derive(Clone, Default)]
+pub struct Guard {
+    pub(crate) secret: Option<Arc<str>>,
+    /// The server side of TLS (a replica's own port).
+    pub(crate) acceptor: Option<TlsAcceptor>,
+    /// The client side of TLS (connections to other replica ports).
+    pub(crate) connector: Option<TlsConnector>,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("secret", &self.secret.is_some())
+            .field("tls", &self.connector.is_some())
+            .finish()
+    }
+}
+
+impl Guard {
+    /// A guard for the client side only (`baiji replica`): the secret's challenge if given,
+    /// and TLS through `connector` if given.
+    pub fn client(secret: Option<&str>, connector: Option<TlsConnector>) -> Guard {
+        Guard { secret: secret.map(Arc::from), acceptor: None, connector }
+    }
+}
+
+/// A connection to or from a replica port, plain or in TLS.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Stream for T {}
+type Conn = Box<dyn Stream>;
+
+/// The host part of a replica port's `host:port` address, as a TLS server name.
+fn server_name(addr: &str) -> Result<ServerName<'static>, FrameError> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned())
+        .map_err(|e| FrameError::Bad(format!("replica address {addr}: not a TLS name: {e}")))
+}
 
 /// The first bytes of a challenge (a client that sends anything else to a port with a secret
 /// is closed).
@@ -87,7 +135,10 @@ fn nonce() -> Result<[u8; NONCE], FrameError> {
 }
 
 /// The server's side of the challenge.
-async fn challenged(s: &mut TcpStream, secret: &str) -> Result<(), FrameError> {
+async fn challenged<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    secret: &str,
+) -> Result<(), FrameError> {
     let mut hello = [0u8; 4 + NONCE];
     s.read_exact(&mut hello).await?;
     if &hello[..4] != HELLO {
@@ -108,7 +159,10 @@ async fn challenged(s: &mut TcpStream, secret: &str) -> Result<(), FrameError> {
 }
 
 /// The client's side of the challenge.
-async fn challenge(s: &mut TcpStream, secret: &str) -> Result<(), FrameError> {
+async fn challenge<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    secret: &str,
+) -> Result<(), FrameError> {
     let ours = nonce()?;
     let mut hello = [0u8; 4 + NONCE];
     hello[..4].copy_from_slice(HELLO);
@@ -138,7 +192,11 @@ pub enum FrameError {
     Timeout(Duration),
 }
 
-async fn write_frame(s: &mut TcpStream, kind: u8, body: &[u8]) -> Result<(), FrameError> {
+async fn write_frame<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    kind: u8,
+    body: &[u8],
+) -> Result<(), FrameError> {
     let len = u32::try_from(body.len() + 1)
         .ok()
         .filter(|l| (*l as usize) <= MAX_FRAME)
@@ -151,7 +209,7 @@ async fn write_frame(s: &mut TcpStream, kind: u8, body: &[u8]) -> Result<(), Fra
     Ok(())
 }
 
-async fn read_frame(s: &mut TcpStream) -> Result<(u8, Vec<u8>), FrameError> {
+async fn read_frame<S: AsyncRead + Unpin>(s: &mut S) -> Result<(u8, Vec<u8>), FrameError> {
     let mut head = [0u8; 5];
     s.read_exact(&mut head).await?;
     let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
@@ -175,7 +233,7 @@ fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, FrameError> {
 pub(crate) async fn serve(
     listener: TcpListener,
     raft: Raft<TypeConfig>,
-    secret: Option<Arc<str>>,
+    guard: Guard,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -188,10 +246,10 @@ pub(crate) async fn serve(
                 let _ = stream.set_nodelay(true);
                 let raft = raft.clone();
                 let mut stop = shutdown.clone();
-                let secret = secret.clone();
+                let guard = guard.clone();
                 tokio::spawn(async move {
                     tokio::select! {
-                        r = serve_connection(stream, raft, secret) => {
+                        r = serve_connection(stream, raft, guard) => {
                             if let Err(e) = r {
                                 if !matches!(&e, FrameError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof) {
                                     tracing::debug!(%peer, "replica port: {e}");
@@ -210,21 +268,32 @@ pub(crate) async fn serve(
     }
 }
 
-async fn serve_connection(
-    mut s: TcpStream,
-    raft: Raft<TypeConfig>,
-    secret: Option<Arc<str>>,
-) -> Result<(), FrameError> {
-    if let Some(secret) = &secret {
-        match tokio::time::timeout(CONNECT_TIMEOUT, challenged(&mut s, secret)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!("replica port: refused a connection: {e}");
-                return Ok(());
-            }
-            Err(_) => return Err(FrameError::Timeout(CONNECT_TIMEOUT)),
-        }
+/// The server's side of a new connection: the TLS handshake and the challenge, as `guard`
+/// asks.
+async fn admit(s: TcpStream, guard: &Guard) -> Result<Conn, FrameError> {
+    let mut s: Conn = match &guard.acceptor {
+        Some(tls) => Box::new(tls.accept(s).await?),
+        None => Box::new(s),
+    };
+    if let Some(secret) = &guard.secret {
+        challenged(&mut s, secret).await?;
     }
+    Ok(s)
+}
+
+async fn serve_connection(
+    s: TcpStream,
+    raft: Raft<TypeConfig>,
+    guard: Guard,
+) -> Result<(), FrameError> {
+    let mut s = match tokio::time::timeout(CONNECT_TIMEOUT, admit(s, &guard)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::warn!("replica port: refused a connection: {e}");
+            return Ok(());
+        }
+        Err(_) => return Err(FrameError::Timeout(CONNECT_TIMEOUT)),
+    };
     loop {
         let (kind, body) = read_frame(&mut s).await?;
         let answer = match kind {
@@ -278,13 +347,13 @@ pub(crate) struct Peer {
     /// Its replica id (named in the remote errors it returns).
     target: u64,
     addr: String,
-    secret: Option<Arc<str>>,
-    conn: Option<TcpStream>,
+    guard: Guard,
+    conn: Option<Conn>,
 }
 
 impl Peer {
-    pub(crate) fn new(target: u64, addr: String, secret: Option<Arc<str>>) -> Self {
-        Peer { target, addr, secret, conn: None }
+    pub(crate) fn new(target: u64, addr: String, guard: Guard) -> Self {
+        Peer { target, addr, guard, conn: None }
     }
 
     /// Sends one request and waits for its answer, for at most `timeout`.
@@ -313,9 +382,13 @@ impl Peer {
     async fn exchange(&mut self, kind: u8, body: &[u8]) -> Result<Vec<u8>, FrameError> {
         if self.conn.is_none() {
             let connect = async {
-                let mut s = TcpStream::connect(self.addr.as_str()).await?;
+                let s = TcpStream::connect(self.addr.as_str()).await?;
                 let _ = s.set_nodelay(true);
-                if let Some(secret) = &self.secret {
+                let mut s: Conn = match &self.guard.connector {
+                    Some(tls) => Box::new(tls.connect(server_name(&self.addr)?, s).await?),
+                    None => Box::new(s),
+                };
+                if let Some(secret) = &self.guard.secret {
                     challenge(&mut s, secret).await?;
                 }
                 Ok::<_, FrameError>(s)
@@ -382,17 +455,17 @@ fn rpc_error<E: std::error::Error>(e: FrameError) -> RPCError<u64, BasicNode, E>
     }
 }
 
-/// Makes openraft's per-peer clients (with the replica secret, if there is one).
+/// Makes openraft's per-peer clients (guarded as the replica port is).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Network {
-    pub(crate) secret: Option<Arc<str>>,
+    pub(crate) guard: Guard,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
-        Peer::new(target, node.addr.clone(), self.secret.clone())
+        Peer::new(target, node.addr.clone(), self.guard.clone())
     }
 }
 
