@@ -52,6 +52,9 @@ const MAX_IOV: usize = 64;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Ticks of a connection's idle timer per idle bound (`server-channel-max-idle-time-seconds`).
+const IDLE_TICKS: u32 = 4;
+
 /// Accepts connections until shutdown; each gets its own task. Waits for them on shutdown.
 pub(crate) async fn serve(
     core: Arc<Core>,
@@ -307,7 +310,19 @@ async fn connection<R, W>(
     let mut codec = RemotingCodec::default();
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = Outbox::default();
-    let mut last_active = Instant::now();
+    // The idle bound, checked by a timer that ticks every quarter of it (armed once, not per
+    // request: a timer entry per loop turn cost a lock of the runtime's timer wheel and a clock
+    // read or two per request); a connection with no read or write for four ticks in a row is
+    // idle, so it closes between `idle` and 1.25 x `idle` after its last activity.
+    let tick = (idle / IDLE_TICKS).max(Duration::from_millis(1));
+    let idle_timer =
+        tokio::time::sleep_until(Instant::now().checked_add(tick).unwrap_or_else(far_future));
+    tokio::pin!(idle_timer);
+    let (mut active, mut quiet_ticks) = (false, 0u32);
+    // Armed once for the same reason: a `changed()` per loop turn registered a waiter in the
+    // watch's list, under its lock.
+    let stopping = shutdown.changed();
+    tokio::pin!(stopping);
     let mut fatal: Option<String> = None;
     // Bytes handed to the stream that it may still hold (a TLS session buffers records until
     // flushed); a plain TCP stream's flush is immediate.
@@ -346,7 +361,6 @@ async fn connection<R, W>(
             // Relaxed: a statistic.
             face.counters.reads_paused.fetch_add(1, Ordering::Relaxed);
         }
-        let idle_at = last_active.checked_add(idle).unwrap_or_else(far_future);
         if open {
             rbuf.reserve(READ_CHUNK);
         }
@@ -354,7 +368,7 @@ async fn connection<R, W>(
             // Cancel-safe: bytes read are kept in `rbuf`.
             read = reader.read_buf(&mut rbuf), if open => match read {
                 Ok(0) => break "closed by peer".into(),
-                Ok(_) => last_active = Instant::now(),
+                Ok(_) => active = true,
                 Err(e) => break format!("read error: {e}"),
             },
             // Cancel-safe: one write (or flush) call, whose count is applied here.
@@ -362,7 +376,7 @@ async fn connection<R, W>(
                 Ok(Some(n)) => {
                     out.advance(n);
                     unflushed = true;
-                    last_active = Instant::now();
+                    active = true;
                 }
                 Ok(None) => unflushed = false,
                 Err(e) => break format!("write error: {e}"),
@@ -376,11 +390,16 @@ async fn connection<R, W>(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(idle_at) => {
-                tracing::info!(conn = id, %peer, idle_secs = idle.as_secs(), "closing an idle connection");
-                break "idle".into();
+            () = &mut idle_timer => {
+                quiet_ticks = if std::mem::take(&mut active) { 0 } else { quiet_ticks + 1 };
+                if quiet_ticks >= IDLE_TICKS {
+                    tracing::info!(conn = id, %peer, idle_secs = idle.as_secs(), "closing an idle connection");
+                    break "idle".into();
+                }
+                let next = Instant::now().checked_add(tick).unwrap_or_else(far_future);
+                idle_timer.as_mut().reset(next);
             }
-            _ = shutdown.changed() => {
+            _ = &mut stopping => {
                 // Suspended pulls answer on shutdown; give them a moment to reach us.
                 let deadline = Instant::now() + Duration::from_millis(200);
                 while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, rx.recv()).await {
