@@ -15,7 +15,8 @@
 //!    with `--replica-replaces` the dead one, the leader catches it up (snapshot marks every 50
 //!    entries, so from an image of the set's state) and makes it a voter in the dead one's place;
 //!    then every live replica is checked;
-//! 4. a follower is killed and replaced the same way;
+//! 4. a follower is stopped (SIGSTOP) while 30 sends are acknowledged by the other two, then
+//!    continued and caught up; a follower is killed and replaced the same way as a leader;
 //! 5. every live replica holds every acknowledged message at its queue and offset, each message
 //!    once unless a send of it went unanswered (at-least-once), identical queues, and every
 //!    acknowledged commit; the name server routes `brokerId 0` and the two followers;
@@ -846,6 +847,22 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
             check(&set, *i, &model).await;
         }
     }
+
+    // A stopped (or slow) follower does not hold the leader up: the leader and the other
+    // follower are a quorum, and every send is still answered; the stopped one catches up.
+    model.send(&set, &live, 1).await;
+    let leader = model.last_acked_by;
+    let slow = live.iter().copied().find(|i| *i != leader).expect("a follower");
+    signal(set.child(slow), libc_sig::STOP);
+    let t = Instant::now();
+    model.send(&set, &live, 30).await;
+    eprintln!(
+        "replicas: 30 sends with replica {} stopped took {:?}",
+        set.replicas[slow].id,
+        t.elapsed()
+    );
+    signal(set.child(slow), libc_sig::CONT);
+    caught_up(&set, slow, leader).await;
 
     // 4. A follower killed and replaced too.
     model.send(&set, &live, 1).await;
