@@ -40,25 +40,12 @@ ECHO_PORT=17911 REDIS_PORT=26379 NATS_PORT=24222
 BAIJI_PORT=21911 BAIJI_NS=29877 BAIJI_GRPC=28081 BAIJI_METRICS=25557
 BROKER_NAME=baiji-a # baiji's default --broker-name, named explicitly
 
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-
-wait_port() { # port seconds
-  local end=$((SECONDS + $2))
-  while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-    [ $SECONDS -lt $end ] || { log "port $1 did not open"; return 1; }
-    sleep 0.05
-  done
-}
+# log, wait_port, install_peers
+# shellcheck source=benches/wire/modes.sh
+. "$ROOT/benches/wire/modes.sh"
 
 install() {
-  if ! command -v redis-server >/dev/null || ! command -v nats-server >/dev/null; then
-    log "installing redis-server and nats-server from Debian"
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server
-    else
-      sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server
-    fi
-  fi
+  install_peers
   if [ -n "${BAIJI_BIN:-}" ]; then
     log "baiji under test: $BAIJI_BIN (BAIJI_BIN; not built)"
     BAIJI_UNDER_TEST=$BAIJI_BIN

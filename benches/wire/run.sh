@@ -40,17 +40,12 @@ BAIJI_NS=19876 BAIJI_BROKER=20911
 RMQ_NS=29876 RMQ_BROKER=30911
 REDIS_PORT=16379 NATS_PORT=14222
 
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+# log, wait_port, install_peers
+# shellcheck source=benches/wire/modes.sh
+. "$WIRE_DIR/modes.sh"
 
 install() {
-  if ! command -v redis-server >/dev/null || ! command -v nats-server >/dev/null; then
-    log "installing redis-server and nats-server from Debian"
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server
-    else
-      sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server
-    fi
-  fi
+  install_peers
   # The distribution's redis-server service is not what we measure; ours runs on $REDIS_PORT.
   for crate in rocketmq-namesrv rocketmq-broker; do
     bin="$TOOLS/bin/${crate}-rust"
@@ -78,14 +73,6 @@ BAIJI="$TARGET_DIR/release/baiji"
 BAIJI_BROKER_BIN="$TARGET_DIR/release/baiji-broker-under-test"
 WIRE="$WIRE_TARGET/release/baiji-wire"
 
-wait_port() { # host port seconds
-  local end=$((SECONDS + $3))
-  while ! (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do
-    [ $SECONDS -lt $end ] || { log "port $2 did not open"; return 1; }
-    sleep 0.1
-  done
-}
-
 PIDS=() ; EXTRA_PID="" ; BROKER_PID="" ; SYS_DIR="" ; ADDR=""
 stop_system() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -107,7 +94,7 @@ start_system() { # name logfile
       "$BAIJI_BROKER_BIN" broker --listen "127.0.0.1:$BAIJI_BROKER" --namesrv-listen "127.0.0.1:$BAIJI_NS" \
         --memory-budget 4g >"$2" 2>&1 &
       BROKER_PID=$! ; PIDS=($!)
-      wait_port 127.0.0.1 "$BAIJI_BROKER" 20 ; wait_port 127.0.0.1 "$BAIJI_NS" 20
+      wait_port "$BAIJI_BROKER" 20 ; wait_port "$BAIJI_NS" 20
       ADDR="127.0.0.1:$BAIJI_NS" ;;
     rocketmq-rust)
       mkdir -p "$SYS_DIR/home" "$SYS_DIR/store" "$SYS_DIR/conf"
@@ -134,35 +121,24 @@ EOF
       (cd "$SYS_DIR" && HOME="$SYS_DIR/home" ROCKETMQ_HOME="$SYS_DIR" exec "$TOOLS/bin/rocketmq-namesrv-rust" \
         --listenPort "$RMQ_NS" --bindAddress 127.0.0.1 >"$2.namesrv" 2>&1) &
       EXTRA_PID=$! ; PIDS=($!)
-      wait_port 127.0.0.1 "$RMQ_NS" 30
+      wait_port "$RMQ_NS" 30
       (cd "$SYS_DIR" && HOME="$SYS_DIR/home" ROCKETMQ_HOME="$SYS_DIR" exec "$TOOLS/bin/rocketmq-broker-rust" \
         -c "$SYS_DIR/conf/broker.toml" -n "127.0.0.1:$RMQ_NS" >"$2" 2>&1) &
       BROKER_PID=$! ; PIDS+=($!)
-      wait_port 127.0.0.1 "$RMQ_BROKER" 60
+      wait_port "$RMQ_BROKER" 60
       ADDR="127.0.0.1:$RMQ_NS" ;;
     redis)
       redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
         --dir "$SYS_DIR" --daemonize no >"$2" 2>&1 &
       BROKER_PID=$! ; PIDS=($!)
-      wait_port 127.0.0.1 "$REDIS_PORT" 20
+      wait_port "$REDIS_PORT" 20
       ADDR="127.0.0.1:$REDIS_PORT" ;;
     nats)
       nats-server -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$SYS_DIR/js" >"$2" 2>&1 &
       BROKER_PID=$! ; PIDS=($!)
-      wait_port 127.0.0.1 "$NATS_PORT" 20
+      wait_port "$NATS_PORT" 20
       ADDR="127.0.0.1:$NATS_PORT" ;;
     *) log "unknown system $1"; return 1 ;;
-  esac
-}
-
-# The workloads of the issue; every system gets the same arguments.
-workload_args() {
-  case "$1" in
-    a)  echo "--rate 1000 --producers 1 --mode sync --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    b)  echo "--producers 4 --mode async --inflight 16 --groups 1 --size 128 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    c)  echo "--producers 1 --mode async --inflight 16 --groups 4 --size 1024 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    c1) echo "--producers 1 --mode async --inflight 16 --groups 1 --size 1024 --queues 4 --duration $DURATION --warmup $WARMUP" ;;
-    d)  echo "--backlog --count $BACKLOG --producers 1 --mode batch --batch 64 --groups 1 --size 128 --queues 4 --warmup 0 --drain-timeout 600 --settle 5" ;;
   esac
 }
 
