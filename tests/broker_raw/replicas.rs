@@ -461,23 +461,47 @@ async fn committed(addr: SocketAddr, queue: i32) -> Option<i64> {
     (r.code == code::SUCCESS).then(|| r.ext_fields.get("offset")?.parse().ok()).flatten()
 }
 
+/// What `topic`'s queues `0..queues` hold on the replica at `addr` once `done` says so, or
+/// after `FAILOVER` (a follower applies an entry after the leader answered it: it learns the
+/// commit with the next append or heartbeat); the caller's assertions then say what is missing.
+async fn held_once(
+    addr: SocketAddr,
+    topic: &str,
+    queues: i32,
+    done: impl Fn(&BTreeMap<i32, BTreeMap<i64, String>>) -> bool,
+) -> BTreeMap<i32, BTreeMap<i64, String>> {
+    let deadline = Instant::now() + FAILOVER;
+    let mut held = contents_of(addr, topic, queues).await;
+    while Instant::now() < deadline && !done(&held) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = contents_of(addr, topic, queues).await;
+    }
+    held
+}
+
+/// Checks the replica routed as leader among `live` against the model, then every other one
+/// once it has caught up: the same checks, and queues identical to the leader's (`what` says
+/// when). Returns the leader.
+async fn check_identical(set: &Set, live: &[usize], model: &Model, what: &str) -> usize {
+    let leader = set.leader(live).await;
+    let held = check(set, leader, model).await;
+    for i in live.iter().copied().filter(|i| *i != leader) {
+        caught_up(set, i, leader).await;
+        assert_eq!(check(set, i, model).await, held, "{what}");
+    }
+    leader
+}
+
 /// Checks the replica at `i` against the model: every acknowledged message at its place, each
 /// message once unless its send went unanswered, every acknowledged commit held (waiting up to
 /// `FAILOVER` for a follower to apply the last entries).
 async fn check(set: &Set, i: usize, model: &Model) -> BTreeMap<i32, BTreeMap<i64, String>> {
     // A follower applies an entry after the leader answered it (it learns the commit with the
     // next append or heartbeat): wait until it holds every acknowledged message, or fail below.
-    let deadline = Instant::now() + FAILOVER;
-    let mut held = contents(set.replicas[i].addr).await;
-    while Instant::now() < deadline
-        && !model
-            .acked
-            .iter()
-            .all(|(body, (q, o))| held.get(q).and_then(|m| m.get(o)) == Some(body))
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        held = contents(set.replicas[i].addr).await;
-    }
+    let held = held_once(set.replicas[i].addr, TOPIC, QUEUES, |held| {
+        model.acked.iter().all(|(body, (q, o))| held.get(q).and_then(|m| m.get(o)) == Some(body))
+    })
+    .await;
     let mut seen: HashSet<&str> = HashSet::new();
     for (q, queue) in &held {
         for (offset, body) in queue {
@@ -618,17 +642,12 @@ async fn check_client(
 ) -> BTreeMap<i32, BTreeMap<i64, String>> {
     let addr = set.replicas[i].addr;
     let id = set.replicas[i].id;
-    let deadline = Instant::now() + FAILOVER;
-    let at_place = |held: &BTreeMap<i32, BTreeMap<i64, String>>| {
+    let held = held_once(addr, CLIENT_TOPIC, CLIENT_QUEUES, |held| {
         log.acked.iter().all(|(seq, (q, o))| {
             held.get(q).and_then(|m| m.get(o)).map(String::as_str) == Some(seq.to_string().as_str())
         })
-    };
-    let mut held = contents_of(addr, CLIENT_TOPIC, CLIENT_QUEUES).await;
-    while Instant::now() < deadline && !at_place(&held) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        held = contents_of(addr, CLIENT_TOPIC, CLIENT_QUEUES).await;
-    }
+    })
+    .await;
     for (seq, (q, o)) in &log.acked {
         let found = held.get(q).and_then(|m| m.get(o));
         assert_eq!(
@@ -878,12 +897,7 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     model.send(&set, &live, 10).await;
 
     // 5. Every acknowledged message and commit on every replica, identical; routed as a set.
-    let leader = set.leader(&live).await;
-    let held = check(&set, leader, &model).await;
-    for i in live.iter().copied().filter(|i| *i != leader) {
-        caught_up(&set, i, leader).await;
-        assert_eq!(check(&set, i, &model).await, held, "every replica holds identical queues");
-    }
+    let leader = check_identical(&set, &live, &model, "every replica holds identical queues").await;
     let followers: Vec<u64> =
         live.iter().filter(|i| **i != leader).map(|i| set.replicas[*i].id).collect();
     routed_as(&set, &followers).await;
@@ -915,12 +929,7 @@ async fn given_a_broker_set_of_three_when_leaders_are_stopped_and_killed_should_
     signal(set.child(other), libc_sig::CONT);
     signal(set.child(third), libc_sig::CONT);
     model.send(&set, &live, 10).await;
-    let leader = set.leader(&live).await;
-    let held = check(&set, leader, &model).await;
-    for i in live.iter().copied().filter(|i| *i != leader) {
-        caught_up(&set, i, leader).await;
-        assert_eq!(check(&set, i, &model).await, held, "identical after the partition healed");
-    }
+    let leader = check_identical(&set, &live, &model, "identical after the partition healed").await;
 
     // The real client: every message it was told SEND_OK is at its queue and offset on every
     // replica (identical there), and its consumer, which went on through every failover by

@@ -347,6 +347,21 @@ impl Machine {
     }
 }
 
+/// The metadata of a snapshot at `last_applied` with `membership`; its id is the term and index
+/// followed by `suffix` (`-image` for one that carries the set's state).
+fn snapshot_meta(
+    last_applied: Option<LogId<u64>>,
+    membership: &StoredMembership<u64, openraft::BasicNode>,
+    suffix: &str,
+) -> SnapshotMeta<u64, openraft::BasicNode> {
+    let (term, index) = last_applied.map_or((0, 0), |l| (l.leader_id.term, l.index));
+    SnapshotMeta {
+        last_log_id: last_applied,
+        last_membership: membership.clone(),
+        snapshot_id: format!("{term}-{index}{suffix}"),
+    }
+}
+
 /// Builds snapshots of the applied state.
 pub(crate) struct Builder {
     last_applied: Option<LogId<u64>>,
@@ -357,15 +372,7 @@ pub(crate) struct Builder {
 
 impl RaftSnapshotBuilder<TypeConfig> for Builder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<u64>> {
-        let id = match self.last_applied {
-            Some(l) => format!("{}-{}", l.leader_id.term, l.index),
-            None => "0-0".to_owned(),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: self.last_applied,
-            last_membership: self.membership.clone(),
-            snapshot_id: id,
-        };
+        let meta = snapshot_meta(self.last_applied, &self.membership, "");
         // Relaxed: read on the state machine's task after openraft saw this snapshot built.
         self.taken.store(true, Ordering::Relaxed);
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(META_ONLY.to_vec())) })
@@ -471,15 +478,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
         let image = take_image(&core);
         let data =
             bincode::serialize(&image).map_err(|e| storage_error(&format!("snapshot: {e}")))?;
-        let id = match self.last_applied {
-            Some(l) => format!("{}-{}-image", l.leader_id.term, l.index),
-            None => "0-0-image".to_owned(),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: self.last_applied,
-            last_membership: self.membership.clone(),
-            snapshot_id: id,
-        };
+        let meta = snapshot_meta(self.last_applied, &self.membership, "-image");
         Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 }
