@@ -6,20 +6,28 @@ Inputs (nothing else; stdlib only, no build):
     `<workload>-<system>-<driver>-r<rep>.json`;
   * benches/results/engine/*.txt: the engine benches' outputs as `cargo bench` printed them
     (criterion estimates, the benches' own Markdown tables);
+  * benches/results/samedriver/raw/*.json (benches/samedriver/run.sh), read with
+    benches/samedriver/report.py's own `load` and `check`, and the REPORT.md it wrote beside them;
+  * benches/results/shm/raw/*.json (benches/wire/shm_vs_heap.sh), with benches/wire/shm_report.py's
+    own figures and medians, and its REPORT.md;
+  * benches/results/grpc/{paced,max}-{grpc,pull,pop}-r<N>.json (benches/results/grpc/run.sh);
   * benches/results/{meta,profile}.md: hand-written text (no target, no verdict) that REPORT.md
     includes.
 
 Outputs:
-  * README.md, section "## Benchmarks": the blocks between `<!-- figures:wire:begin -->` /
+  * README.md, section "## Benchmarks": the blocks between `<!-- figures:round3:begin -->` /
+    `<!-- figures:round3:end -->` (issue 28's targets, compactly), `<!-- figures:samedriver:begin -->`
+    / `<!-- figures:samedriver:end -->` (the same-driver table), `<!-- figures:wire:begin -->` /
     `<!-- figures:wire:end -->` (the wire table, its notes and the ratio sentences) and
     `<!-- figures:engine:begin -->` / `<!-- figures:engine:end -->` (the engine table);
-  * benches/results/summary.md: the targets of the wire benchmark, met or missed;
+  * benches/results/summary.md: the targets of issues 28, 16 and 5, met or missed;
   * benches/results/REPORT.md: what `baiji-wire report` (benches/wire/src/report.rs) writes from
     the same inputs, reproduced here figure for figure (the SVG plots are not redrawn).
 
 Every verdict is computed here from its figure and the threshold written next to the target's
-definition below (`wire_targets`, `engine_targets`); a text that the benches printed with its own
-verdict (engine_memory) must agree with the one computed here, or the script stops.
+definition below (`wire_targets`, `engine_targets`, `round2_targets`, `round3_targets`); a text
+that the benches printed with its own figures or verdict (engine_memory, samedriver/REPORT.md,
+shm/REPORT.md) must agree with what is computed here, or the script stops.
 
     python3 benches/results/figures.py           # rewrite the outputs
     python3 benches/results/figures.py --check   # exit 1 and print a diff if an output differs
@@ -29,6 +37,7 @@ import argparse
 import datetime
 import difflib
 import glob
+import importlib.util
 import json
 import math
 import os
@@ -634,17 +643,64 @@ def wire_targets(cells):
     return T
 
 
-def drained_rss_target(D, name, short):
-    """(d) RSS after consumption ≤ 1.10x the idle RSS: median of the per-run ratios (issues 5 and 16)."""
+def drained_rss_target(D, name, short, note=""):
+    """(d) RSS after consumption ≤ 1.10x the idle RSS: median of the per-run ratios (issues 5, 16
+    and 28); `note` is appended to the figure."""
     ai = D.med(after_over_idle)
     runs_ai = ", ".join(ratio(after_over_idle(r_)) for r_ in D.runs)
     return Target(
         name,
         f"{num(D.med(broker('rss_after_kb')) / 1024)} vs {num(D.med(broker('rss_idle_kb')) / 1024)} MiB, "
-        f"**{ratio(ai)}x** (median of the runs: {runs_ai})",
+        f"**{ratio(ai)}x** (median of the runs: {runs_ai}){note}",
         [("", ai, LE, 1.10, f"{ratio(ai)}x")],
         f"{short} ({ratio(ai)}x idle)",
     )
+
+
+def cpu_vs_redis(cells, name, limit):
+    """(b) baiji's broker CPU per message over Redis's ≤ `limit` (ratio of the medians; issues 16, 28)."""
+    cpu = broker("cpu_us_per_msg")
+    b, x = cells[("b", "baiji", "raw")].med(cpu), cells[("b", "redis", "redis")].med(cpu)
+    return Target(
+        name,
+        f"{num(b)} vs {num(x)} µs = **{ratio(b / x)}x**",
+        [("", b / x, LE, limit, f"{ratio(b / x)}x")],
+        f"CPU per message vs Redis ({ratio(b / x)}x)",
+    )
+
+
+def fanout_cpu(cells, name, limit):
+    """(c) broker CPU per message sent with 4 groups (c) over that with 1 group (c1) ≤ `limit`
+    (ratio of the medians; issues 16, 28)."""
+    cpu = broker("cpu_us_per_msg")
+    c4, c1 = cells[("c", "baiji", "raw")].med(cpu), cells[("c1", "baiji", "raw")].med(cpu)
+    return Target(
+        name,
+        f"{num(c4)} vs {num(c1)} µs = **{ratio(c4 / c1)}x**",
+        [("", c4 / c1, LE, limit, f"{ratio(c4 / c1)}x")],
+        f"fan-out CPU ({ratio(c4 / c1)}x)",
+    )
+
+
+def engine_rows(eng, et):
+    """The engine's handoff p50 and 1P1C burst targets (issues 16, 28), with issue 5's thresholds
+    (`engine_targets`), from the engine pass's outputs."""
+    hp = et["handoff p50"]
+    checks = [(a, et[f"burst {a}"].checks[0][1], GE, 1.0, et[f"burst {a}"].checks[0][4]) for a, _ in ALLOCS]
+    return [
+        Target(
+            "engine: handoff p50 ≤ 2x the base case",
+            f"**{hp.checks[0][4]}** (engine pass of {eng.date:%Y-%m-%d} at `{eng.commit}`)",
+            hp.checks,
+            "engine handoff p50",
+        ),
+        Target(
+            "engine: 1P1C burst ≥ crossbeam unbounded",
+            "; ".join(f"{c[0]} allocator **{c[4]}**" for c in checks) + " (same engine pass)",
+            checks,
+            "engine burst vs crossbeam",
+        ),
+    ]
 
 
 def round2_targets(cells, eng, et):
@@ -653,7 +709,6 @@ def round2_targets(cells, eng, et):
     B, bR = cells[("b", "baiji", "raw")], cells[("b", "redis", "redis")]
     D = cells[("d", "baiji", "raw")]
     sent = lambda r: r["sent_per_s"]
-    cpu = broker("cpu_us_per_msg")
     T = []
     # (b) sent msg/s ≥ 1.3x Redis's (ratio of the medians).
     r = B.med(sent) / bR.med(sent)
@@ -666,15 +721,7 @@ def round2_targets(cells, eng, et):
         )
     )
     # (b) broker CPU per message ≤ Redis's (ratio of the medians ≤ 1).
-    r = B.med(cpu) / bR.med(cpu)
-    T.append(
-        Target(
-            "(b) broker CPU per message ≤ Redis's",
-            f"{num(B.med(cpu))} vs {num(bR.med(cpu))} µs = **{ratio(r)}x**",
-            [("", r, LE, 1.0, f"{ratio(r)}x")],
-            f"CPU per message vs Redis ({ratio(r)}x)",
-        )
-    )
+    T.append(cpu_vs_redis(cells, "(b) broker CPU per message ≤ Redis's", 1.0))
     # (a) e2e p50, e2e p99 and send p99 ≤ Redis's (ratios of the medians ≤ 1).
     for h, q, what in (("e2e", "p50", "e2e p50"), ("e2e", "p99", "e2e p99"), ("send_rtt", "p99", "send p99")):
         b, x = A.med(p(h, q)), aR.med(p(h, q))
@@ -687,35 +734,273 @@ def round2_targets(cells, eng, et):
             )
         )
     # (c) broker CPU per message sent with 4 groups ≤ 1.3x that with 1 group (c1).
-    c4, c1 = cells[("c", "baiji", "raw")].med(cpu), cells[("c1", "baiji", "raw")].med(cpu)
-    T.append(
-        Target(
-            "(c) 4-group fan-out ≤ 1.3x the broker CPU of 1 group per message sent",
-            f"{num(c4)} vs {num(c1)} µs = **{ratio(c4 / c1)}x**",
-            [("", c4 / c1, LE, 1.3, f"{ratio(c4 / c1)}x")],
-            f"fan-out CPU ({ratio(c4 / c1)}x)",
-        )
-    )
+    T.append(fanout_cpu(cells, "(c) 4-group fan-out ≤ 1.3x the broker CPU of 1 group per message sent", 1.3))
     T.append(drained_rss_target(D, "(d) RSS after draining a 1M backlog within 10 % of idle", "drained RSS"))
     # engine: the same thresholds as issue 5's engine targets, from the engine pass's outputs.
-    hp = et["handoff p50"]
-    T.append(
-        Target(
-            "engine: handoff p50 ≤ 2x the base case",
-            f"**{hp.checks[0][4]}** (engine pass of {eng.date:%Y-%m-%d} at `{eng.commit}`)",
-            hp.checks,
-            "engine handoff p50",
+    T += engine_rows(eng, et)
+    return T
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 28 (performance, third round): the same-driver, shared-memory and gRPC passes
+
+
+def json_runs(rel, pattern, what):
+    """(name match, JSON) of each file of directory `rel` whose name fully matches `pattern`,
+    in name order; `what` names the files in the error if there is none."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(ROOT, rel, "*.json"))):
+        m = re.fullmatch(pattern, os.path.basename(f))
+        if not m:
+            continue
+        try:
+            with open(f, encoding="utf-8") as fh:
+                r = json.load(fh)
+        except (OSError, ValueError) as e:
+            raise FiguresError(f"{rel}/{m.group(0)}: {e}") from e
+        r["_file"] = m.group(0)
+        out.append((m, r))
+    if not out:
+        raise FiguresError(f"no {rel}/{what}")
+    return out
+
+
+def bench_script(rel):
+    """A bench's own report script as a module, so that its method is used here, not a copy of it.
+
+    The scripts only define functions until their `__main__` block; no bytecode is written next
+    to them (the repository ignores no __pycache__)."""
+    path = os.path.join(ROOT, rel)
+    if not os.path.exists(path):
+        raise FiguresError(f"{rel}: missing")
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(rel))[0], path)
+    mod = importlib.util.module_from_spec(spec)
+    was, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise FiguresError(f"{rel}: {type(e).__name__}: {e}") from e
+    finally:
+        sys.dont_write_bytecode = was
+    return mod
+
+
+SAMEDRIVER = "benches/results/samedriver"
+
+
+class SameDriver:
+    """The same-driver runs (benches/samedriver/run.sh) with benches/samedriver/report.py's method:
+    a run's excess is its percentile minus that of the same repetition's echo run (the TCP floor);
+    the figure of a system is the median of its excesses over the repetitions."""
+
+    SYSTEMS = ("echo", "redis", "baiji-remoting", "baiji-grpc")
+
+    def __init__(self):
+        rp = bench_script("benches/samedriver/report.py")
+        try:
+            runs = rp.load(os.path.join(ROOT, SAMEDRIVER))
+        except SystemExit as e:  # report.py's way of saying a file is not JSON
+            raise FiguresError(str(e)) from e
+        if not runs:
+            raise FiguresError(f"no {SAMEDRIVER}/raw/<system>-r<N>.json")
+        problems = rp.check(runs)
+        if problems:
+            raise FiguresError("; ".join(problems))
+        self.by = {(r["system"], r["_rep"]): r for r in runs}
+        self.reps = sorted({r["_rep"] for r in runs})
+        self.date = min(r["timestamp"] for r in runs)[:10]
+        for s in self.SYSTEMS:
+            if not any(k[0] == s for k in self.by):
+                raise FiguresError(f"{SAMEDRIVER}/raw: no {s} run")
+        self.excess = {s: {q: median(self.excesses(s, q)) for q in ("p50", "p99")} for s in self.SYSTEMS[1:]}
+        self.agree()
+
+    def excesses(self, system, q):
+        """report.py's `excess`: per repetition with both runs, the system's q minus echo's q (µs)."""
+        return [
+            self.by[(system, n)][f"{q}_us"] - self.by[("echo", n)][f"{q}_us"]
+            for n in self.reps
+            if (system, n) in self.by and ("echo", n) in self.by
+        ]
+
+    def agree(self):
+        """The excesses and verdicts report.py wrote into REPORT.md must be the ones computed here."""
+        text = read(os.path.join(ROOT, SAMEDRIVER, "REPORT.md"))
+        rows = {r[0]: r for head, rows in md_tables(text) if head[:2] == ["system", "runs"] for r in rows}
+        red = self.excess["redis"]
+        for s, x in self.excess.items():
+            printed = rows.get(s, [""] * 7)[5:7]
+            if printed != [f"{x['p50']:.1f}", f"{x['p99']:.1f}"]:
+                raise FiguresError(f"{SAMEDRIVER}/REPORT.md prints excess p50/p99 {printed} for {s}; the raw files give {x['p50']:.1f}/{x['p99']:.1f}")
+            if s == "redis":
+                continue
+            state = "**met**" if x["p50"] <= red["p50"] and x["p99"] <= red["p99"] else "**missed**"
+            if f"- {s}: {state} —" not in text:
+                raise FiguresError(f"{SAMEDRIVER}/REPORT.md's verdict for {s} is not {state}, which the raw files give")
+
+
+def us1(x):
+    """µs with one decimal, as samedriver/REPORT.md and the README's same-driver table print them."""
+    return f"{x:.1f}"
+
+
+def same_driver_targets(sd):
+    """Issue 28: baiji's excess over the echo floor ≤ Redis's at p50 and p99 (ratio of the medians of
+    the excesses ≤ 1), remoting one row per percentile, gRPC one row."""
+    red, rem, grpc = sd.excess["redis"], sd.excess["baiji-remoting"], sd.excess["baiji-grpc"]
+    T = []
+    for q in ("p50", "p99"):
+        x = rem[q] / red[q]
+        T.append(
+            Target(
+                f"same driver: baiji remoting excess over the echo floor ≤ Redis's at {q}",
+                f"{us1(rem[q])} vs {us1(red[q])} µs = **{ratio(x)}x**",
+                [("", x, LE, 1.0, f"{ratio(x)}x")],
+                f"same-driver remoting {q} vs Redis ({ratio(x)}x)",
+            )
         )
-    )
-    checks = [(a, et[f"burst {a}"].checks[0][1], GE, 1.0, et[f"burst {a}"].checks[0][4]) for a, _ in ALLOCS]
+    checks = [(q, grpc[q] / red[q], LE, 1.0, f"{ratio(grpc[q] / red[q])}x") for q in ("p50", "p99")]
     T.append(
         Target(
-            "engine: 1P1C burst ≥ crossbeam unbounded",
-            "; ".join(f"{a} allocator **{c[4]}**" for c in checks for a in [c[0]]) + f" (same engine pass)",
+            "same driver: baiji gRPC excess ≤ Redis's at p50 / p99",
+            "; ".join(f"{c[0]} {us1(grpc[c[0]])} vs {us1(red[c[0]])} µs = **{c[4]}**" for c in checks),
             checks,
-            "engine burst vs crossbeam",
+            "same-driver gRPC {failed} vs Redis",
         )
     )
+    return T
+
+
+SHM = "benches/results/shm"
+
+
+class Shm:
+    """The shared-memory pass (benches/wire/shm_vs_heap.sh): `<workload>-<heap|shm>-r<N>.json`,
+    read as benches/wire/shm_report.py reads them, its figures and medians used as it defines them."""
+
+    def __init__(self):
+        self.script = bench_script("benches/wire/shm_report.py")
+        self.runs = {}
+        for m, r in json_runs(f"{SHM}/raw", r"([^-]+)-([^-]+)-([^-]+)\.json", "<workload>-<mode>-r<N>.json"):
+            if r["workload"] != m.group(1):
+                raise FiguresError(f"{SHM}/raw/{m.group(0)}: its JSON says workload {r['workload']}")
+            self.runs.setdefault((m.group(1), m.group(2)), []).append(r)
+        self.date = day(min(r["started_unix"] for rs in self.runs.values() for r in rs))
+
+    def cell(self, workload, mode):
+        if not self.runs.get((workload, mode)):
+            raise FiguresError(f"{SHM}/raw: no {workload}-{mode}-r<N>.json")
+        c = Cell((workload, "baiji", mode))
+        c.runs = self.runs[(workload, mode)]
+        return c
+
+    def worst(self, workload):
+        """(cost, figure label, shm/heap) of the workload's costliest figure, shm_report.py's way:
+        ratio of the medians shm / heap, a cost above 1 for latencies and CPU, below 1 for
+        throughput; the RSS figures are not part of the rule."""
+        heap, shm = self.cell(workload, "heap").runs, self.cell(workload, "shm").runs
+        costs = []
+        for label, h, s_, better in self.script.medians(heap, shm):
+            x = s_ / h if h else math.nan
+            if "RSS" not in label:
+                costs.append((x - 1 if better == "lower" else 1 - x, label, x))
+        if not costs:
+            raise FiguresError(f"{SHM}/raw: no figure of workload ({workload}) in both modes")
+        return max(costs, key=lambda c: c[0])
+
+    def agree(self, worst):
+        """shm/REPORT.md's "Largest cost there" line must name the cost computed here."""
+        text = read(os.path.join(ROOT, SHM, "REPORT.md"))
+        wl, (cost, label, _) = max(worst.items(), key=lambda kv: kv[1][0])
+        line = f"Largest cost there: workload ({wl}) {label}: {cost * 100:+.1f} % ({'within' if cost <= 0.05 else 'over'} 5 %)."
+        if line not in " ".join(text.split()):
+            raise FiguresError(f"{SHM}/REPORT.md does not say '{line}', which the raw files give")
+
+
+def shm_targets(sh):
+    """Issue 28 (d) with the shared-memory store, and issue 26's rule: the store directory within
+    5 % of heap on workloads (a) and (b) (latencies, throughput, broker CPU per message)."""
+    heap_d = sh.cell("d", "heap")
+    T = [
+        drained_rss_target(
+            sh.cell("d", "shm"),
+            "(d) the same with the shared-memory store",
+            "drained RSS, shared memory",
+            f"; heap runs of the same pass {ratio(heap_d.med(after_over_idle))}x",
+        )
+    ]
+    worst = {wl: sh.worst(wl) for wl in ("a", "b")}
+    sh.agree(worst)
+    n = {wl: (len(sh.cell(wl, "heap").runs), len(sh.cell(wl, "shm").runs)) for wl in worst}
+    # each workload's costliest figure ≤ +5 % (shm/heap, medians of the runs of each mode)
+    checks = [(f"({wl})", c[0], LE, 0.05, f"{c[0] * 100:+.1f} %") for wl, c in worst.items()]
+    T.append(
+        Target(
+            "shared-memory store within 5 % of heap on (a) and (b)",
+            "costliest figure: "
+            + "; ".join(f"({wl}) {re.sub(r' [(].*', '', c[1])} **{c[0] * 100:+.1f} %** (shm/heap {c[2]:.3f}, {n[wl][0]} + {n[wl][1]} runs)" for wl, c in worst.items()),
+            checks,
+            "shared-memory store vs heap on {failed}",
+        )
+    )
+    return T
+
+
+GRPC = "benches/results/grpc"
+
+
+def grpc_cells():
+    """The gRPC pass (benches/results/grpc/run.sh): `<paced|max>-<grpc|pull|pop>-r<N>.json`, every
+    repetition there is, as cells keyed (workload, "baiji", driver)."""
+    cells = {}
+    for m, r in json_runs(GRPC, r"(paced|max)-(grpc|pull|pop)-r\d+\.json", "<paced|max>-<grpc|pull|pop>-r<N>.json"):
+        if r["workload"] != f"{m.group(1)}-{m.group(2)}":
+            raise FiguresError(f"{GRPC}/{m.group(0)}: its JSON says workload {r['workload']}")
+        key = (m.group(1), "baiji", m.group(2))
+        cells.setdefault(key, Cell(key)).runs.append(r)
+    for load in ("paced", "max"):
+        for drv in ("grpc", "pull", "pop"):
+            if (load, "baiji", drv) not in cells:
+                raise FiguresError(f"{GRPC}: no {load}-{drv}-r<N>.json")
+    return cells
+
+
+def grpc_vs_remoting(G, load, f, unit, name, op, limit, short):
+    """gRPC's figure `f` over remoting's (the pull driver, the 4.x clients' default consume path),
+    ratio of the medians of the `load` runs, checked `op` `limit`; pop's figure beside it."""
+    g, pull, pop = (G[(load, "baiji", d)].med(f) for d in ("grpc", "pull", "pop"))
+    if not all(math.isfinite(v) and v > 0 for v in (g, pull, pop)):
+        raise FiguresError(f"{GRPC}: the {load} runs lack a figure for '{name}'")
+    x = g / pull
+    return Target(
+        name,
+        f"{num(g)} vs {num(pull)} {unit} = **{ratio(x)}x** (pop: {num(pop)} {unit}, {ratio(g / pop)}x)",
+        [("", x, op, limit, f"{ratio(x)}x")],
+        f"{short} ({ratio(x)}x)",
+    )
+
+
+def round3_targets(cells, eng, et, sd, sh, G):
+    """Issue 28 (performance, third round): each target's figure and verdict, computed here."""
+    D = cells[("d", "baiji", "raw")]
+    T = same_driver_targets(sd)
+    # (b) broker CPU per message ≤ Redis's (ratio of the medians ≤ 1).
+    T.append(cpu_vs_redis(cells, "(b) broker CPU per message ≤ Redis's", 1.0))
+    # (c) broker CPU per message sent with 4 groups ≤ 1.3x that with 1 group (c1).
+    T.append(fanout_cpu(cells, "(c) 4-group fan-out ≤ 1.3x the broker CPU of 1 group per message sent", 1.3))
+    T.append(drained_rss_target(D, "(d) RSS after draining a 1M backlog within 10 % of idle, heap store", "drained RSS, heap"))
+    T += shm_targets(sh)
+    # gRPC against remoting (pull), ratios of the medians over the runs of each driver:
+    # broker CPU per message ≤ 1.5x (unpaced), send p50 ≤ 1.3x (paced), sent msg/s ≥ 0.7x
+    # (unpaced), end-to-end p50 ≤ 2x (unpaced).
+    T.append(grpc_vs_remoting(G, "max", broker("cpu_us_per_msg"), "µs", "gRPC: broker CPU per message ≤ 1.5x remoting's", LE, 1.5, "gRPC CPU per message"))
+    T.append(grpc_vs_remoting(G, "paced", p("send_rtt", "p50"), "µs", "gRPC: send p50 ≤ 1.3x remoting's", LE, 1.3, "gRPC send p50"))
+    T.append(grpc_vs_remoting(G, "max", lambda r: r["sent_per_s"], "msg/s", "gRPC: throughput ≥ 0.7x remoting's", GE, 0.7, "gRPC throughput"))
+    T.append(
+        grpc_vs_remoting(G, "max", p("e2e", "p50"), "µs", "gRPC: end-to-end p50 under the unpaced workload within 2x remoting's", LE, 2.0, "gRPC e2e p50")
+    )
+    # engine: the same thresholds as issue 5's engine targets, from the engine pass's outputs.
+    T += engine_rows(eng, et)
     return T
 
 
@@ -888,13 +1173,73 @@ def readme_wire(runs, cells, targets, eng, round2):
         f"of the benchmark issue, each checked against its figure: {len(met)} met, {len(missed)} missed ("
         + "; ".join(t.short for t in missed)
         + "). The second round's "
-        f"{len(round2)} targets (issue 16, first in the summary): "
+        f"{len(round2)} targets (issue 16, in the summary after the third round's): "
         f"{sum(1 for t in round2 if t.met)} met ("
         + "; ".join(t.short for t in round2 if t.met)
         + f"), {sum(1 for t in round2 if not t.met)} missed ("
         + "; ".join(t.short for t in round2 if not t.met)
         + ")."
     ))
+    return "".join(out)
+
+
+# The same-driver table's rows: system, how the README names what it measures.
+SAMEDRIVER_ROWS = (
+    ("redis", "Redis 7 `XADD`"),
+    ("nats", "NATS 2.9 JetStream publish with ack"),
+    ("baiji-remoting", "baiji remoting `SEND_MESSAGE_V2`"),
+    ("baiji-grpc", "baiji gRPC `SendMessage`"),
+)
+
+
+def readme_samedriver(sd):
+    """The README's same-driver table: each system's median excess over the echo floor, and the
+    ratios to Redis's that the issue-28 rows judge."""
+    out = []
+    w = out.append
+    w(f"| excess over the TCP echo floor, µs (median of {len(sd.reps)}, {sd.date}) | p50 | p99 |\n|---|---:|---:|\n")
+    for s, label in SAMEDRIVER_ROWS:
+        if s == "nats" and not sd.excesses(s, "p50"):
+            continue
+        w(f"| {label} | {us1(median(sd.excesses(s, 'p50')))} | {us1(median(sd.excesses(s, 'p99')))} |\n")
+    red = sd.excess["redis"]
+    r = {s: {q: sd.excess[s][q] / red[q] for q in ("p50", "p99")} for s in ("baiji-remoting", "baiji-grpc")}
+    floor = median(sd.by[("echo", n)]["p50_us"] for n in sd.reps)
+    w("\n")
+    w(
+        wrap(
+            f"baiji's remoting send costs {ratio(r['baiji-remoting']['p50'])}x Redis's excess at p50 and "
+            f"{ratio(r['baiji-remoting']['p99'])}x at p99, its gRPC send {ratio(r['baiji-grpc']['p50'])}x and "
+            f"{ratio(r['baiji-grpc']['p99'])}x (the target, ≤ 1x, is judged in the third round's table above); "
+            f"the echo floor itself was {us1(floor)} µs at p50 (loopback on this VM is slow)."
+        )
+        + "\n"
+    )
+    return "".join(out)
+
+
+def readme_round3(round3):
+    """The issue-28 targets in the README, compactly: each check's figure and the verdict."""
+    out = []
+    w = out.append
+    met = sum(1 for t in round3 if t.met)
+    w(
+        wrap(
+            "**The third round's targets (issue 28)**, each verdict computed by "
+            "`benches/results/figures.py` from its figure and the issue's threshold: the same-driver "
+            "rows from the runs under [One driver for every system](#one-driver-for-every-system-the-brokers-own-cost-per-request) "
+            "below, (b), (c) and (d) heap from the wire runs' table below, the shared-memory rows "
+            "from [benches/results/shm/](benches/results/shm/REPORT.md), the gRPC rows (remoting = "
+            "the raw driver with pull consumers) from [benches/results/grpc/](benches/results/grpc/README.md), "
+            "the engine rows from the engine table; the figures and their passes are in the report's "
+            f"summary ([benches/results/summary.md](benches/results/summary.md)). {met} of {len(round3)} met:"
+        )
+        + "\n"
+    )
+    w("| target | figure | |\n|---|---:|---|\n")
+    for t in round3:
+        fig = " / ".join(f"{c[0]} {c[4]}".strip() for c in t.checks)
+        w(f"| {t.name} | {fig} | {t.verdict()} |\n")
     return "".join(out)
 
 
@@ -1026,7 +1371,31 @@ def readme_engine(eng, T):
 # summary.md
 
 
-def summary_md(cells, targets, eng, round2):
+def round3_sources(cells, eng, sd, sh, G):
+    """Where each row of the issue-28 table comes from and how its ratios are taken."""
+    counts = lambda cs: "/".join(str(n) for n in sorted({len(c.runs) for c in cs}))
+    wire_day = day(min(r["started_unix"] for c in cells.values() for r in c.runs))
+    grpc_day = day(min(r["started_unix"] for c in G.values() for r in c.runs))
+    shm_cells = [sh.cell(wl, m) for wl, m in sh.runs]
+    return (
+        "Issue 28 asks for one machine, one run, alternating; these rows come from separate passes "
+        "on the same 2-core VM, each alternating its own systems, drivers or modes: the same-driver "
+        f"rows from `{SAMEDRIVER}/raw/` ({len(sd.reps)} repetitions, {sd.date}; excess = a run's "
+        "percentile minus that of the same repetition's TCP echo run, median over the repetitions, "
+        "as `benches/samedriver/report.py` computes it); (b), (c) and (d) heap from the wire runs "
+        f"below (`benches/results/raw/`, {wire_day}); the shared-memory rows from `{SHM}/raw/` "
+        f"({counts(shm_cells)} runs per workload and mode, heap and shm alternating, {sh.date}; issue "
+        "26's 5 % rule as `benches/wire/shm_report.py` computes it); the gRPC rows from "
+        f"`{GRPC}/` ({counts(G.values())} runs per driver, {grpc_day}; remoting = the raw driver with "
+        "pull consumers, the 4.x clients' default, pop beside it); the engine rows from the engine "
+        f"pass of {eng.date:%Y-%m-%d} (`benches/results/engine/`). A ratio between systems or drivers "
+        "is the ratio of their medians over the runs, a ratio of two figures of one run (RSS after / "
+        "idle) the median of the per-run ratios; each verdict is computed from its figure and the "
+        "threshold of issue 28 by `benches/results/figures.py`."
+    )
+
+
+def summary_md(cells, targets, eng, round2, round3, sources):
     out = []
     w = out.append
 
@@ -1034,6 +1403,12 @@ def summary_md(cells, targets, eng, round2):
         w(wrap(text, "- ", "  "))
 
     w(f"<!-- {GENERATED} -->\n")
+    w("## Targets (issue 28, performance third round), met or missed\n\n")
+    w(wrap(sources) + "\n")
+    w("| target | figure | |\n|---|---|---|\n")
+    for t in round3:
+        w(f"| {t.name} | {t.figure} | {t.verdict()} |\n")
+    w("\n")
     w("## Targets (issue 16, performance second round), met or missed\n\n")
     w(
         wrap(
@@ -1144,7 +1519,7 @@ def summary_md(cells, targets, eng, round2):
 # ---------------------------------------------------------------------------------------------
 # Splicing and checking
 
-BLOCKS = ("wire", "engine")
+BLOCKS = ("round3", "samedriver", "wire", "engine")
 
 
 def splice(text, name, body, path):
@@ -1171,9 +1546,13 @@ def outputs():
     et = engine_targets(eng)
     readme = read(README)
     r2 = round2_targets(cells, eng, et)
+    sd, sh, G = SameDriver(), Shm(), grpc_cells()
+    r3 = round3_targets(cells, eng, et, sd, sh, G)
+    readme = splice(readme, "round3", readme_round3(r3), "README.md")
+    readme = splice(readme, "samedriver", readme_samedriver(sd), "README.md")
     readme = splice(readme, "wire", readme_wire(runs, cells, wt, eng, r2), "README.md")
     readme = splice(readme, "engine", readme_engine(eng, et), "README.md")
-    summary = summary_md(cells, wt, eng, r2)
+    summary = summary_md(cells, wt, eng, r2, r3, round3_sources(cells, eng, sd, sh, G))
     meta = read(os.path.join(HERE, "meta.md"))
     profile = read(os.path.join(HERE, "profile.md"))
     # report.rs includes each file as read (with its final newline) followed by a blank line.
