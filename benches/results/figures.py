@@ -1395,7 +1395,7 @@ def round3_sources(cells, eng, sd, sh, G):
     )
 
 
-def summary_md(cells, targets, eng, round2, round3, sources):
+def summary_md(cells, targets, eng, round2, round3, sources, same_driver):
     out = []
     w = out.append
 
@@ -1409,6 +1409,8 @@ def summary_md(cells, targets, eng, round2, round3, sources):
     for t in round3:
         w(f"| {t.name} | {t.figure} | {t.verdict()} |\n")
     w("\n")
+    w("### The same-driver table (`benches/results/samedriver/`)\n\n")
+    w(same_driver + "\n")
     w("## Targets (issue 16, performance second round), met or missed\n\n")
     w(
         wrap(
@@ -1547,12 +1549,13 @@ def outputs():
     readme = read(README)
     r2 = round2_targets(cells, eng, et)
     sd, sh, G = SameDriver(), Shm(), grpc_cells()
+    same_driver = readme_samedriver(sd)
     r3 = round3_targets(cells, eng, et, sd, sh, G)
     readme = splice(readme, "round3", readme_round3(r3), "README.md")
-    readme = splice(readme, "samedriver", readme_samedriver(sd), "README.md")
+    readme = splice(readme, "samedriver", same_driver, "README.md")
     readme = splice(readme, "wire", readme_wire(runs, cells, wt, eng, r2), "README.md")
     readme = splice(readme, "engine", readme_engine(eng, et), "README.md")
-    summary = summary_md(cells, wt, eng, r2, r3, round3_sources(cells, eng, sd, sh, G))
+    summary = summary_md(cells, wt, eng, r2, r3, round3_sources(cells, eng, sd, sh, G), same_driver)
     meta = read(os.path.join(HERE, "meta.md"))
     profile = read(os.path.join(HERE, "profile.md"))
     # report.rs includes each file as read (with its final newline) followed by a blank line.
