@@ -657,29 +657,27 @@ def drained_rss_target(D, name, short, note=""):
     )
 
 
-def cpu_vs_redis(cells, name, limit):
-    """(b) baiji's broker CPU per message over Redis's ≤ `limit` (ratio of the medians; issues 16, 28)."""
+def cpu_ratio(cells, over, under, name, limit, short):
+    """The broker CPU per message of wire cell `over` over that of cell `under` ≤ `limit` (ratio of
+    the medians): (b) baiji against Redis, (c) 4 groups against 1 (issues 16, 28)."""
     cpu = broker("cpu_us_per_msg")
-    b, x = cells[("b", "baiji", "raw")].med(cpu), cells[("b", "redis", "redis")].med(cpu)
+    a, b = cells[over].med(cpu), cells[under].med(cpu)
     return Target(
         name,
-        f"{num(b)} vs {num(x)} µs = **{ratio(b / x)}x**",
-        [("", b / x, LE, limit, f"{ratio(b / x)}x")],
-        f"CPU per message vs Redis ({ratio(b / x)}x)",
+        f"{num(a)} vs {num(b)} µs = **{ratio(a / b)}x**",
+        [("", a / b, LE, limit, f"{ratio(a / b)}x")],
+        f"{short} ({ratio(a / b)}x)",
     )
+
+
+def cpu_vs_redis(cells, name, limit):
+    """(b) baiji's broker CPU per message over Redis's ≤ `limit`."""
+    return cpu_ratio(cells, ("b", "baiji", "raw"), ("b", "redis", "redis"), name, limit, "CPU per message vs Redis")
 
 
 def fanout_cpu(cells, name, limit):
-    """(c) broker CPU per message sent with 4 groups (c) over that with 1 group (c1) ≤ `limit`
-    (ratio of the medians; issues 16, 28)."""
-    cpu = broker("cpu_us_per_msg")
-    c4, c1 = cells[("c", "baiji", "raw")].med(cpu), cells[("c1", "baiji", "raw")].med(cpu)
-    return Target(
-        name,
-        f"{num(c4)} vs {num(c1)} µs = **{ratio(c4 / c1)}x**",
-        [("", c4 / c1, LE, limit, f"{ratio(c4 / c1)}x")],
-        f"fan-out CPU ({ratio(c4 / c1)}x)",
-    )
+    """(c) broker CPU per message sent with 4 groups (c) over that with 1 group (c1) ≤ `limit`."""
+    return cpu_ratio(cells, ("c", "baiji", "raw"), ("c1", "baiji", "raw"), name, limit, "fan-out CPU")
 
 
 def engine_rows(eng, et):
